@@ -1,0 +1,188 @@
+"""Policy files: a named list of actions and plugins with typed arguments, loaded from YAML.
+
+A policy file looks like::
+
+    name: volcano-binpack
+    description: Volcano's default actions with the binpack plugin
+    actions: [allocate]              # or [{name: allocate, args: {blocking: true}}]
+    plugins:
+      - name: priority
+      - name: fifo
+      - name: binpack
+        weight: 1.0
+        args: {}
+
+Everything is validated on load: an unknown key, plugin, action or argument, or a value of the wrong
+type, raises :class:`~kant.errors.ConfigError` naming the file and the key path
+(``plugins[2].args.weight``). Nothing falls back silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kant.errors import ConfigError
+from kant.framework.plugin import Action, Plugin
+from kant.framework.registry import action_class, action_names, plugin_class, plugin_names
+
+__all__ = ["Policy", "PluginEntry", "ActionEntry", "load_policy", "parse_policy", "bundled_policies"]
+
+
+class _PluginSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    weight: float = Field(default=1.0, ge=0.0, allow_inf_nan=False)
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class _ActionSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class _PolicyFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1)
+    description: str = ""
+    actions: list[str | _ActionSpec] = Field(min_length=1)
+    plugins: list[_PluginSpec] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PluginEntry:
+    cls: type[Plugin]
+    args: BaseModel
+    weight: float
+
+    def build(self) -> Plugin:
+        return self.cls(self.args, self.weight)
+
+
+@dataclass(frozen=True)
+class ActionEntry:
+    cls: type[Action]
+    args: BaseModel
+
+    def build(self) -> Action:
+        return self.cls(self.args)
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    description: str
+    actions: tuple[ActionEntry, ...]
+    plugins: tuple[PluginEntry, ...]
+    source: str = ""
+
+    def build_plugins(self) -> list[Plugin]:
+        return [p.build() for p in self.plugins]
+
+    def build_actions(self) -> list[Action]:
+        return [a.build() for a in self.actions]
+
+
+def _loc(prefix: str, loc: tuple[int | str, ...]) -> str:
+    out = prefix
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("str", "_ActionSpec", "function-after[...]"):
+            continue
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _raise_validation(source: str, prefix: str, exc: ValidationError) -> None:
+    err = exc.errors()[0]
+    loc = tuple(p for p in err["loc"] if p not in ("str", "_ActionSpec"))
+    raise ConfigError(source, _loc(prefix, loc), err["msg"]) from None
+
+
+def parse_policy(data: Any, source: str = "<policy>") -> Policy:
+    """Validate an already-parsed YAML document into a :class:`Policy`."""
+    if not isinstance(data, dict):
+        raise ConfigError(source, "", "a policy file must be a mapping with name, actions and plugins")
+    try:
+        doc = _PolicyFile.model_validate(data)
+    except ValidationError as exc:
+        _raise_validation(source, "", exc)
+        raise AssertionError from exc  # unreachable
+    actions: list[ActionEntry] = []
+    for i, spec in enumerate(doc.actions):
+        aspec = _ActionSpec(name=spec) if isinstance(spec, str) else spec
+        acls = action_class(aspec.name)
+        if acls is None:
+            raise ConfigError(source, f"actions[{i}]", f"unknown action {aspec.name!r}; known: {', '.join(action_names())}")
+        try:
+            aargs = acls.Args.model_validate(aspec.args)
+        except ValidationError as exc:
+            _raise_validation(source, f"actions[{i}].args", exc)
+        actions.append(ActionEntry(acls, aargs))
+    plugins: list[PluginEntry] = []
+    seen: dict[str, int] = {}
+    for i, pspec in enumerate(doc.plugins):
+        pcls = plugin_class(pspec.name)
+        if pcls is None:
+            raise ConfigError(source, f"plugins[{i}].name", f"unknown plugin {pspec.name!r}; known: {', '.join(plugin_names())}")
+        if pspec.name in seen:
+            raise ConfigError(source, f"plugins[{i}].name", f"plugin {pspec.name!r} already listed at plugins[{seen[pspec.name]}]")
+        seen[pspec.name] = i
+        try:
+            pargs = pcls.Args.model_validate(pspec.args)
+        except ValidationError as exc:
+            _raise_validation(source, f"plugins[{i}].args", exc)
+        plugins.append(PluginEntry(pcls, pargs, pspec.weight))
+    policy = Policy(doc.name, doc.description, tuple(actions), tuple(plugins), source)
+    _check_combination(policy)
+    return policy
+
+
+def _check_combination(policy: Policy) -> None:
+    from kant.framework.plugin import Place
+
+    placers = [i for i, p in enumerate(policy.plugins) if issubclass(p.cls, Place)]
+    if len(placers) > 1:
+        names = ", ".join(policy.plugins[i].cls.NAME for i in placers)
+        raise ConfigError(policy.source, f"plugins[{placers[1]}]", f"at most one gang placement plugin, got {names}")
+
+
+def bundled_policies() -> dict[str, Path]:
+    """Policy files shipped with kant, by name (file stem)."""
+    root = resources.files("kant.policies")
+    return {
+        Path(str(entry)).stem: Path(str(entry))
+        for entry in root.iterdir()
+        if str(entry).endswith(".yaml")
+    }
+
+
+def load_policy(arg: str | Path) -> Policy:
+    """Load a policy from a YAML file path or a bundled policy name (``k8s-default``...)."""
+    path = Path(arg)
+    if not path.exists():
+        bundled = bundled_policies()
+        if str(arg) in bundled:
+            path = bundled[str(arg)]
+        else:
+            raise ConfigError(str(arg), "", f"no such policy file or bundled policy; bundled: {', '.join(sorted(bundled))}")
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(source, "", f"cannot read: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else ""
+        raise ConfigError(source, where, f"not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    return parse_policy(data, source)

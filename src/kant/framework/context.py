@@ -1,0 +1,77 @@
+"""What plugins and actions see: the run-wide environment and the per-cycle context."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from kant.framework.queue import PendingQueue
+from kant.framework.statement import Statement
+from kant.framework.status import Status
+from kant.model.cluster import Cluster
+from kant.model.job import JobTable
+from kant.model.state import ClusterState, Placement
+
+__all__ = ["SchedulerEnv", "CycleContext", "RunningJob"]
+
+BoolArray = npt.NDArray[np.bool_]
+
+
+class SchedulerEnv:
+    """Run-wide, read-mostly inputs: cluster, jobs, a seeded RNG, and cached per-type node masks.
+
+    ``estimate(job)`` gives the runtime estimate that reservations use (backfill): by default the
+    job's ``estimate`` column, else its true duration (a policy can install a runtime estimator).
+    """
+
+    def __init__(self, cluster: Cluster, jobs: JobTable, seed: int = 0) -> None:
+        self.cluster = cluster
+        self.jobs = jobs
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.estimator: Callable[[int], float] | None = None
+        self._type_masks: dict[int, BoolArray] = {}
+        self.cpu_unmodelled = cluster.cpu_milli == 0
+        self.mem_unmodelled = cluster.memory_mib == 0
+
+    def nodes_of_type(self, type_code: int) -> BoolArray:
+        """Mask of nodes a job with ``gpu_type`` code may use. A job-side type name may list
+        several allowed types separated by ``|`` (e.g. ``V100M16|V100M32``)."""
+        mask = self._type_masks.get(type_code)
+        if mask is None:
+            allowed = self.jobs.gpu_type_names[type_code].split("|")
+            codes = [self.cluster.gpu_type_code(t.strip()) for t in allowed]
+            mask = np.isin(self.cluster.gpu_type, [c for c in codes if c >= 0])
+            mask.setflags(write=False)
+            self._type_masks[type_code] = mask
+        return mask
+
+    def estimate(self, job: int) -> float:
+        if self.estimator is not None:
+            return self.estimator(job)
+        est = float(self.jobs.estimate[job])
+        return est if est == est else float(self.jobs.duration[job])
+
+
+@dataclass(slots=True)
+class RunningJob:
+    start: float  # start of the current run
+    expected_end: float  # start + estimated remaining run time (what reservations use)
+
+
+@dataclass
+class CycleContext:
+    """One scheduling cycle: the state to change (through ``statement``), the queue, the time."""
+
+    env: SchedulerEnv
+    state: ClusterState
+    queue: PendingQueue
+    now: float
+    running: dict[int, RunningJob]
+    statement: Statement
+    started: list[tuple[int, Placement]] = field(default_factory=list)
+    evicted: list[tuple[int, Placement]] = field(default_factory=list)
+    reasons: dict[int, Status] = field(default_factory=dict)  # shape id -> last failure

@@ -1,0 +1,142 @@
+"""The contract for policy authors: one small base class per extension point, one verb each.
+
+A plugin is a class with a ``NAME``, a pydantic ``Args`` model for its typed arguments, and one or
+more of the extension-point bases below. The runner (:class:`kant.framework.runner.Framework`)
+owns the cycle and calls plugins in the order the policy file lists them; plugins never call each
+other. Scores are on the fixed scale ``0..MAX_SCORE``; the runner applies the configured weights.
+
+Filters and scores work on whole arrays of nodes at once (NumPy), never one node per call.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict
+
+from kant.framework.status import SUCCESS, Status
+from kant.model.state import Placement
+
+if TYPE_CHECKING:
+    from kant.framework.context import CycleContext, SchedulerEnv
+    from kant.framework.runner import Framework
+
+__all__ = [
+    "MAX_SCORE",
+    "NoArgs",
+    "Plugin",
+    "QueueSort",
+    "Admit",
+    "Filter",
+    "Score",
+    "Place",
+    "JobListener",
+    "Action",
+]
+
+MAX_SCORE = 100.0
+
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+class NoArgs(BaseModel):
+    """Arguments of a plugin that takes none; unknown keys are rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Plugin:
+    """Base of every plugin. Subclasses set ``NAME`` and, if they take arguments, ``Args``."""
+
+    NAME: ClassVar[str] = ""
+    Args: ClassVar[type[BaseModel]] = NoArgs
+
+    def __init__(self, args: BaseModel | None = None, weight: float = 1.0) -> None:
+        self.args = args if args is not None else self.Args()
+        self.weight = weight
+
+    def setup(self, env: SchedulerEnv) -> None:
+        """Called once before the first cycle, with the cluster and job table."""
+
+
+class QueueSort(Plugin):
+    """Orders the pending queue: lower keys go first. Keys of several plugins are compared in the
+    order the policy lists them; the runner always ends with (submit time, job row) as tie-break.
+
+    A plugin whose key never changes while a job waits keeps ``DYNAMIC = False``; then the queue is
+    kept sorted incrementally. A dynamic key (attained service, fair share) is recomputed every cycle.
+    """
+
+    DYNAMIC: ClassVar[bool] = False
+
+    def key(self, env: SchedulerEnv, job: int, now: float) -> float:
+        raise NotImplementedError
+
+
+class Admit(Plugin):
+    """Admission (quotas, limits) before placement."""
+
+    def admit(self, ctx: CycleContext, job: int) -> Status:
+        return SUCCESS
+
+    def feasible(self, env: SchedulerEnv, job: int) -> Status:
+        """Could this job ever be admitted (e.g. its size within the tenant's maximum)?"""
+        return SUCCESS
+
+
+class Filter(Plugin):
+    """Narrows the nodes a worker may use. ``mask`` already holds the nodes where the worker fits;
+    return a (new or same) mask with more nodes set to False."""
+
+    def filter(self, ctx: CycleContext, job: int, mask: BoolArray) -> BoolArray:
+        raise NotImplementedError
+
+
+class Score(Plugin):
+    """Scores candidate nodes for one worker of ``job`` on ``0..MAX_SCORE`` (higher is better)."""
+
+    def score(self, ctx: CycleContext, job: int, nodes: IntArray) -> FloatArray:
+        raise NotImplementedError
+
+
+class Place(Plugin):
+    """Places a whole gang (topology-aware and packing strategies). Return a placement, or a
+    :class:`Status` saying why not. ``fw.place_workers`` offers the standard filter+score greedy
+    placement restricted to a node mask, for strategies that first choose a group of nodes."""
+
+    def place(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
+        raise NotImplementedError
+
+    def feasible(self, env: SchedulerEnv, job: int) -> Status:
+        """Could this gang ever be placed by this strategy on the empty cluster?"""
+        return SUCCESS
+
+
+class JobListener(Plugin):
+    """Plugins that keep their own state (quota usage, attained service) hear about starts/stops."""
+
+    def job_started(self, env: SchedulerEnv, job: int, now: float, placement: Placement) -> None:
+        pass
+
+    def job_stopped(self, env: SchedulerEnv, job: int, now: float, placement: Placement, finished: bool) -> None:
+        pass
+
+
+class Action:
+    """A cycle-level algorithm (allocate, backfill, preempt). Actions run in the configured order."""
+
+    NAME: ClassVar[str] = ""
+    Args: ClassVar[type[BaseModel]] = NoArgs
+
+    def __init__(self, args: BaseModel | None = None) -> None:
+        self.args = args if args is not None else self.Args()
+
+    def setup(self, env: SchedulerEnv) -> None:
+        pass
+
+    def execute(self, ctx: CycleContext, fw: Framework) -> None:
+        raise NotImplementedError

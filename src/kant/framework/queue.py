@@ -1,0 +1,149 @@
+"""The pending queue, grouped by request shape so a cycle costs O(shapes + starts), not O(queue).
+
+Two jobs have the same *shape* when every input that placement and admission look at is equal:
+workers, GPUs (and GPU share) per worker, CPU and memory per worker, GPU type, tenant, priority and
+kind. Within one cycle the cluster only loses capacity as jobs start, so once a job fails to place,
+every later job of the same shape fails too: the cycle marks the shape blocked and skips the rest.
+
+With static sort keys each shape's list is kept sorted on insert and a cycle merges the heads of the
+lists through a heap. With a dynamic key (attained service, fair share) the cycle sorts all pending
+jobs afresh.
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left, insort
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import numpy.typing as npt
+
+from kant.model.job import JobTable
+
+__all__ = ["PendingQueue", "shape_ids"]
+
+IntArray = npt.NDArray[np.int64]
+SortKey = tuple[float, ...]
+
+
+def shape_ids(jobs: JobTable) -> IntArray:
+    """Dense shape id per job (equal ids = identical requests, tenant, priority and kind)."""
+    if len(jobs) == 0:
+        return np.zeros(0, dtype=np.int64)
+    cols = np.stack(
+        [
+            jobs.workers,
+            jobs.gpus_per_worker,
+            jobs.gpu_milli,
+            jobs.cpu_milli,
+            jobs.memory_mib,
+            jobs.gpu_type,
+            jobs.tenant,
+            jobs.priority,
+            jobs.kind,
+        ],
+        axis=1,
+    )
+    _, inverse = np.unique(cols, axis=0, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64)
+
+
+class PendingQueue:
+    """Jobs waiting to run. ``static_key(job)`` gives each job's sort key once, on push."""
+
+    def __init__(self, jobs: JobTable, shapes: IntArray, static_key: Callable[[int], SortKey]) -> None:
+        self.jobs = jobs
+        self.shapes = shapes
+        self._static_key = static_key
+        self._keys: dict[int, SortKey] = {}
+        self._by_shape: dict[int, list[int]] = {}
+        self.pending_gpus = 0
+        self._blocked: set[int] = set()
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, job: int) -> bool:
+        return job in self._keys
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._keys)
+
+    def n_shapes(self) -> int:
+        return len(self._by_shape)
+
+    def shape_jobs(self, shape: int) -> list[int]:
+        """Jobs of one shape in static-key order (read only)."""
+        return self._by_shape.get(shape, [])
+
+    def push(self, job: int) -> None:
+        key = self._static_key(job)
+        self._keys[job] = key
+        lst = self._by_shape.setdefault(int(self.shapes[job]), [])
+        if not lst or self._keys[lst[-1]] <= key:
+            lst.append(job)
+        else:
+            insort(lst, job, key=self._keys.__getitem__)
+        self.pending_gpus += int(self.jobs.total_gpus[job])
+
+    def remove(self, job: int) -> None:
+        key = self._keys[job]
+        shape = int(self.shapes[job])
+        lst = self._by_shape[shape]
+        i = bisect_left(lst, key, key=self._keys.__getitem__)
+        if lst[i] != job:  # pragma: no cover - keys end in the job row, so they are unique
+            i = lst.index(job)
+        del lst[i]
+        if not lst:
+            del self._by_shape[shape]
+        del self._keys[job]
+        self.pending_gpus -= int(self.jobs.total_gpus[job])
+
+    # --- one cycle's walk --------------------------------------------------------------------
+    def block(self, shape: int) -> None:
+        """No more jobs of ``shape`` this cycle."""
+        self._blocked.add(shape)
+
+    def is_blocked(self, shape: int) -> bool:
+        return shape in self._blocked
+
+    def walk(self, dynamic_key: Callable[[int], SortKey] | None = None) -> Iterator[int]:
+        """Yield pending jobs in queue order, skipping shapes blocked during the walk. Jobs the
+        caller starts (removes) during the walk are handled; the walk ends early once every shape
+        is blocked."""
+        self._blocked = set()
+        if dynamic_key is not None:
+            yield from self._walk_sorted(dynamic_key)
+            return
+        heap: list[tuple[SortKey, int]] = [(self._keys[lst[0]], s) for s, lst in self._by_shape.items()]
+        heapq.heapify(heap)
+        pos: dict[int, int] = {}
+        while heap:
+            _, shape = heapq.heappop(heap)
+            lst = self._by_shape.get(shape)
+            if lst is None:
+                continue
+            i = pos.get(shape, 0)
+            job = lst[i]
+            yield job
+            if shape in self._blocked:
+                continue
+            lst = self._by_shape.get(shape)
+            if lst is None:
+                continue
+            if job in self._keys:  # still pending: move past it
+                i += 1
+            pos[shape] = i
+            if i < len(lst):
+                heapq.heappush(heap, (self._keys[lst[i]], shape))
+
+    def _walk_sorted(self, dynamic_key: Callable[[int], SortKey]) -> Iterator[int]:
+        order = sorted(self._keys, key=dynamic_key)
+        n_shapes = len(self._by_shape)
+        for job in order:
+            if len(self._blocked) >= n_shapes:
+                return
+            if job not in self._keys or int(self.shapes[job]) in self._blocked:
+                continue
+            yield job

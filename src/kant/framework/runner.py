@@ -1,0 +1,197 @@
+"""The runner: owns the order of extension points and applies weights; plugins never call each other.
+
+Placement of one worker is: built-in resource fit (free GPUs, GPU type, CPU, memory) as one NumPy
+mask over all nodes, then the policy's filters narrow the mask, then its scores rank the remaining
+nodes (weighted sum on the fixed 0..100 scale) and the best node wins; ties go to the lowest node
+index, so results are deterministic. A gang places its workers one after another on tentatively
+held capacity and gets all of them or none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from kant.framework.context import CycleContext, SchedulerEnv
+from kant.framework.plugin import Admit, Filter, JobListener, Place, Plugin, QueueSort, Score
+from kant.framework.status import SUCCESS, Status
+from kant.model.state import Placement
+
+__all__ = ["Framework"]
+
+BoolArray = npt.NDArray[np.bool_]
+SortKey = tuple[float, ...]
+
+
+class Framework:
+    def __init__(self, env: SchedulerEnv, plugins: Sequence[Plugin]) -> None:
+        self.env = env
+        self.plugins = list(plugins)
+        self.sorters = [p for p in self.plugins if isinstance(p, QueueSort)]
+        self.admitters = [p for p in self.plugins if isinstance(p, Admit)]
+        self.filters = [p for p in self.plugins if isinstance(p, Filter)]
+        self.scorers = [p for p in self.plugins if isinstance(p, Score)]
+        placers = [p for p in self.plugins if isinstance(p, Place)]
+        if len(placers) > 1:
+            names = ", ".join(p.NAME for p in placers)
+            raise ValueError(f"at most one gang placement plugin per policy, got {names}")
+        self.placer: Place | None = placers[0] if placers else None
+        self.listeners = [p for p in self.plugins if isinstance(p, JobListener)]
+        self.dynamic = any(p.DYNAMIC for p in self.sorters)
+        self._feasible_cache: dict[int, Status] = {}
+        for p in self.plugins:
+            p.setup(env)
+
+    # --- ordering ----------------------------------------------------------------------------
+    def _key(self, job: int, now: float) -> SortKey:
+        jobs = self.env.jobs
+        head = tuple(p.key(self.env, job, now) for p in self.sorters)
+        return (*head, float(jobs.submit[job]), float(job))
+
+    def static_key(self, job: int) -> SortKey:
+        return self._key(job, float(self.env.jobs.submit[job]))
+
+    def dynamic_key(self, now: float) -> Callable[[int], SortKey] | None:
+        if not self.dynamic:
+            return None
+        return lambda job: self._key(job, now)
+
+    # --- admission ---------------------------------------------------------------------------
+    def admit(self, ctx: CycleContext, job: int) -> Status:
+        for p in self.admitters:
+            status = p.admit(ctx, job)
+            if not status.ok:
+                return status if status.plugin else Status(status.code, status.reason, p.NAME)
+        return SUCCESS
+
+    def feasible(self, job: int, shape: int) -> Status:
+        """Could ``job`` ever run on the empty cluster under this policy? Cached per shape."""
+        cached = self._feasible_cache.get(shape)
+        if cached is None:
+            cached = self._feasible(job)
+            self._feasible_cache[shape] = cached
+        return cached
+
+    def _feasible(self, job: int) -> Status:
+        env = self.env
+        jobs, cluster = env.jobs, env.cluster
+        g = int(jobs.gpus_per_worker[job])
+        w = int(jobs.workers[job])
+        c = int(jobs.cpu_milli[job])
+        m = int(jobs.memory_mib[job])
+        t = int(jobs.gpu_type[job])
+        per_node = np.full(cluster.n_nodes, w, dtype=np.int64)
+        if g > 0:
+            per_node = np.minimum(per_node, cluster.gpus // g)
+        if c > 0:
+            per_node = np.where(env.cpu_unmodelled, per_node, np.minimum(per_node, cluster.cpu_milli // c))
+        if m > 0:
+            per_node = np.where(env.mem_unmodelled, per_node, np.minimum(per_node, cluster.memory_mib // m))
+        if t >= 0:
+            per_node = np.where(env.nodes_of_type(t), per_node, 0)
+        slots = int(per_node.sum())
+        if slots < w:
+            type_txt = "" if t < 0 else f" of type {jobs.gpu_type_names[t]}"
+            if t >= 0 and not env.nodes_of_type(t).any():
+                why = f"no node has GPU type {jobs.gpu_type_names[t]}"
+            else:
+                why = f"the whole cluster has room for only {slots} worker(s) of {g} GPU(s){type_txt}"
+            return Status.unresolvable(f"needs {jobs.describe_request(job)}; {why}", "node-resources-fit")
+        for p in self.admitters:
+            status = p.feasible(env, job)
+            if not status.ok:
+                return Status.unresolvable(status.reason, status.plugin or p.NAME)
+        if self.placer is not None:
+            status = self.placer.feasible(env, job)
+            if not status.ok:
+                return Status.unresolvable(status.reason, status.plugin or self.placer.NAME)
+        return SUCCESS
+
+    # --- placement ---------------------------------------------------------------------------
+    def fit_mask(self, ctx: CycleContext, job: int) -> BoolArray:
+        """Nodes where one worker of ``job`` fits now (resources and GPU type)."""
+        env, state, jobs = self.env, ctx.state, self.env.jobs
+        g = int(jobs.gpus_per_worker[job])
+        mask = state.free >= g if g > 0 else state.up.copy()
+        t = int(jobs.gpu_type[job])
+        if t >= 0:
+            mask &= env.nodes_of_type(t)
+        c = int(jobs.cpu_milli[job])
+        if c > 0:
+            mask &= env.cpu_unmodelled | (state.free_cpu >= c)
+        m = int(jobs.memory_mib[job])
+        if m > 0:
+            mask &= env.mem_unmodelled | (state.free_mem >= m)
+        return mask
+
+    def place(self, ctx: CycleContext, job: int) -> Placement | Status:
+        if self.placer is not None:
+            return self.placer.place(ctx, job, self)
+        return self.place_workers(ctx, job)
+
+    def place_workers(self, ctx: CycleContext, job: int, restrict: BoolArray | None = None) -> Placement | Status:
+        """Greedy filter+score placement of every worker of ``job``, optionally only on nodes in
+        ``restrict``. Returns the placement (not yet allocated) or why it failed."""
+        jobs = self.env.jobs
+        mask = self.fit_mask(ctx, job)
+        if restrict is not None:
+            mask &= restrict
+        for f in self.filters:
+            mask = f.filter(ctx, job, mask)
+        g = int(jobs.gpus_per_worker[job])
+        c = int(jobs.cpu_milli[job])
+        m = int(jobs.memory_mib[job])
+        w = int(jobs.workers[job])
+        nodes = np.flatnonzero(mask)
+        if w == 1:
+            if len(nodes) == 0:
+                return self._no_fit(ctx, job, 0)
+            return Placement((self._best(ctx, job, nodes),), g, c, m)
+        state = ctx.state
+        if g > 0:
+            slots = int((state.free[nodes] // g).sum())
+            if slots < w:
+                return self._no_fit(ctx, job, slots)
+        chosen: list[int] = []
+        try:
+            for _ in range(w):
+                if len(nodes) == 0:
+                    return self._no_fit(ctx, job, len(chosen))
+                best = self._best(ctx, job, nodes)
+                chosen.append(best)
+                state.free[best] -= g
+                state.free_cpu[best] -= c
+                state.free_mem[best] -= m
+                if not state.fits(best, g, c, m):
+                    nodes = nodes[nodes != best]
+        finally:
+            for n in chosen:
+                state.free[n] += g
+                state.free_cpu[n] += c
+                state.free_mem[n] += m
+        return Placement(tuple(chosen), g, c, m)
+
+    def _best(self, ctx: CycleContext, job: int, nodes: npt.NDArray[np.int64]) -> int:
+        if not self.scorers or len(nodes) == 1:
+            return int(nodes[0])
+        total = self.scorers[0].score(ctx, job, nodes) * self.scorers[0].weight
+        for s in self.scorers[1:]:
+            total = total + s.score(ctx, job, nodes) * s.weight
+        return int(nodes[int(np.argmax(total))])
+
+    def _no_fit(self, ctx: CycleContext, job: int, slots: int) -> Status:
+        jobs = self.env.jobs
+        return Status.unschedulable(
+            f"needs {jobs.describe_request(job)}; room now for {slots} worker(s)", "node-resources-fit"
+        )
+
+    # --- listeners ---------------------------------------------------------------------------
+    def job_started(self, job: int, now: float, placement: Placement) -> None:
+        for p in self.listeners:
+            p.job_started(self.env, job, now, placement)
+
+    def job_stopped(self, job: int, now: float, placement: Placement, finished: bool) -> None:
+        for p in self.listeners:
+            p.job_stopped(self.env, job, now, placement, finished)

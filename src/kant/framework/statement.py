@@ -1,0 +1,55 @@
+"""Tentative changes to the cluster state that are committed or discarded as one.
+
+A gang's allocation, or a preemption plan (evict victims, then place the preemptor), is made
+through a :class:`Statement`: each operation is applied to the state at once, so later decisions in
+the same cycle see it, and :meth:`Statement.discard` undoes them in reverse order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from kant.model.state import ClusterState, Placement
+
+__all__ = ["Op", "Operation", "Statement"]
+
+
+class Op(Enum):
+    ALLOCATE = "allocate"
+    EVICT = "evict"
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    op: Op
+    job: int
+    placement: Placement
+
+
+class Statement:
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.operations: list[Operation] = []
+
+    def allocate(self, job: int, placement: Placement) -> None:
+        self.state.allocate(job, placement)
+        self.operations.append(Operation(Op.ALLOCATE, job, placement))
+
+    def evict(self, job: int) -> Placement:
+        placement = self.state.release(job)
+        self.operations.append(Operation(Op.EVICT, job, placement))
+        return placement
+
+    def discard(self) -> None:
+        for operation in reversed(self.operations):
+            if operation.op is Op.ALLOCATE:
+                self.state.release(operation.job)
+            else:
+                self.state.allocate(operation.job, operation.placement)
+        self.operations.clear()
+
+    def commit(self) -> list[Operation]:
+        done = self.operations
+        self.operations = []
+        return done

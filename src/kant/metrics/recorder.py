@@ -1,0 +1,186 @@
+"""Append-only recording on the simulator's hot path; everything else is computed afterwards.
+
+The recorder keeps one row per job (start, end, status, GPU-seconds held, topology span) and one
+sample of the cluster per distinct event time (taken after that instant's scheduling cycle). A
+sample holds from its time until the next sample's time: the series are step functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+import numpy.typing as npt
+
+from kant.model.cluster import Cluster
+from kant.model.job import JobTable
+from kant.model.state import ClusterState, Placement
+
+__all__ = ["JobStatus", "Recorder", "SimResult", "SERIES"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+class JobStatus(IntEnum):
+    PENDING = 0  # still waiting when the run ended (should not happen when a run drains)
+    FINISHED = 1
+    UNSCHEDULABLE = 2  # can never run on this cluster under this policy; see reasons
+    RUNNING = 3  # still running when the run ended (inference services, or a time limit)
+
+
+#: cluster time-series columns, one value per sample
+SERIES = (
+    "allocated_gpus",  # GPUs held by jobs
+    "down_gpus",  # GPUs on failed nodes
+    "partial_nodes",  # up GPU nodes with 0 < allocated < capacity
+    "free_on_partial",  # free GPUs on those nodes
+    "empty_nodes",  # up GPU nodes with nothing allocated
+    "queue_len",  # jobs waiting
+    "pending_gpus",  # GPUs those jobs ask for
+    "running_jobs",
+)
+
+
+@dataclass
+class Recorder:
+    n_jobs: int
+    first_start: FloatArray = field(init=False)
+    last_start: FloatArray = field(init=False)
+    end: FloatArray = field(init=False)
+    status: IntArray = field(init=False)
+    runs: IntArray = field(init=False)
+    preemptions: IntArray = field(init=False)
+    gpu_seconds: FloatArray = field(init=False)
+    span_nodes: IntArray = field(init=False)
+    span_leaves: IntArray = field(init=False)
+    span_spines: IntArray = field(init=False)
+    reasons: dict[int, str] = field(default_factory=dict)
+    _times: list[float] = field(default_factory=list)
+    _series: dict[str, list[int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = self.n_jobs
+        self.first_start = np.full(n, np.nan)
+        self.last_start = np.full(n, np.nan)
+        self.end = np.full(n, np.nan)
+        self.status = np.zeros(n, dtype=np.int64)
+        self.runs = np.zeros(n, dtype=np.int64)
+        self.preemptions = np.zeros(n, dtype=np.int64)
+        self.gpu_seconds = np.zeros(n, dtype=np.float64)
+        self.span_nodes = np.zeros(n, dtype=np.int64)
+        self.span_leaves = np.zeros(n, dtype=np.int64)
+        self.span_spines = np.zeros(n, dtype=np.int64)
+        self._series = {name: [] for name in SERIES}
+
+    # --- job events --------------------------------------------------------------------------
+    def job_started(self, job: int, now: float, placement: Placement, cluster: Cluster) -> None:
+        if self.runs[job] == 0:
+            self.first_start[job] = now
+            nodes, leaves, spines = placement.span(cluster)
+            self.span_nodes[job] = nodes
+            self.span_leaves[job] = leaves
+            self.span_spines[job] = spines
+        self.last_start[job] = now
+        self.runs[job] += 1
+        self.status[job] = JobStatus.RUNNING
+
+    def job_stopped(self, job: int, now: float, placement: Placement, *, finished: bool) -> None:
+        """A run ends: finished, or interrupted (preempted / node failure) and back in the queue."""
+        self.gpu_seconds[job] += (now - self.last_start[job]) * placement.total_gpus
+        if finished:
+            self.end[job] = now
+            self.status[job] = JobStatus.FINISHED
+        else:
+            self.preemptions[job] += 1
+            self.status[job] = JobStatus.PENDING
+
+    def job_unschedulable(self, job: int, reason: str) -> None:
+        self.status[job] = JobStatus.UNSCHEDULABLE
+        self.reasons[job] = reason
+
+    # --- cluster samples ---------------------------------------------------------------------
+    def sample(self, now: float, state: ClusterState, queue_len: int, pending_gpus: int) -> None:
+        times = self._times
+        series = self._series
+        if times and times[-1] == now:
+            for values in series.values():
+                values.pop()
+            times.pop()
+        times.append(now)
+        series["allocated_gpus"].append(state.allocated_gpus)
+        series["down_gpus"].append(state.down_gpus)
+        series["partial_nodes"].append(state.partial_nodes)
+        series["free_on_partial"].append(state.free_on_partial)
+        series["empty_nodes"].append(state.empty_nodes)
+        series["queue_len"].append(queue_len)
+        series["pending_gpus"].append(pending_gpus)
+        series["running_jobs"].append(len(state.allocations))
+
+    def close(self, now: float, state: ClusterState) -> None:
+        """End of run: account GPU-seconds of jobs still running and mark them RUNNING."""
+        for job, placement in state.allocations.items():
+            self.gpu_seconds[job] += (now - self.last_start[job]) * placement.total_gpus
+            self.status[job] = JobStatus.RUNNING
+
+    def times(self) -> FloatArray:
+        return np.asarray(self._times, dtype=np.float64)
+
+    def series(self) -> dict[str, IntArray]:
+        return {name: np.asarray(vals, dtype=np.int64) for name, vals in self._series.items()}
+
+
+@dataclass
+class SimResult:
+    """Everything a run produced: inputs, per-job outcomes, and the cluster time series.
+
+    ``times[k]`` is the k-th sample time; ``series[name][k]`` holds on ``[times[k], times[k+1])``,
+    and the last sample holds until ``end_time``.
+    """
+
+    policy: str
+    cluster: Cluster
+    jobs: JobTable
+    first_start: FloatArray
+    end: FloatArray
+    status: IntArray
+    runs: IntArray
+    preemptions: IntArray
+    gpu_seconds: FloatArray
+    span_nodes: IntArray
+    span_leaves: IntArray
+    span_spines: IntArray
+    reasons: dict[int, str]
+    times: FloatArray
+    series: dict[str, IntArray]
+    end_time: float
+    wall_seconds: float = 0.0
+    events: int = 0
+    cycles: int = 0
+    seed: int = 0
+    info: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def from_recorder(
+        cls, rec: Recorder, *, policy: str, cluster: Cluster, jobs: JobTable, end_time: float, **extra: object
+    ) -> SimResult:
+        return cls(
+            policy=policy,
+            cluster=cluster,
+            jobs=jobs,
+            first_start=rec.first_start,
+            end=rec.end,
+            status=rec.status,
+            runs=rec.runs,
+            preemptions=rec.preemptions,
+            gpu_seconds=rec.gpu_seconds,
+            span_nodes=rec.span_nodes,
+            span_leaves=rec.span_leaves,
+            span_spines=rec.span_spines,
+            reasons=dict(rec.reasons),
+            times=rec.times(),
+            series=rec.series(),
+            end_time=end_time,
+            **extra,  # type: ignore[arg-type]
+        )

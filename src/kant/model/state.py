@@ -1,0 +1,216 @@
+"""Mutable cluster state: who holds which GPUs right now, plus aggregates kept up to date.
+
+Every change goes through :meth:`ClusterState.allocate` and :meth:`ClusterState.release`, which
+keep per-node free GPUs, per-leaf and per-spine free GPUs, the number of partly allocated nodes and
+the free GPUs stranded on them in step, in O(nodes touched). Metrics read these aggregates instead
+of scanning the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kant.errors import SchedulingError
+from kant.model.cluster import Cluster
+
+__all__ = ["Placement", "ClusterState"]
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a job's workers run: ``nodes[k]`` is worker k's node; each worker holds the same
+    ``gpus``/``cpu_milli``/``memory_mib`` on its node."""
+
+    nodes: tuple[int, ...]
+    gpus: int
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    per_node: dict[int, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        counts: dict[int, int] = {}
+        for n in self.nodes:
+            counts[n] = counts.get(n, 0) + 1
+        object.__setattr__(self, "per_node", counts)
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus * len(self.nodes)
+
+    def distinct_nodes(self) -> list[int]:
+        return list(self.per_node)
+
+    def span(self, cluster: Cluster) -> tuple[int, int, int]:
+        """(distinct nodes, distinct leaves, distinct spines) this placement touches."""
+        nodes = np.fromiter(self.per_node, dtype=np.int64, count=len(self.per_node))
+        return (
+            len(nodes),
+            len(np.unique(cluster.leaf[nodes])),
+            len(np.unique(cluster.spine[nodes])),
+        )
+
+
+class ClusterState:
+    """Free resources per node and the live allocations. Not thread-safe; one writer."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.free = cluster.gpus.copy()
+        self.free_cpu = cluster.cpu_milli.copy()
+        self.free_mem = cluster.memory_mib.copy()
+        self.up = np.ones(cluster.n_nodes, dtype=bool)
+        self.leaf_free = cluster.leaf_gpus.copy()
+        self.spine_free = cluster.spine_gpus.copy()
+        self.allocations: dict[int, Placement] = {}
+        # aggregates, maintained incrementally
+        self.allocated_gpus = 0
+        self.down_gpus = 0
+        self.partial_nodes = 0  # up GPU nodes with 0 < allocated < capacity
+        self.free_on_partial = 0  # free GPUs on those nodes
+        self.empty_nodes = int(np.count_nonzero(cluster.gpus))  # up GPU nodes with nothing allocated
+
+    # --- queries -----------------------------------------------------------------------------
+    @property
+    def free_gpus(self) -> int:
+        return self.cluster.total_gpus - self.allocated_gpus - self.down_gpus
+
+    def __contains__(self, job: int) -> bool:
+        return job in self.allocations
+
+    def running(self) -> Iterator[int]:
+        return iter(self.allocations)
+
+    # --- node classification for the aggregates ----------------------------------------------
+    def _unclassify(self, node: int) -> None:
+        cap = int(self.cluster.gpus[node])
+        if cap == 0 or not self.up[node]:
+            return
+        free = int(self.free[node])
+        if free == cap:
+            self.empty_nodes -= 1
+        elif free > 0:
+            self.partial_nodes -= 1
+            self.free_on_partial -= free
+
+    def _classify(self, node: int) -> None:
+        cap = int(self.cluster.gpus[node])
+        if cap == 0 or not self.up[node]:
+            return
+        free = int(self.free[node])
+        if free == cap:
+            self.empty_nodes += 1
+        elif free > 0:
+            self.partial_nodes += 1
+            self.free_on_partial += free
+
+    # --- changes -----------------------------------------------------------------------------
+    def fits(self, node: int, gpus: int, cpu_milli: int = 0, memory_mib: int = 0, count: int = 1) -> bool:
+        return bool(
+            self.up[node]
+            and self.free[node] >= gpus * count
+            and (self.cluster.cpu_milli[node] == 0 or self.free_cpu[node] >= cpu_milli * count)
+            and (self.cluster.memory_mib[node] == 0 or self.free_mem[node] >= memory_mib * count)
+        )
+
+    def allocate(self, job: int, placement: Placement) -> None:
+        """Give ``job`` its placement; raises :class:`SchedulingError` if anything is over-booked."""
+        if job in self.allocations:
+            raise SchedulingError(f"job {job} is already allocated")
+        for node, count in placement.per_node.items():
+            if not self.fits(node, placement.gpus, placement.cpu_milli, placement.memory_mib, count):
+                raise SchedulingError(
+                    f"job {job}: node {self.cluster.names[node]} cannot hold {count} worker(s) of "
+                    f"{placement.gpus} GPU(s) (free {int(self.free[node])}, up={bool(self.up[node])})"
+                )
+        self._apply(placement, -1)
+        self.allocations[job] = placement
+
+    def release(self, job: int) -> Placement:
+        """Take back everything ``job`` holds and return its placement."""
+        try:
+            placement = self.allocations.pop(job)
+        except KeyError:
+            raise SchedulingError(f"job {job} holds no allocation") from None
+        self._apply(placement, +1)
+        return placement
+
+    def _apply(self, placement: Placement, sign: int) -> None:
+        cluster = self.cluster
+        g = placement.gpus
+        for node, count in placement.per_node.items():
+            self._unclassify(node)
+            delta = sign * g * count
+            self.free[node] += delta
+            self.leaf_free[cluster.leaf[node]] += delta
+            self.spine_free[cluster.spine[node]] += delta
+            if cluster.cpu_milli[node]:
+                self.free_cpu[node] += sign * placement.cpu_milli * count
+            if cluster.memory_mib[node]:
+                self.free_mem[node] += sign * placement.memory_mib * count
+            self._classify(node)
+        self.allocated_gpus -= sign * placement.total_gpus
+
+    def set_down(self, node: int) -> None:
+        """Mark a node failed. The caller must first release every job on it."""
+        if not self.up[node]:
+            return
+        cap = int(self.cluster.gpus[node])
+        if int(self.free[node]) != cap:
+            raise SchedulingError(f"node {self.cluster.names[node]} still holds work; release it first")
+        self._unclassify(node)
+        self.up[node] = False
+        self.free[node] = 0
+        self.leaf_free[self.cluster.leaf[node]] -= cap
+        self.spine_free[self.cluster.spine[node]] -= cap
+        self.down_gpus += cap
+
+    def set_up(self, node: int) -> None:
+        if self.up[node]:
+            return
+        cap = int(self.cluster.gpus[node])
+        self.up[node] = True
+        self.free[node] = cap
+        self.leaf_free[self.cluster.leaf[node]] += cap
+        self.spine_free[self.cluster.spine[node]] += cap
+        self.down_gpus -= cap
+        self._classify(node)
+
+    def jobs_on(self, node: int) -> list[int]:
+        return [j for j, p in self.allocations.items() if node in p.per_node]
+
+    # --- checking ----------------------------------------------------------------------------
+    def check(self) -> None:
+        """Recompute everything from the allocations and compare; raises on any mismatch.
+
+        O(cluster + allocations): for tests and debug runs, never the hot path.
+        """
+        cluster = self.cluster
+        used = np.zeros(cluster.n_nodes, dtype=np.int64)
+        for job, p in self.allocations.items():
+            for node, count in p.per_node.items():
+                if not self.up[node]:
+                    raise SchedulingError(f"job {job} holds GPUs on down node {node}")
+                used[node] += p.gpus * count
+        cap = np.where(self.up, cluster.gpus, 0)
+        if np.any(used > cap):
+            bad = int(np.flatnonzero(used > cap)[0])
+            raise SchedulingError(f"node {cluster.names[bad]} double-booked: {used[bad]} > {cap[bad]}")
+        if not np.array_equal(self.free, cap - used):
+            raise SchedulingError("free GPU array out of step with allocations")
+        if not np.array_equal(self.leaf_free, np.bincount(cluster.leaf, weights=cap - used, minlength=cluster.n_leaves)):
+            raise SchedulingError("leaf aggregates out of step")
+        if not np.array_equal(self.spine_free, np.bincount(cluster.spine, weights=cap - used, minlength=cluster.n_spines)):
+            raise SchedulingError("spine aggregates out of step")
+        if self.allocated_gpus != int(used.sum()):
+            raise SchedulingError("allocated_gpus aggregate out of step")
+        gpu_up = self.up & (cluster.gpus > 0)
+        partial = gpu_up & (used > 0) & (used < cluster.gpus)
+        if self.partial_nodes != int(partial.sum()):
+            raise SchedulingError("partial_nodes aggregate out of step")
+        if self.free_on_partial != int((cap - used)[partial].sum()):
+            raise SchedulingError("free_on_partial aggregate out of step")
+        if self.empty_nodes != int((gpu_up & (used == 0)).sum()):
+            raise SchedulingError("empty_nodes aggregate out of step")

@@ -1,0 +1,31 @@
+"""Binpack: prefer the most allocated node (Kubernetes MostAllocated, Volcano binpack).
+
+score(node) = MAX_SCORE x (capacity - free_after) / capacity, with free_after = free - request:
+the fuller the node after placing the worker, the higher. A node that the worker fills exactly
+scores MAX_SCORE.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kant.framework.context import CycleContext
+from kant.framework.plugin import MAX_SCORE, FloatArray, IntArray, Score
+from kant.framework.registry import register_plugin
+
+NAME = "binpack"
+
+
+def most_allocated(capacity: IntArray, free: IntArray, request: int) -> FloatArray:
+    """Pure scoring function: MAX_SCORE x (capacity - (free - request)) / capacity."""
+    cap = np.maximum(capacity, 1)
+    return MAX_SCORE * (capacity - (free - request)) / cap
+
+
+@register_plugin
+class Binpack(Score):
+    NAME = NAME
+
+    def score(self, ctx: CycleContext, job: int, nodes: IntArray) -> FloatArray:
+        g = int(ctx.env.jobs.gpus_per_worker[job])
+        return most_allocated(ctx.env.cluster.gpus[nodes], ctx.state.free[nodes], g)

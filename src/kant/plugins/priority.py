@@ -1,0 +1,17 @@
+"""Priority queue order: higher ``priority`` first (Kubernetes PrioritySort, Volcano priority)."""
+
+from __future__ import annotations
+
+from kant.framework.context import SchedulerEnv
+from kant.framework.plugin import QueueSort
+from kant.framework.registry import register_plugin
+
+NAME = "priority"
+
+
+@register_plugin
+class Priority(QueueSort):
+    NAME = NAME
+
+    def key(self, env: SchedulerEnv, job: int, now: float) -> float:
+        return -float(env.jobs.priority[job])

@@ -1,0 +1,98 @@
+"""One scheduler for simulated and live clusters.
+
+:class:`Scheduler` owns the cluster state and the pending queue and knows nothing about whether time
+is simulated: a driver (the simulator, or a live adapter) calls :meth:`submit` when a job arrives,
+:meth:`finish` when one ends, and :meth:`cycle` with the current time to get the jobs to start. A
+cycle runs the policy's actions in order on a :class:`~kant.framework.statement.Statement` and
+commits it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kant.config.policy import Policy
+from kant.framework.context import CycleContext, RunningJob, SchedulerEnv
+from kant.framework.queue import PendingQueue, shape_ids
+from kant.framework.runner import Framework
+from kant.framework.statement import Statement
+from kant.framework.status import Status
+from kant.model.cluster import Cluster
+from kant.model.job import JobTable
+from kant.model.state import ClusterState, Placement
+
+__all__ = ["Scheduler", "CycleResult"]
+
+
+@dataclass
+class CycleResult:
+    started: list[tuple[int, Placement]] = field(default_factory=list)
+    evicted: list[tuple[int, Placement]] = field(default_factory=list)
+
+
+class Scheduler:
+    def __init__(self, policy: Policy, cluster: Cluster, jobs: JobTable, *, seed: int = 0) -> None:
+        self.policy = policy
+        self.env = SchedulerEnv(cluster, jobs, seed)
+        self.framework = Framework(self.env, policy.build_plugins())
+        self.actions = policy.build_actions()
+        for action in self.actions:
+            action.setup(self.env)
+        self.state = ClusterState(cluster)
+        self.shapes = shape_ids(jobs)
+        self.queue = PendingQueue(jobs, self.shapes, self.framework.static_key)
+        self.running: dict[int, RunningJob] = {}
+        self.cycles = 0
+        self._reasons: dict[int, Status] = {}
+
+    # --- driver calls ------------------------------------------------------------------------
+    def submit(self, job: int, now: float) -> Status:
+        """A job arrives. Returns why it can never run (and does not queue it), or success."""
+        status = self.framework.feasible(job, int(self.shapes[job]))
+        if status.ok:
+            self.queue.push(job)
+        return status
+
+    def finish(self, job: int, now: float) -> Placement:
+        """A running job ended; its resources are free for the next cycle."""
+        placement = self.state.release(job)
+        del self.running[job]
+        self.framework.job_stopped(job, now, placement, True)
+        return placement
+
+    def interrupt(self, job: int, now: float) -> Placement:
+        """A running job was killed from outside (node failure); it goes back in the queue."""
+        placement = self.state.release(job)
+        del self.running[job]
+        self.framework.job_stopped(job, now, placement, False)
+        self.queue.push(job)
+        return placement
+
+    def cycle(self, now: float) -> CycleResult:
+        """Run the policy's actions once and commit what they decided."""
+        self.cycles += 1
+        ctx = CycleContext(
+            env=self.env,
+            state=self.state,
+            queue=self.queue,
+            now=now,
+            running=self.running,
+            statement=Statement(self.state),
+            reasons=self._reasons,
+        )
+        for action in self.actions:
+            action.execute(ctx, self.framework)
+        ctx.statement.commit()
+        for job, _ in ctx.started:
+            self.running[job] = RunningJob(now, now + self.env.estimate(job))
+        return CycleResult(started=ctx.started, evicted=ctx.evicted)
+
+    # --- introspection -----------------------------------------------------------------------
+    def why_pending(self, job: int) -> str:
+        """The last reason a job of this shape could not start ("why is my job pending?")."""
+        if job in self.running:
+            return "running"
+        if job not in self.queue:
+            return "not queued"
+        status = self._reasons.get(int(self.shapes[job]))
+        return str(status) if status is not None else "not yet considered"

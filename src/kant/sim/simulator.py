@@ -1,0 +1,197 @@
+"""Trace-driven simulation: arrivals, starts, finishes and node failures drive the same
+:class:`~kant.scheduler.Scheduler` a live deployment uses.
+
+The loop advances to the next instant with anything due (a finish or failure event from the kernel,
+or an arrival from the trace, which is merged in submit order rather than pushed onto the heap), fires
+everything due at that instant (finishes first, then failures and repairs, then arrivals), runs one
+scheduling cycle if anything changed, and records one sample of the cluster.
+"""
+
+from __future__ import annotations
+
+import math
+import time as _time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from kant.config.policy import Policy
+from kant.errors import KantError
+from kant.metrics.recorder import Recorder, SimResult
+from kant.model.cluster import Cluster
+from kant.model.job import JobTable
+from kant.model.state import Placement
+from kant.scheduler import Scheduler
+from kant.sim.execution import ExecutionModel
+from kant.sim.kernel import EventKernel
+
+__all__ = ["Simulator", "NodeFailure", "simulate"]
+
+_FINISH = 0
+_NODE = 1
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class NodeFailure:
+    """Node ``node`` fails at ``time`` and is back ``repair_s`` seconds later."""
+
+    time: float
+    node: int
+    repair_s: float
+
+
+class Simulator:
+    def __init__(
+        self,
+        cluster: Cluster,
+        jobs: JobTable,
+        policy: Policy,
+        *,
+        seed: int = 0,
+        execution: ExecutionModel | None = None,
+        failures: Sequence[NodeFailure] = (),
+        check_every: int = 0,
+        progress: Progress | None = None,
+    ) -> None:
+        if len(jobs) and (np.any(np.isnan(jobs.submit)) or np.any(jobs.duration < 0)):
+            raise KantError("job table has NaN submit times or negative durations")
+        for f in failures:
+            if not 0 <= f.node < cluster.n_nodes:
+                raise KantError(f"node failure names node {f.node}, but the cluster has {cluster.n_nodes} nodes")
+            if f.repair_s < 0 or f.time < 0:
+                raise KantError("node failure time and repair_s must be >= 0")
+        self.cluster = cluster
+        self.jobs = jobs
+        self.policy = policy
+        self.seed = seed
+        self.execution = execution or ExecutionModel()
+        self.failures = sorted(failures, key=lambda f: (f.time, f.node))
+        self.check_every = check_every
+        self.progress = progress
+        self.scheduler = Scheduler(policy, cluster, jobs, seed=seed)
+        self.kernel = EventKernel(start=float(jobs.submit.min()) if len(jobs) else 0.0)
+        self.recorder = Recorder(len(jobs))
+        n = len(jobs)
+        self.remaining = jobs.duration.astype(np.float64).copy()  # work left, seconds at full speed
+        self.generation = np.zeros(n, dtype=np.int64)
+        self._slowdown: dict[int, float] = {}
+        self._paid_restart: dict[int, float] = {}
+        self._dirty = False
+        self.events = 0
+
+    # --- event handlers ----------------------------------------------------------------------
+    def _on_finish(self, payload: tuple[int, int]) -> None:
+        job, gen = payload
+        if gen != self.generation[job]:
+            return  # stale: the run was interrupted
+        now = self.kernel.now
+        placement = self.scheduler.finish(job, now)
+        self.recorder.job_stopped(job, now, placement, finished=True)
+        self.remaining[job] = 0.0
+        self._dirty = True
+        self.events += 1
+
+    def _on_node(self, payload: tuple[int, bool, float]) -> None:
+        node, fail, repair_s = payload
+        now = self.kernel.now
+        state = self.scheduler.state
+        if fail:
+            for job in state.jobs_on(node):
+                self._interrupted(job, now, self.scheduler.interrupt(job, now))
+            state.set_down(node)
+            self.kernel.schedule(now + repair_s, _NODE, self._on_node, (node, False, 0.0))
+        else:
+            state.set_up(node)
+        self._dirty = True
+        self.events += 1
+
+    def _interrupted(self, job: int, now: float, placement: Placement) -> None:
+        self.generation[job] += 1
+        run_for = now - float(self.recorder.last_start[job]) - self._paid_restart.pop(job, 0.0)
+        done_now = max(run_for, 0.0) / self._slowdown.pop(job, 1.0)
+        duration = float(self.jobs.duration[job])
+        total_done = min(duration - float(self.remaining[job]) + done_now, duration)
+        self.remaining[job] = duration - self.execution.kept_progress(total_done)
+        self.recorder.job_stopped(job, now, placement, finished=False)
+
+    def _started(self, job: int, now: float, placement: Placement) -> None:
+        rec = self.recorder
+        restart = self.execution.restart_cost_s if rec.runs[job] > 0 else 0.0
+        rec.job_started(job, now, placement, self.cluster)
+        slow = self.execution.slowdown(self.cluster, placement)
+        self._slowdown[job] = slow
+        self._paid_restart[job] = restart
+        remaining = float(self.remaining[job])
+        if math.isfinite(remaining):
+            self.kernel.schedule(now + restart + remaining * slow, _FINISH, self._on_finish,
+                                 (job, int(self.generation[job])))
+
+    # --- main loop ---------------------------------------------------------------------------
+    def run(self, until: float | None = None) -> SimResult:
+        wall0 = _time.perf_counter()
+        jobs, sched, rec, kernel = self.jobs, self.scheduler, self.recorder, self.kernel
+        order = np.argsort(jobs.submit, kind="stable")
+        arrivals = jobs.submit[order]
+        order_list = order.tolist()
+        n = len(order_list)
+        for f in self.failures:
+            kernel.schedule(max(f.time, kernel.now), _NODE, self._on_node, (f.node, True, f.repair_s))
+        ptr = 0
+        step = max(n // 200, 1)
+        now = kernel.now
+        while True:
+            t_next = min(kernel.peek_time(), float(arrivals[ptr]) if ptr < n else math.inf)
+            if math.isinf(t_next) or (until is not None and t_next > until):
+                break
+            now = t_next
+            self._dirty = False
+            kernel.run_due(now)
+            while ptr < n and arrivals[ptr] <= now:
+                job = order_list[ptr]
+                ptr += 1
+                self.events += 1
+                status = sched.submit(job, now)
+                if status.ok:
+                    self._dirty = True
+                else:
+                    rec.job_unschedulable(job, str(status))
+                if self.progress is not None and ptr % step == 0:
+                    self.progress(ptr, n)
+            if self._dirty and len(sched.queue):
+                result = sched.cycle(now)
+                for job, placement in result.evicted:
+                    self._interrupted(job, now, placement)
+                for job, placement in result.started:
+                    self._started(job, now, placement)
+                if self.check_every and sched.cycles % self.check_every == 0:
+                    sched.state.check()
+            rec.sample(now, sched.state, len(sched.queue), sched.queue.pending_gpus)
+        end_time = now if until is None else max(now, min(until, now) if math.isinf(until) else until)
+        if until is None:
+            # nothing more can happen: whatever still waits can never start
+            for job in list(sched.queue):
+                rec.job_unschedulable(job, f"never started; last reason: {sched.why_pending(job)}")
+        rec.close(end_time, sched.state)
+        if self.progress is not None:
+            self.progress(n, n)
+        return SimResult.from_recorder(
+            rec,
+            policy=self.policy.name,
+            cluster=self.cluster,
+            jobs=jobs,
+            end_time=end_time,
+            wall_seconds=_time.perf_counter() - wall0,
+            events=self.events,
+            cycles=sched.cycles,
+            seed=self.seed,
+        )
+
+
+def simulate(
+    cluster: Cluster, jobs: JobTable, policy: Policy, *, seed: int = 0, **kwargs: object
+) -> SimResult:
+    """Run one simulation to the end (see :class:`Simulator` for keyword arguments)."""
+    return Simulator(cluster, jobs, policy, seed=seed, **kwargs).run()  # type: ignore[arg-type]
