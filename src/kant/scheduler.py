@@ -28,6 +28,7 @@ __all__ = ["Scheduler", "CycleResult"]
 class CycleResult:
     started: list[tuple[int, Placement]] = field(default_factory=list)
     evicted: list[tuple[int, Placement]] = field(default_factory=list)
+    wakeups: list[float] = field(default_factory=list)
 
 
 class Scheduler:
@@ -85,7 +86,7 @@ class Scheduler:
         ctx.statement.commit()
         for job, _ in ctx.started:
             self.running[job] = RunningJob(now, now + self.env.estimate(job))
-        return CycleResult(started=ctx.started, evicted=ctx.evicted)
+        return CycleResult(started=ctx.started, evicted=ctx.evicted, wakeups=ctx.wakeups)
 
     # --- introspection -----------------------------------------------------------------------
     def why_pending(self, job: int) -> str:

@@ -1,5 +1,10 @@
-"""Built-in cycle algorithms; importing this package registers them by NAME."""
+"""Built-in cycle algorithms, one module each; importing this package registers them all by NAME."""
 
-from kant.actions import allocate
+import importlib
+import pkgutil
 
-__all__ = ["allocate"]
+__all__: list[str] = []
+
+for _mod in sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")):
+    importlib.import_module(f"{__name__}.{_mod}")
+    __all__.append(_mod)

@@ -75,3 +75,10 @@ class CycleContext:
     started: list[tuple[int, Placement]] = field(default_factory=list)
     evicted: list[tuple[int, Placement]] = field(default_factory=list)
     reasons: dict[int, Status] = field(default_factory=dict)  # shape id -> last failure
+    wakeups: list[float] = field(default_factory=list)
+
+    def wake_at(self, time: float) -> None:
+        """Ask the driver for another cycle at ``time`` even if nothing else happens by then
+        (round-based policies, a reservation that needs re-checking)."""
+        if time > self.now:
+            self.wakeups.append(time)

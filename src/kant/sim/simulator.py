@@ -30,6 +30,7 @@ __all__ = ["Simulator", "NodeFailure", "simulate"]
 
 _FINISH = 0
 _NODE = 1
+_TICK = 2
 
 Progress = Callable[[int, int], None]
 
@@ -80,6 +81,7 @@ class Simulator:
         self._slowdown: dict[int, float] = {}
         self._paid_restart: dict[int, float] = {}
         self._dirty = False
+        self._ticks: set[float] = set()
         self.events = 0
 
     # --- event handlers ----------------------------------------------------------------------
@@ -107,6 +109,9 @@ class Simulator:
             state.set_up(node)
         self._dirty = True
         self.events += 1
+
+    def _on_tick(self, payload: None) -> None:
+        self._dirty = True
 
     def _interrupted(self, job: int, now: float, placement: Placement) -> None:
         self.generation[job] += 1
@@ -149,6 +154,7 @@ class Simulator:
             now = t_next
             self._dirty = False
             kernel.run_due(now)
+            self._ticks.discard(now)
             while ptr < n and arrivals[ptr] <= now:
                 job = order_list[ptr]
                 ptr += 1
@@ -166,6 +172,13 @@ class Simulator:
                     self._interrupted(job, now, placement)
                 for job, placement in result.started:
                     self._started(job, now, placement)
+                # a wake-up only matters while something can still change (guards against a
+                # policy that keeps asking for cycles with nothing running and nothing to come)
+                wakeups = result.wakeups if (sched.running or ptr < n) else []
+                for when in sorted(set(wakeups)):
+                    if when not in self._ticks:
+                        self._ticks.add(when)
+                        kernel.schedule(when, _TICK, self._on_tick)
                 if self.check_every and sched.cycles % self.check_every == 0:
                     sched.state.check()
             rec.sample(now, sched.state, len(sched.queue), sched.queue.pending_gpus)
