@@ -1,0 +1,293 @@
+"""The ``kant`` command line: simulate, compare, list policies."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from kant.errors import KantError
+
+__all__ = ["cli", "main"]
+
+console = Console(stderr=True)
+out = Console()
+
+
+def _fail(message: str) -> NoReturn:
+    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise SystemExit(2)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything one simulation needs, picklable so a worker process can run it."""
+
+    trace: str
+    cluster: str
+    policy: str
+    seed: int
+    skip_invalid: bool
+    limit: int | None
+    cross_leaf_penalty: float
+    cross_spine_penalty: float
+    restart_cost_s: float
+    checkpoint_interval_s: float | None
+    check_every: int
+
+
+def _run(spec: RunSpec, progress: Callable[[int, int], None] | None = None) -> tuple[Any, Any, str]:
+    """Load inputs and simulate; returns (SimResult, Metrics, dropped-rows summary)."""
+    import numpy as np
+
+    from kant.config import load_policy
+    from kant.metrics.summary import summarize
+    from kant.sim import ExecutionModel, Simulator
+    from kant.traces import Problems, load_cluster
+    from kant.traces.registry import load_trace
+
+    policy = load_policy(spec.policy)
+    cluster = load_cluster(spec.cluster)
+    problems = Problems(skip=spec.skip_invalid)
+    jobs = load_trace(spec.trace, problems=problems)
+    if spec.limit is not None:
+        jobs = jobs.take(np.arange(min(spec.limit, len(jobs))))
+    try:
+        execution = ExecutionModel(
+            cross_leaf_penalty=spec.cross_leaf_penalty,
+            cross_spine_penalty=spec.cross_spine_penalty,
+            restart_cost_s=spec.restart_cost_s,
+            checkpoint_interval_s=spec.checkpoint_interval_s,
+        )
+    except ValueError as exc:
+        raise KantError(f"execution model: {exc}") from None
+    sim = Simulator(
+        cluster, jobs, policy, seed=spec.seed, execution=execution, check_every=spec.check_every, progress=progress
+    )
+    result = sim.run()
+    result.info["policy_file"] = policy.source
+    result.info["trace"] = spec.trace
+    result.info["cluster"] = spec.cluster
+    result.info["cluster_description"] = cluster.describe()
+    metrics = summarize(result, estimates=_estimates_of(sim))
+    return result, metrics, problems.summary()
+
+
+def _estimates_of(sim: Any) -> Any:
+    """Estimates a policy's runtime estimator made, if it has one (for JTTED)."""
+    for plugin in sim.scheduler.framework.plugins:
+        fetch = getattr(plugin, "estimates_used", None)
+        if callable(fetch):
+            return fetch()
+    return None
+
+
+def _run_quiet(spec: RunSpec) -> tuple[Any, Any, str]:
+    return _run(spec)
+
+
+def _print_table(title: str, rows: Sequence[tuple[str, str]]) -> None:
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column("metric", style="bold")
+    table.add_column("value", justify="right")
+    for label, value in rows:
+        table.add_row(label, value)
+    out.print(table)
+
+
+def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--trace", default="philly", show_default=True,
+                     help="Trace name (philly, ...) or file path."),
+        click.option("--cluster", default="philly", show_default=True,
+                     help="Built-in cluster name, spec like '64x8:V100,leaf=8,spine=4', or inventory CSV/YAML."),
+        click.option("--seed", default=0, show_default=True, type=int, help="Seed for every random choice."),
+        click.option("--skip-invalid", is_flag=True, help="Drop malformed trace rows (and report them) instead of failing."),
+        click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N jobs by submit time."),
+        click.option("--cross-leaf-penalty", type=click.FloatRange(min=0), default=0.0, show_default=True,
+                     help="Run-time stretch of a gang spanning leaf switches (0.1 = 10% slower)."),
+        click.option("--cross-spine-penalty", type=click.FloatRange(min=0), default=0.0, show_default=True,
+                     help="Run-time stretch of a gang spanning spines."),
+        click.option("--restart-cost", type=click.FloatRange(min=0), default=0.0, show_default=True,
+                     help="Seconds an interrupted job pays when it starts again."),
+        click.option("--checkpoint-interval", type=click.FloatRange(min=0, min_open=True), default=None,
+                     help="Seconds of progress between checkpoints (default: none, restart from scratch)."),
+        click.option("--check-every", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="Re-verify the cluster state's invariants every N cycles (debug; 0 = never)."),
+        click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("kant-out"),
+                     show_default=True, help="Folder for the JSON result and HTML report."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _spec(policy: str, kw: dict[str, Any]) -> RunSpec:
+    return RunSpec(
+        trace=kw["trace"],
+        cluster=kw["cluster"],
+        policy=policy,
+        seed=kw["seed"],
+        skip_invalid=kw["skip_invalid"],
+        limit=kw["limit"],
+        cross_leaf_penalty=kw["cross_leaf_penalty"],
+        cross_spine_penalty=kw["cross_spine_penalty"],
+        restart_cost_s=kw["restart_cost"],
+        checkpoint_interval_s=kw["checkpoint_interval"],
+        check_every=kw["check_every"],
+    )
+
+
+@click.group()
+@click.version_option(package_name="kant")
+def cli() -> None:
+    """kant: a unified scheduler and trace-driven simulator for AI clusters."""
+
+
+@cli.command()
+@click.option("--policy", default="volcano-binpack", show_default=True,
+              help="Bundled policy name or a policy YAML file.")
+@_common_options
+def simulate(policy: str, **kw: Any) -> None:
+    """Replay a trace on a cluster under one policy; print a summary, write JSON and HTML."""
+    from kant.metrics.report import write_html, write_json
+    from kant.metrics.summary import summary_rows
+
+    spec = _spec(policy, kw)
+    out_dir: Path = kw["out_dir"]
+    try:
+        with Progress(
+            TextColumn("[bold]simulating[/] {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("jobs arrived"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as bar:
+            task = bar.add_task(policy, total=None)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            result, metrics, dropped = _run(spec, progress)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        json_path = write_json(out_dir / "result.json", result, metrics)
+        html_path = write_html(out_dir / "report.html", result, metrics)
+    except KantError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{exc.filename or out_dir}: {exc.strerror or exc}")
+    title = f"{result.policy} on {spec.trace} / {result.info['cluster_description']}"
+    _print_table(title, summary_rows(metrics))
+    if spec.skip_invalid:
+        console.print(f"trace rows: {dropped}")
+    if result.reasons:
+        console.print(f"{len(result.reasons)} job(s) could never run; reasons are in {json_path}")
+    console.print(f"wrote {json_path} and {html_path}")
+
+
+@cli.command()
+@click.option("--policy", "policies", multiple=True, required=True,
+              help="Policy name or YAML file; repeat for each policy to compare.")
+@click.option("--jobs", "workers", type=click.IntRange(min=1), default=None,
+              help="Parallel processes (default: one per core, at most one per policy).")
+@_common_options
+def compare(policies: tuple[str, ...], workers: int | None, **kw: Any) -> None:
+    """Run several policies on the same trace and cluster; write one report and a table."""
+    from kant.metrics.report import report_dict, write_comparison_csv, write_comparison_html
+
+    if len(set(policies)) != len(policies):
+        _fail("a policy is listed twice")
+    specs = [_spec(p, kw) for p in policies]
+    out_dir: Path = kw["out_dir"]
+    n = workers or min(len(specs), os.cpu_count() or 1)
+    try:
+        from kant.config import load_policy
+
+        for p in policies:  # fail fast on a bad policy file, before any simulation starts
+            load_policy(p)
+        with Progress(TextColumn("[bold]comparing[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=True) as bar:
+            task = bar.add_task("policies", total=len(specs))
+            runs: list[tuple[Any, Any, str]] = []
+            if n == 1:
+                for s in specs:
+                    runs.append(_run_quiet(s))
+                    bar.advance(task)
+            else:
+                with ProcessPoolExecutor(max_workers=n) as pool:
+                    for r in pool.map(_run_quiet, specs):
+                        runs.append(r)
+                        bar.advance(task)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        labelled = [(f"{r.policy} ({spec.policy})", r, m) for spec, (r, m, _) in zip(specs, runs, strict=True)]
+        html_path = write_comparison_html(out_dir / "comparison.html", labelled)
+        csv_path = write_comparison_csv(out_dir / "comparison.csv", labelled)
+        json_path = out_dir / "comparison.json"
+        json_path.write_text(
+            json.dumps({label: report_dict(r, m) for label, r, m in labelled}, indent=2, sort_keys=True, allow_nan=False)
+            + "\n",
+            encoding="utf-8",
+        )
+    except KantError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{exc.filename or out_dir}: {exc.strerror or exc}")
+    _print_comparison(labelled)
+    console.print(f"wrote {html_path}, {csv_path} and {json_path}")
+
+
+def _print_comparison(labelled: Sequence[tuple[str, Any, Any]]) -> None:
+    from kant.metrics.summary import summary_rows
+
+    table = Table(title="policy comparison", title_justify="left")
+    table.add_column("metric", style="bold")
+    rows = [summary_rows(m) for _, _, m in labelled]
+    for label, _, _ in labelled:
+        table.add_column(label, justify="right")
+    for i, (name, _) in enumerate(rows[0]):
+        table.add_row(name, *[r[i][1] for r in rows])
+    out.print(table)
+
+
+@cli.command("policies")
+def list_policies() -> None:
+    """List bundled policies, plugins and actions."""
+    from kant.config import bundled_policies, load_policy
+    from kant.framework.registry import action_names, plugin_names
+
+    table = Table(title="bundled policies", title_justify="left")
+    table.add_column("name", style="bold")
+    table.add_column("description")
+    for name in sorted(bundled_policies()):
+        try:
+            desc = load_policy(name).description.strip()
+        except KantError as exc:
+            desc = f"[red]invalid: {exc}[/]"
+        table.add_row(name, desc)
+    out.print(table)
+    out.print(f"plugins: {', '.join(plugin_names())}")
+    out.print(f"actions: {', '.join(action_names())}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="kant", standalone_mode=True)
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,449 @@
+"""Reports of a run's metrics: JSON, a self-contained HTML page with plots, and multi-policy comparisons.
+
+Plots are PNGs drawn with matplotlib's Agg backend and embedded base64, so an HTML report is one
+file. Step series are downsampled for plotting to time-weighted means over at most
+:data:`MAX_PLOT_POINTS` equal bins. Time axes are in days from the first submit.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kant.metrics.recorder import SimResult
+from kant.metrics.summary import (
+    BUCKETS,
+    DAY,
+    Dist,
+    Metrics,
+    Timeline,
+    format_duration,
+    job_waits,
+    json_safe,
+    summary_rows,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "MAX_PLOT_POINTS",
+    "report_dict",
+    "write_comparison_csv",
+    "write_comparison_html",
+    "write_html",
+    "write_json",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+#: most points drawn per time series
+MAX_PLOT_POINTS = 5000
+
+Comparison = Sequence[tuple[str, SimResult, Metrics]]
+
+
+# --- JSON --------------------------------------------------------------------------------------
+def report_dict(result: SimResult, metrics: Metrics) -> dict[str, Any]:
+    """The JSON report as a dict: policy, run info, cluster and trace description, metrics."""
+    return {
+        "policy": result.policy,
+        "run": metrics.run.to_dict(),
+        "cluster": result.cluster.describe(),
+        "trace": result.jobs.source,
+        "info": json_safe(result.info),
+        "metrics": metrics.to_dict(),
+    }
+
+
+def write_json(path: str | Path, result: SimResult, metrics: Metrics) -> Path:
+    """Write the metrics of one run as JSON (sorted keys, floats as computed, no NaN); returns the path."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(report_dict(result, metrics), indent=2, sort_keys=True, allow_nan=False)
+    p.write_text(text + "\n", encoding="utf-8")
+    return p
+
+
+# --- plotting helpers --------------------------------------------------------------------------
+def _new_figure(width: float = 9.0, height: float = 3.2) -> Figure:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _png(fig: Figure) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=96)
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<img alt="plot" src="data:image/png;base64,{data}">'
+
+
+def _origin(result: SimResult) -> float:
+    """Time zero of the plots: the first submit (or the first sample when there are no jobs)."""
+    if len(result.jobs):
+        return float(result.jobs.submit.min())
+    if result.times.size:
+        return float(result.times[0])
+    return 0.0
+
+
+def _timeline(result: SimResult) -> tuple[Timeline, float, float, float]:
+    """Timeline from the origin, the plotted span ``[lo, hi]`` and the origin."""
+    origin = _origin(result)
+    lo = origin
+    if result.times.size:
+        lo = min(lo, float(result.times[0]))
+    tl = Timeline(result, lo)
+    return tl, lo, max(tl.end, lo), origin
+
+
+def _bins(tl: Timeline) -> int:
+    return max(1, min(MAX_PLOT_POINTS, len(tl)))
+
+
+def _series_plot(result: SimResult, which: str) -> list[tuple[str, FloatArray, FloatArray]]:
+    """Downsampled ``(label, days, values)`` lines for a plot: ``gar``, ``gfr`` or ``queue``."""
+    tl, lo, hi, origin = _timeline(result)
+    if hi <= lo or len(tl) == 0:
+        return []
+    bins = _bins(tl)
+    lines: list[tuple[str, FloatArray, FloatArray]] = []
+    if which == "gar":
+        x, y = tl.binned_mean(tl.gar(), lo, hi, bins)
+        lines.append(("allocated / total GPUs", x, y))
+    elif which == "gfr":
+        r, m = tl.gfr_nodes()
+        x, y = tl.binned_mean(r, lo, hi, bins, m)
+        lines.append(("partial / up GPU nodes", x, y))
+        r, m = tl.gfr_gpus()
+        x, y = tl.binned_mean(r, lo, hi, bins, m)
+        lines.append(("free GPUs on partial nodes / free GPUs", x, y))
+    elif which == "queue":
+        x, y = tl.binned_mean(tl.series["queue_len"], lo, hi, bins)
+        lines.append(("jobs waiting", x, y))
+    elif which == "pending":
+        x, y = tl.binned_mean(tl.series["pending_gpus"], lo, hi, bins)
+        lines.append(("GPUs asked by waiting jobs", x, y))
+    else:
+        raise ValueError(f"unknown series plot {which!r}")
+    return [(label, (x - origin) / DAY, y) for label, x, y in lines]
+
+
+def _line_plot(
+    lines: Sequence[tuple[str, FloatArray, FloatArray]], title: str, ylabel: str, *, ratio: bool = False
+) -> str:
+    fig = _new_figure()
+    ax = fig.add_subplot()
+    for label, x, y in lines:
+        ax.plot(x, y, label=label, linewidth=0.9)
+    ax.set_title(title)
+    ax.set_xlabel("days from first submit")
+    ax.set_ylabel(ylabel)
+    if ratio:
+        ax.set_ylim(0, 1.05)
+    if lines:
+        ax.legend(loc="best", fontsize="small")
+    else:
+        _no_data(ax)
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def _no_data(ax: Axes) -> None:
+    ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+
+
+def _cdf(ax: Axes, values: FloatArray, label: str, **kw: Any) -> None:
+    """Empirical CDF on a log-x axis; waits below 1 s are drawn at 1 s."""
+    if values.size == 0:
+        return
+    x = np.sort(np.maximum(values, 1.0))
+    y = np.arange(1, x.size + 1) / x.size
+    if x.size > MAX_PLOT_POINTS:
+        idx = np.unique(np.linspace(0, x.size - 1, MAX_PLOT_POINTS).astype(np.int64))
+        x, y = x[idx], y[idx]
+    ax.step(x, y, where="post", label=f"{label} (n={values.size:,})", **kw)
+
+
+def _jwtd_cdf_plot(result: SimResult) -> str:
+    waits, buckets = job_waits(result)
+    fig = _new_figure(9.0, 4.0)
+    ax = fig.add_subplot()
+    _cdf(ax, waits, "all", color="black", linewidth=1.6)
+    for i, label in enumerate(BUCKETS):
+        _cdf(ax, waits[buckets == i], f"{label} GPUs", linewidth=0.9)
+    _finish_cdf(ax, waits.size > 0)
+    return _png(fig)
+
+
+def _finish_cdf(ax: Axes, has_data: bool) -> None:
+    ax.set_title("Job waiting time distribution (training jobs that started)")
+    ax.set_xlabel("wait (s, log scale; waits under 1 s drawn at 1 s)")
+    ax.set_ylabel("share of jobs")
+    if has_data:
+        ax.set_xscale("log")
+        ax.legend(loc="lower right", fontsize="small")
+    else:
+        _no_data(ax)
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+
+
+def _daily_plot(metrics: Metrics) -> str:
+    vals = metrics.gar.daily.values
+    fig = _new_figure()
+    ax = fig.add_subplot()
+    if vals:
+        ax.bar(np.arange(len(vals)), vals, width=0.8, color="tab:blue")
+        ax.set_ylim(0, 1.05)
+    else:
+        _no_data(ax)
+    ax.set_title("GAR per day of the measurement window")
+    ax.set_xlabel("day of window")
+    ax.set_ylabel("GAR")
+    ax.grid(alpha=0.3, axis="y")
+    return _png(fig)
+
+
+# --- HTML --------------------------------------------------------------------------------------
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1000px; }
+table { border-collapse: collapse; margin: 1em 0; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+th { background: #f3f3f3; }
+img { max-width: 100%; display: block; margin: 0.5em 0 1.5em; }
+.note { color: #666; font-size: 0.9em; }
+"""
+
+
+def _page(title: str, body: list[str]) -> str:
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            f"<title>{html.escape(title)}</title>",
+            f"<style>{_STYLE}</style></head><body>",
+            f"<h1>{html.escape(title)}</h1>",
+            *body,
+            "</body></html>",
+        ]
+    )
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    lines = ["<table>", f"<tr>{head}</tr>"]
+    for row in rows:
+        lines.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>")
+    lines.append("</table>")
+    return "\n".join(lines)
+
+
+def _dist_row(label: str, d: Dist) -> list[str]:
+    return [
+        label,
+        f"{d.count:,}",
+        format_duration(d.mean),
+        format_duration(d.p50),
+        format_duration(d.p90),
+        format_duration(d.p99),
+        format_duration(d.max),
+    ]
+
+
+def _jwtd_table(metrics: Metrics) -> str:
+    rows = [_dist_row("all", metrics.jwtd.overall)]
+    rows += [_dist_row(f"{b} GPUs", metrics.jwtd.buckets[b]) for b in BUCKETS]
+    return _table(["gang size", "jobs", "mean", "P50", "P90", "P99", "max"], rows)
+
+
+def _jct_table(metrics: Metrics) -> str:
+    rows = [_dist_row("all", metrics.jct.overall)]
+    rows += [_dist_row(f"{b} GPUs", metrics.jct.buckets[b]) for b in BUCKETS]
+    return _table(["gang size", "jobs", "mean", "P50", "P90", "P99", "max"], rows)
+
+
+def _window_note(metrics: Metrics) -> str:
+    w = metrics.window
+    if w is None:
+        return '<p class="note">No measurement window (no jobs and no samples).</p>'
+    return (
+        f'<p class="note">Measurement window ({html.escape(w.kind)}): {w.start:,.0f} s to {w.end:,.0f} s '
+        f"({w.covered / DAY:,.2f} days covered by the run). Percentiles use linear interpolation.</p>"
+    )
+
+
+def _write(path: str | Path, text: str) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def write_html(path: str | Path, result: SimResult, metrics: Metrics) -> Path:
+    """Write one self-contained HTML report of a run (headline table, plots, JWTD/JCT tables)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    c = metrics.counts
+    body = [
+        f"<p>Policy <b>{html.escape(result.policy)}</b> on {html.escape(result.cluster.describe())}; "
+        f"{c.jobs:,} jobs from {html.escape(result.jobs.source or 'an unnamed trace')}.</p>",
+        _window_note(metrics),
+        "<h2>Headline</h2>",
+        _table(["metric", "value"], summary_rows(metrics)),
+        "<h2>GPU allocation ratio (GAR)</h2>",
+        _line_plot(_series_plot(result, "gar"), "GAR over time", "allocated / total", ratio=True),
+        _daily_plot(metrics),
+        "<h2>Fragmentation (GFR)</h2>",
+        _line_plot(_series_plot(result, "gfr"), "GFR over time", "ratio", ratio=True),
+        "<h2>Queue</h2>",
+        _line_plot(_series_plot(result, "queue"), "Queue length over time", "jobs waiting"),
+        _line_plot(_series_plot(result, "pending"), "Pending GPUs over time", "GPUs"),
+        "<h2>Job waiting time (JWTD)</h2>",
+        _jwtd_cdf_plot(result),
+        _jwtd_table(metrics),
+        f'<p class="note">{metrics.jwtd.never_started:,} training job(s) never started and are not in '
+        "the distribution.</p>",
+        "<h2>Job completion time (JCT)</h2>",
+        _jct_table(metrics),
+    ]
+    if c.unschedulable_reasons:
+        body += [
+            "<h2>Unschedulable jobs</h2>",
+            _table(["reason", "jobs"], [(r, f"{n:,}") for r, n in c.unschedulable_reasons.items()]),
+        ]
+    return _write(path, _page(f"kant report: {result.policy}", body))
+
+
+# --- comparison --------------------------------------------------------------------------------
+#: (label, dotted key into Metrics.to_dict()) of the metrics drawn as bars in a comparison
+_COMPARED: tuple[tuple[str, str], ...] = (
+    ("GAR", "gar.window"),
+    ("GAR run", "gar.run"),
+    ("SOR", "sor"),
+    ("GFR nodes", "gfr.nodes"),
+    ("GFR GPUs", "gfr.gpus"),
+    ("JWTD P50 (s)", "jwtd.overall.p50"),
+    ("JWTD P90 (s)", "jwtd.overall.p90"),
+    ("JWTD P99 (s)", "jwtd.overall.p99"),
+    ("JCT mean (s)", "jct.overall.mean"),
+    ("queue mean", "queue.mean_len"),
+)
+
+
+def _get(d: dict[str, Any], dotted: str) -> Any:
+    cur: Any = d
+    for part in dotted.split("."):
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(part)
+    return cur
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Scalar leaves of a nested dict as ``dotted.key -> value`` (lists are skipped)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        elif not isinstance(v, list):
+            out[key] = v
+    return out
+
+
+def write_comparison_html(path: str | Path, results: Comparison) -> Path:
+    """Write one HTML page comparing several runs (e.g. policies) on the same trace."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    names = [name for name, _, _ in results]
+    rows_by_run = [summary_rows(m) for _, _, m in results]
+    labels = [label for label, _ in rows_by_run[0]] if rows_by_run else []
+    table_rows = [[label, *(rows[i][1] for rows in rows_by_run)] for i, label in enumerate(labels)]
+
+    gar_fig = _new_figure()
+    ax = gar_fig.add_subplot()
+    for name, result, _ in results:
+        for _, x, y in _series_plot(result, "gar"):
+            ax.plot(x, y, label=name, linewidth=0.9)
+    ax.set_title("GAR over time")
+    ax.set_xlabel("days from first submit")
+    ax.set_ylabel("allocated / total")
+    ax.set_ylim(0, 1.05)
+    ax.grid(alpha=0.3)
+    if results:
+        ax.legend(loc="best", fontsize="small")
+
+    cdf_fig = _new_figure(9.0, 4.0)
+    ax = cdf_fig.add_subplot()
+    any_waits = False
+    for name, result, _ in results:
+        waits, _b = job_waits(result)
+        any_waits = any_waits or waits.size > 0
+        _cdf(ax, waits, name, linewidth=1.0)
+    _finish_cdf(ax, any_waits)
+
+    dicts = [m.to_dict() for _, _, m in results]
+    ncols = 5
+    nrows = math.ceil(len(_COMPARED) / ncols)
+    bar_fig = _new_figure(12.0, 2.6 * nrows)
+    axes = bar_fig.subplots(nrows, ncols, squeeze=False)
+    for k, (label, key) in enumerate(_COMPARED):
+        ax = axes[k // ncols][k % ncols]
+        vals = [_get(d, key) for d in dicts]
+        ax.bar(range(len(names)), [np.nan if v is None else v for v in vals], color="tab:blue")
+        ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize="small")
+        ax.set_title(label, fontsize="medium")
+        ax.grid(alpha=0.3, axis="y")
+    for k in range(len(_COMPARED), nrows * ncols):
+        axes[k // ncols][k % ncols].set_visible(False)
+
+    body = [
+        "<h2>Headline</h2>",
+        _table(["metric", *names], table_rows),
+        "<h2>GAR over time</h2>",
+        _png(gar_fig),
+        "<h2>Job waiting time</h2>",
+        _png(cdf_fig),
+        "<h2>Metrics</h2>",
+        _png(bar_fig),
+    ]
+    return _write(path, _page("kant comparison", body))
+
+
+def write_comparison_csv(path: str | Path, results: Comparison) -> Path:
+    """Write one CSV row per run: ``name`` then every scalar metric as a dotted column name."""
+    flat = [{"name": name, **_flatten(m.to_dict())} for name, _, m in results]
+    columns: list[str] = []
+    seen: set[str] = set()
+    for row in flat:
+        for key in row:
+            if key not in seen:
+                seen.add(key)
+                columns.append(key)
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, restval="")
+        writer.writeheader()
+        for row in flat:
+            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    return p
