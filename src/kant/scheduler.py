@@ -40,8 +40,8 @@ class Scheduler:
         for action in self.actions:
             action.setup(self.env)
         self.state = ClusterState(cluster)
-        self.shapes = shape_ids(jobs)
-        self.queue = PendingQueue(jobs, self.shapes, self.framework.static_key)
+        self.shapes, self.requests = shape_ids(jobs, by_tenant=bool(self.framework.admitters))
+        self.queue = PendingQueue(jobs, self.shapes, self.framework.static_key, self.requests)
         self.running: dict[int, RunningJob] = {}
         self.cycles = 0
         self._reasons: dict[int, Status] = {}

@@ -34,6 +34,7 @@ class SchedulerEnv:
         self.rng = np.random.default_rng(seed)
         self.estimator: Callable[[int], float] | None = None
         self._type_masks: dict[int, BoolArray] = {}
+        self._type_codes: dict[int, list[int]] = {}
         self.cpu_unmodelled = cluster.cpu_milli == 0
         self.mem_unmodelled = cluster.memory_mib == 0
 
@@ -42,12 +43,19 @@ class SchedulerEnv:
         several allowed types separated by ``|`` (e.g. ``V100M16|V100M32``)."""
         mask = self._type_masks.get(type_code)
         if mask is None:
-            allowed = self.jobs.gpu_type_names[type_code].split("|")
-            codes = [self.cluster.gpu_type_code(t.strip()) for t in allowed]
-            mask = np.isin(self.cluster.gpu_type, [c for c in codes if c >= 0])
+            mask = np.isin(self.cluster.gpu_type, self.cluster_types_of(type_code))
             mask.setflags(write=False)
             self._type_masks[type_code] = mask
         return mask
+
+    def cluster_types_of(self, type_code: int) -> list[int]:
+        """Cluster GPU-type codes a job-side type code allows (empty if no node has them)."""
+        codes = self._type_codes.get(type_code)
+        if codes is None:
+            allowed = self.jobs.gpu_type_names[type_code].split("|")
+            codes = sorted({c for c in (self.cluster.gpu_type_code(t.strip()) for t in allowed) if c >= 0})
+            self._type_codes[type_code] = codes
+        return codes
 
     def estimate(self, job: int) -> float:
         if self.estimator is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 
 import numpy as np
 import numpy.typing as npt
@@ -27,37 +27,40 @@ IntArray = npt.NDArray[np.int64]
 SortKey = tuple[float, ...]
 
 
-def shape_ids(jobs: JobTable) -> IntArray:
-    """Dense shape id per job (equal ids = identical requests, tenant, priority and kind)."""
+def shape_ids(jobs: JobTable, *, by_tenant: bool = True) -> tuple[IntArray, IntArray]:
+    """Dense ids per job: ``(shape, request)``.
+
+    Equal *request* ids mean identical resource requests (workers, GPUs and GPU share per worker,
+    CPU, memory, GPU type): whether such a job can be placed depends only on the cluster state.
+    Equal *shape* ids additionally share tenant, priority and kind, which admission may look at;
+    with ``by_tenant=False`` (a policy without admission plugins) shapes are just requests.
+    """
     if len(jobs) == 0:
-        return np.zeros(0, dtype=np.int64)
-    cols = np.stack(
-        [
-            jobs.workers,
-            jobs.gpus_per_worker,
-            jobs.gpu_milli,
-            jobs.cpu_milli,
-            jobs.memory_mib,
-            jobs.gpu_type,
-            jobs.tenant,
-            jobs.priority,
-            jobs.kind,
-        ],
-        axis=1,
-    )
-    _, inverse = np.unique(cols, axis=0, return_inverse=True)
-    return inverse.reshape(-1).astype(np.int64)
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty.copy()
+    request_cols = [jobs.workers, jobs.gpus_per_worker, jobs.gpu_milli, jobs.cpu_milli, jobs.memory_mib, jobs.gpu_type]
+    _, request = np.unique(np.stack(request_cols, axis=1), axis=0, return_inverse=True)
+    request = request.reshape(-1).astype(np.int64)
+    if not by_tenant:
+        return request, request
+    cols = np.stack([request, jobs.tenant, jobs.priority, jobs.kind], axis=1)
+    _, shape = np.unique(cols, axis=0, return_inverse=True)
+    return shape.reshape(-1).astype(np.int64), request
 
 
 class PendingQueue:
     """Jobs waiting to run. ``static_key(job)`` gives each job's sort key once, on push."""
 
-    def __init__(self, jobs: JobTable, shapes: IntArray, static_key: Callable[[int], SortKey]) -> None:
+    def __init__(
+        self, jobs: JobTable, shapes: IntArray, static_key: Callable[[int], SortKey], requests: IntArray | None = None
+    ) -> None:
         self.jobs = jobs
         self.shapes = shapes
+        self.requests = requests if requests is not None else shapes
         self._static_key = static_key
         self._keys: dict[int, SortKey] = {}
         self._by_shape: dict[int, list[int]] = {}
+        self._request_count: dict[int, int] = {}
         self.pending_gpus = 0
         self._blocked: set[int] = set()
 
@@ -73,6 +76,14 @@ class PendingQueue:
     def n_shapes(self) -> int:
         return len(self._by_shape)
 
+    def n_requests(self) -> int:
+        """Distinct resource requests among pending jobs."""
+        return len(self._request_count)
+
+    def requests_within(self, requests: Container[int]) -> bool:
+        """Is every pending job's request id in ``requests``?"""
+        return all(r in requests for r in self._request_count)
+
     def shape_jobs(self, shape: int) -> list[int]:
         """Jobs of one shape in static-key order (read only)."""
         return self._by_shape.get(shape, [])
@@ -86,6 +97,8 @@ class PendingQueue:
         else:
             insort(lst, job, key=self._keys.__getitem__)
         self.pending_gpus += int(self.jobs.total_gpus[job])
+        request = int(self.requests[job])
+        self._request_count[request] = self._request_count.get(request, 0) + 1
 
     def remove(self, job: int) -> None:
         key = self._keys[job]
@@ -99,6 +112,12 @@ class PendingQueue:
             del self._by_shape[shape]
         del self._keys[job]
         self.pending_gpus -= int(self.jobs.total_gpus[job])
+        request = int(self.requests[job])
+        left = self._request_count[request] - 1
+        if left:
+            self._request_count[request] = left
+        else:
+            del self._request_count[request]
 
     # --- one cycle's walk --------------------------------------------------------------------
     def block(self, shape: int) -> None:
@@ -108,15 +127,20 @@ class PendingQueue:
     def is_blocked(self, shape: int) -> bool:
         return shape in self._blocked
 
-    def walk(self, dynamic_key: Callable[[int], SortKey] | None = None) -> Iterator[int]:
-        """Yield pending jobs in queue order, skipping shapes blocked during the walk. Jobs the
-        caller starts (removes) during the walk are handled; the walk ends early once every shape
-        is blocked."""
+    def walk(
+        self, dynamic_key: Callable[[int], SortKey] | None = None, skip_requests: Container[int] = ()
+    ) -> Iterator[int]:
+        """Yield pending jobs in queue order, skipping shapes blocked during the walk and jobs whose
+        request id is in ``skip_requests``. Jobs the caller starts (removes) during the walk are
+        handled; the walk ends early once every shape is blocked."""
         self._blocked = set()
         if dynamic_key is not None:
-            yield from self._walk_sorted(dynamic_key)
+            yield from self._walk_sorted(dynamic_key, skip_requests)
             return
-        heap: list[tuple[SortKey, int]] = [(self._keys[lst[0]], s) for s, lst in self._by_shape.items()]
+        requests = self.requests
+        heap: list[tuple[SortKey, int]] = [
+            (self._keys[lst[0]], s) for s, lst in self._by_shape.items() if int(requests[lst[0]]) not in skip_requests
+        ]
         heapq.heapify(heap)
         pos: dict[int, int] = {}
         while heap:
@@ -138,12 +162,12 @@ class PendingQueue:
             if i < len(lst):
                 heapq.heappush(heap, (self._keys[lst[i]], shape))
 
-    def _walk_sorted(self, dynamic_key: Callable[[int], SortKey]) -> Iterator[int]:
+    def _walk_sorted(self, dynamic_key: Callable[[int], SortKey], skip_requests: Container[int]) -> Iterator[int]:
         order = sorted(self._keys, key=dynamic_key)
         n_shapes = len(self._by_shape)
         for job in order:
             if len(self._blocked) >= n_shapes:
                 return
-            if job not in self._keys or int(self.shapes[job]) in self._blocked:
+            if job not in self._keys or int(self.shapes[job]) in self._blocked or int(self.requests[job]) in skip_requests:
                 continue
             yield job

@@ -41,6 +41,7 @@ class Framework:
         self.listeners = [p for p in self.plugins if isinstance(p, JobListener)]
         self.dynamic = any(p.DYNAMIC for p in self.sorters)
         self._feasible_cache: dict[int, Status] = {}
+        self._div: dict[int, npt.NDArray[np.int64]] = {}
         for p in self.plugins:
             p.setup(env)
 
@@ -126,7 +127,31 @@ class Framework:
             mask &= env.mem_unmodelled | (state.free_mem >= m)
         return mask
 
+    def room_for(self, ctx: CycleContext, job: int) -> int:
+        """Upper bound on how many workers of ``job`` fit now, from the free-GPU histogram (GPUs and
+        type only, so O(GPUs per node) instead of O(nodes))."""
+        jobs = self.env.jobs
+        g = int(jobs.gpus_per_worker[job])
+        w = int(jobs.workers[job])
+        if g == 0:
+            return w
+        hist = ctx.state.free_hist
+        t = int(jobs.gpu_type[job])
+        if t >= 0:
+            codes = self.env.cluster_types_of(t)
+            row = hist[codes[0]] if len(codes) == 1 else hist[codes].sum(axis=0)
+        else:
+            row = hist[0] if len(hist) == 1 else hist.sum(axis=0)
+        div = self._div.get(g)
+        if div is None:
+            div = self._div[g] = np.arange(hist.shape[1], dtype=np.int64) // g
+        return int(row @ div)
+
     def place(self, ctx: CycleContext, job: int) -> Placement | Status:
+        """Place the whole gang now (all workers or none), or say why not."""
+        room = self.room_for(ctx, job)
+        if room < int(self.env.jobs.workers[job]):
+            return self._no_fit(ctx, job, room)
         if self.placer is not None:
             return self.placer.place(ctx, job, self)
         return self.place_workers(ctx, job)
@@ -182,10 +207,8 @@ class Framework:
         return int(nodes[int(np.argmax(total))])
 
     def _no_fit(self, ctx: CycleContext, job: int, slots: int) -> Status:
-        jobs = self.env.jobs
-        return Status.unschedulable(
-            f"needs {jobs.describe_request(job)}; room now for {slots} worker(s)", "node-resources-fit"
-        )
+        return Status.unschedulable(f"needs {self.env.jobs.describe_request(job)}; room now for {slots} worker(s)",
+                                    "node-resources-fit")
 
     # --- listeners ---------------------------------------------------------------------------
     def job_started(self, job: int, now: float, placement: Placement) -> None:

@@ -56,6 +56,8 @@ class Cluster:
     spine_names: tuple[str, ...]
     leaf_gpus: IntArray = field(init=False)
     spine_gpus: IntArray = field(init=False)
+    total_gpus: int = field(init=False)
+    max_gpus_per_node: int = field(init=False)
 
     def __post_init__(self) -> None:
         n = len(self.names)
@@ -71,6 +73,8 @@ class Cluster:
         spine_gpus.setflags(write=False)
         object.__setattr__(self, "leaf_gpus", leaf_gpus)
         object.__setattr__(self, "spine_gpus", spine_gpus)
+        object.__setattr__(self, "total_gpus", int(self.gpus.sum()))
+        object.__setattr__(self, "max_gpus_per_node", int(self.gpus.max()) if n else 0)
 
     # --- sizes -------------------------------------------------------------------------------
     @property
@@ -84,10 +88,6 @@ class Cluster:
     @property
     def n_spines(self) -> int:
         return len(self.spine_names)
-
-    @property
-    def total_gpus(self) -> int:
-        return int(self.gpus.sum())
 
     @property
     def n_gpu_nodes(self) -> int:

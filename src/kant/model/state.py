@@ -65,12 +65,22 @@ class ClusterState:
         self.leaf_free = cluster.leaf_gpus.copy()
         self.spine_free = cluster.spine_gpus.copy()
         self.allocations: dict[int, Placement] = {}
+        # bumped whenever capacity comes back (a release, a node repaired): until it changes, a
+        # request that failed to place still fails, since capacity has only been taken since
+        self.release_count = 0
         # aggregates, maintained incrementally
         self.allocated_gpus = 0
         self.down_gpus = 0
         self.partial_nodes = 0  # up GPU nodes with 0 < allocated < capacity
         self.free_on_partial = 0  # free GPUs on those nodes
         self.empty_nodes = int(np.count_nonzero(cluster.gpus))  # up GPU nodes with nothing allocated
+        # free_hist[t, k]: up GPU nodes of GPU type t with exactly k free GPUs. A gang of w workers x
+        # g GPUs of type t can only fit if sum_k free_hist[t, k] * (k // g) >= w: an O(max GPUs per
+        # node) test that rejects most hopeless placements without touching the node arrays.
+        n_types = len(cluster.gpu_type_names)
+        self.free_hist = np.zeros((n_types, cluster.max_gpus_per_node + 1), dtype=np.int64)
+        gpu_nodes = cluster.gpus > 0
+        np.add.at(self.free_hist, (cluster.gpu_type[gpu_nodes], cluster.gpus[gpu_nodes]), 1)
 
     # --- queries -----------------------------------------------------------------------------
     @property
@@ -89,6 +99,7 @@ class ClusterState:
         if cap == 0 or not self.up[node]:
             return
         free = int(self.free[node])
+        self.free_hist[self.cluster.gpu_type[node], free] -= 1
         if free == cap:
             self.empty_nodes -= 1
         elif free > 0:
@@ -100,6 +111,7 @@ class ClusterState:
         if cap == 0 or not self.up[node]:
             return
         free = int(self.free[node])
+        self.free_hist[self.cluster.gpu_type[node], free] += 1
         if free == cap:
             self.empty_nodes += 1
         elif free > 0:
@@ -135,6 +147,7 @@ class ClusterState:
         except KeyError:
             raise SchedulingError(f"job {job} holds no allocation") from None
         self._apply(placement, +1)
+        self.release_count += 1
         return placement
 
     def _apply(self, placement: Placement, sign: int) -> None:
@@ -177,6 +190,7 @@ class ClusterState:
         self.spine_free[self.cluster.spine[node]] += cap
         self.down_gpus -= cap
         self._classify(node)
+        self.release_count += 1
 
     def jobs_on(self, node: int) -> list[int]:
         return [j for j, p in self.allocations.items() if node in p.per_node]
@@ -214,3 +228,7 @@ class ClusterState:
             raise SchedulingError("free_on_partial aggregate out of step")
         if self.empty_nodes != int((gpu_up & (used == 0)).sum()):
             raise SchedulingError("empty_nodes aggregate out of step")
+        hist = np.zeros_like(self.free_hist)
+        np.add.at(hist, (cluster.gpu_type[gpu_up], (cap - used)[gpu_up]), 1)
+        if not np.array_equal(hist, self.free_hist):
+            raise SchedulingError("free_hist aggregate out of step")
