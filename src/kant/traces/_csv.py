@@ -30,11 +30,12 @@ def open_text(path: Path) -> IO[str]:
 
 
 def csv_rows(
-    path: Path, required: Sequence[str], *, delimiter: str = ","
+    path: Path, required: Sequence[str], *, delimiter: str = ",", problems: Problems | None = None
 ) -> Iterator[tuple[int, dict[str, str]]]:
     """Yield ``(line_number, row)`` for each non-blank data row; line numbers count the header as 1.
 
-    Raises :class:`InputError` if a required column is missing or a row has the wrong field count.
+    Raises :class:`InputError` if a required column is missing. A row with the wrong field count
+    goes to ``problems`` (raised at once unless it skips invalid rows).
     """
     with open_text(path) as fh:
         reader = csv.reader(fh, delimiter=delimiter)
@@ -63,7 +64,11 @@ def csv_rows(
             if not fields or (len(fields) == 1 and not fields[0].strip()):
                 continue
             if len(fields) != width:
-                raise InputError(str(path), f"expected {width} fields, found {len(fields)}", line=line)
+                err = InputError(str(path), f"expected {width} fields, found {len(fields)}", line=line)
+                if problems is None:
+                    raise err
+                problems.add(err)
+                continue
             yield line, dict(zip(header, fields, strict=True))
 
 

@@ -117,11 +117,11 @@ def read_inventory(
     problems = problems if problems is not None else Problems()
     with_header = _peek_header(p)
     openb = "sn" in with_header and "model" in with_header
-    cols = ("sn", "gpu", "model") if openb else ("name", "gpu_type", "gpus")
+    cols = ("sn", "gpu", "model") if openb else ("name", "gpus", "gpu_type")
     name_c, gpus_c, type_c = cols
     nodes: list[NodeSpec] = []
     seen: dict[str, int] = {}
-    for line, row in csv_rows(p, cols):
+    for line, row in csv_rows(p, cols, problems=problems):
         try:
             name = row[name_c].strip()
             if not name:

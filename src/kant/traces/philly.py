@@ -59,7 +59,7 @@ def read_philly(
     duration: list[float] = []
     gpus: list[int] = []
     vcs: list[str] = []
-    for line, row in csv_rows(p, PHILLY_COLUMNS):
+    for line, row in csv_rows(p, PHILLY_COLUMNS, problems=problems):
         try:
             t = _parse_time(source, line, row["timestamp"])
             d = parse_float(source, line, "duration", row["duration"], minimum=0.0)

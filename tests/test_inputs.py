@@ -1,0 +1,168 @@
+"""Bad input ends in a clear error naming file, line, column or key path -- never a traceback."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from kant.config import load_policy
+from kant.errors import ConfigError, InputError
+from kant.traces import Problems, load_cluster, parse_cluster_spec, read_inventory, read_philly
+
+HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+GOOD = "2017-10-09 07:01:55,66.0,1,66.0,11cb48\n"
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("2017-13-09 07:01:55,66.0,1,66.0,vc\n", r"x\.csv:3: column 'timestamp': not a date-time.*'2017-13-09 07:01:55'"),
+        ("2017-10-09 07:01:55,-5,1,66.0,vc\n", r"x\.csv:3: column 'duration': must be >= 0 \(got '-5'\)"),
+        ("2017-10-09 07:01:55,abc,1,66.0,vc\n", r"column 'duration': not a number"),
+        ("2017-10-09 07:01:55,nan,1,66.0,vc\n", r"column 'duration': must be a finite number"),
+        ("2017-10-09 07:01:55,5,0,66.0,vc\n", r"column 'num_gpus': a training job needs at least 1 GPU"),
+        ("2017-10-09 07:01:55,5,1.5,66.0,vc\n", r"column 'num_gpus': not an integer"),
+        ("2017-10-09 07:01:55,5,1,66.0,\n", r"column 'cluster': empty virtual cluster"),
+        ("2017-10-09 07:01:55,5,1\n", r"x\.csv:3: expected 5 fields, found 3"),
+    ],
+)
+def test_bad_philly_rows(tmp_path: Path, row: str, message: str) -> None:
+    p = tmp_path / "x.csv"
+    p.write_text(HEADER + GOOD + row + GOOD)
+    with pytest.raises(InputError, match=message):
+        read_philly(p)
+    problems = Problems(skip=True)
+    jobs = read_philly(p, problems=problems)
+    assert len(jobs) == 2 and len(problems) == 1  # the bad row is dropped and reported
+    assert "1 row(s) dropped" in problems.summary()
+
+
+def test_philly_missing_column_and_empty_and_gz(tmp_path: Path) -> None:
+    p = tmp_path / "x.csv"
+    p.write_text("timestamp,duration,gpus,cluster\n" + GOOD)
+    with pytest.raises(InputError, match=r"x\.csv:1: missing column\(s\) num_gpus"):
+        read_philly(p)
+    p.write_text("")
+    with pytest.raises(InputError, match="file is empty"):
+        read_philly(p)
+    p.write_text(HEADER)
+    with pytest.raises(InputError, match="no valid job rows"):
+        read_philly(p)
+    with pytest.raises(InputError, match="file not found"):
+        read_philly(tmp_path / "missing.csv")
+    gz = tmp_path / "x.csv.gz"
+    gz.write_bytes(gzip.compress((HEADER + GOOD).encode()))
+    assert len(read_philly(gz)) == 1
+    bad_gz = tmp_path / "bad.csv.gz"
+    bad_gz.write_bytes(b"not gzip at all")
+    with pytest.raises(InputError):
+        read_philly(bad_gz)
+
+
+@pytest.mark.parametrize(
+    ("spec", "nodes", "gpus", "leaves", "spines"),
+    [
+        ("64x8:V100,leaf=8,spine=4", 64, 512, 8, 2),
+        ("100x8:H100+20x4:A10,leaf=16", 120, 880, 8, 1),  # 120 nodes / 16 per leaf -> 8 leaves
+        ("1,000 nodes x 8 H100, 32 nodes per leaf, 8 leaves per spine", 1000, 8000, 32, 4),
+        ("philly", 64, 512, 8, 2),
+    ],
+)
+def test_cluster_specs(spec: str, nodes: int, gpus: int, leaves: int, spines: int) -> None:
+    c = load_cluster(spec)
+    assert (c.n_nodes, c.total_gpus, c.n_leaves, c.n_spines) == (nodes, gpus, leaves, spines)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("", "empty cluster spec"),
+        ("64y8", "bad node group"),
+        ("64x8:V100,leafs=8", "unknown option 'leafs=8'"),
+        ("64x8:V100,leaf=0", "leaf must be >= 1"),
+        ("0x8", "node count must be >= 1"),
+    ],
+)
+def test_bad_cluster_specs(spec: str, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        parse_cluster_spec(spec)
+
+
+def test_inventory_files(tmp_path: Path) -> None:
+    p = tmp_path / "inv.csv"
+    p.write_text("name,gpu_type,gpus,leaf\nn1,A100,8,l1\nn2,A100,8,l1\nn3,H100,4,l2\ncpu,,0,l2\n")
+    c = read_inventory(p)
+    assert c.n_nodes == 3 and c.n_leaves == 2 and c.total_gpus == 20
+    p.write_text("name,gpu_type,gpus\nn1,A100,8\nn1,A100,8\n")
+    with pytest.raises(InputError, match=r"inv\.csv:3: column 'name': duplicate node name \(first on line 2\)"):
+        read_inventory(p)
+    p.write_text("name,gpu_type,gpus\nn1,A100,-8\n")
+    with pytest.raises(InputError, match=r"inv\.csv:2: column 'gpus': must be >= 0"):
+        read_inventory(p)
+    y = tmp_path / "c.yaml"
+    y.write_text("nodes:\n  - {count: 4, gpus: 8, gpu_type: H100}\ntopology: {nodes_per_leaf: 2}\n")
+    assert load_cluster(str(y)).n_leaves == 2
+    y.write_text("nodes:\n  - {count: 4, gpu: 8}\n")
+    with pytest.raises(InputError, match=r"nodes\[0\]: unknown key\(s\) \['gpu'\]"):
+        load_cluster(str(y))
+
+
+def test_openb_node_list(tmp_path: Path) -> None:
+    from kant.traces.registry import shared_traces_dir
+
+    base = shared_traces_dir()
+    if base is None:
+        pytest.skip("shared traces not available")
+    c = read_inventory(base / "alibaba-openb-gpu-v2023" / "openb_node_list_gpu_node.csv")
+    assert c.n_nodes == 1213 and c.total_gpus == 6212
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "policy.yaml"
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: x\nactions: [allocate]\nplugins:\n  - name: nope\n",
+         r"policy\.yaml: plugins\[0\]\.name: unknown plugin 'nope'; known: .*binpack"),
+        ("name: x\nactions: [allocate]\nplugins:\n  - name: binpack\n    weight: heavy\n",
+         r"plugins\[0\]\.weight: Input should be a valid number"),
+        ("name: x\nactions: [{name: allocate, args: {blocking: maybe}}]\n",
+         r"actions\[0\]\.args\.blocking: Input should be a valid boolean"),
+        ("name: x\nactions: [{name: allocate, args: {blok: true}}]\n",
+         r"actions\[0\]\.args\.blok: Extra inputs are not permitted"),
+        ("name: x\nactions: [allocat]\n", r"actions\[0\]: unknown action 'allocat'"),
+        ("name: x\nactions: []\n", r"actions: List should have at least 1 item"),
+        ("name: x\nactions: [allocate]\nplugins:\n  - name: binpack\n    args: {foo: 1}\n",
+         r"plugins\[0\]\.args\.foo: Extra inputs are not permitted"),
+        ("name: x\nactions: [allocate]\nplugins:\n  - name: binpack\n  - name: binpack\n",
+         r"plugins\[1\]\.name: plugin 'binpack' already listed at plugins\[0\]"),
+        ("name: x\nactions: [allocate]\nsurprise: 1\n", r"surprise: Extra inputs are not permitted"),
+        ("name: x\nactions: [allocate\n", r"line \d+: not valid YAML"),
+        ("- just a list\n", r"a policy file must be a mapping"),
+        ("name: x\nactions: [allocate]\nplugins:\n  - name: binpack\n    weight: -1\n",
+         r"plugins\[0\]\.weight: Input should be greater than or equal to 0"),
+    ],
+)
+def test_bad_policy_files(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_policy(_write(tmp_path, text))
+
+
+def test_unknown_policy_name() -> None:
+    with pytest.raises(ConfigError, match="no such policy file or bundled policy; bundled: .*k8s-default"):
+        load_policy("does-not-exist")
+
+
+def test_every_bundled_policy_loads() -> None:
+    from kant.config import bundled_policies
+
+    names = bundled_policies()
+    assert {"k8s-default", "volcano-binpack", "fifo-strict"} <= set(names)
+    for name in names:
+        assert load_policy(name).name
