@@ -14,6 +14,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
 from kant.framework.context import CycleContext
+from kant.framework.memo import FailedRequests
 from kant.framework.plugin import Action
 from kant.framework.registry import register_action
 from kant.framework.runner import Framework
@@ -38,36 +39,34 @@ class Allocate(Action):
 
     def __init__(self, args: BaseModel | None = None) -> None:
         super().__init__(args)
-        # request id -> why it failed to place; valid while no capacity has come back
-        self._failed: dict[int, Status] = {}
-        self._release_count = -1
+        self._failed = FailedRequests()  # kept across cycles; see kant.framework.memo
 
     def execute(self, ctx: CycleContext, fw: Framework) -> None:
         args = self.args
         assert isinstance(args, AllocateArgs)
         queue = ctx.queue
-        shapes, requests = queue.shapes, queue.requests
-        gpus = ctx.env.jobs.gpus_per_worker
-        if ctx.state.release_count != self._release_count:
-            self._failed = {}
         failed = self._failed
-        # Non-blocking: requests that failed since capacity last came back still fail; skip them
-        # without walking their jobs. Blocking mode must still stop at the first such job.
-        skip = () if args.blocking else failed
-        try:
-            self._walk(ctx, fw, args, queue, shapes, requests, gpus, failed, skip)
-        finally:
-            self._release_count = ctx.state.release_count
+        failed.refresh(ctx.state)
+        # Non-blocking: requests known to fail are skipped without walking their jobs. Blocking
+        # mode must still stop at the first such job.
+        skip: Container[int] = () if args.blocking else failed
+        if not args.blocking and len(failed) >= queue.n_requests() and queue.requests_within(failed):
+            for shape in queue.shape_ids():  # nothing can start: keep each shape's reason fresh
+                ctx.reasons[shape] = failed.get(queue.shape_request(shape)) or _CLUSTER_FULL
+            return
+        self._walk(ctx, fw, args, queue, queue.shapes, queue.requests, failed, skip)
 
     def _walk(self, ctx: CycleContext, fw: Framework, args: AllocateArgs, queue: PendingQueue, shapes: IntArray,
-              requests: IntArray, gpus: IntArray, failed: dict[int, Status], skip: Container[int]) -> None:
+              requests: IntArray, failed: FailedRequests, skip: Container[int]) -> None:
+        gpus = ctx.env.jobs.gpus_per_worker
         for job in queue.walk(fw.dynamic_key(ctx.now), skip):
             shape = int(shapes[job])
             request = int(requests[job])
             status = failed.get(request)
             if status is None:
                 if ctx.state.free_gpus <= 0 and gpus[job] > 0:
-                    status = failed[request] = _CLUSTER_FULL
+                    status = _CLUSTER_FULL
+                    failed.add(ctx.env, request, job, status, 0)
                 else:
                     status = fw.admit(ctx, job)
                     if status.ok:
@@ -75,7 +74,8 @@ class Allocate(Action):
                         if not isinstance(result, Status):
                             start_job(ctx, fw, job, result)
                             continue
-                        status = failed[request] = result
+                        status = result
+                        failed.add(ctx.env, request, job, status, fw.room_for(ctx, job))
             ctx.reasons[shape] = status
             if args.blocking or (len(failed) >= queue.n_requests() and queue.requests_within(failed)):
                 return  # blocking, or no pending request can be placed any more this cycle

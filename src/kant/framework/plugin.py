@@ -76,6 +76,11 @@ class QueueSort(Plugin):
     def key(self, env: SchedulerEnv, job: int, now: float) -> float:
         raise NotImplementedError
 
+    def keys(self, env: SchedulerEnv, jobs: IntArray, now: float) -> FloatArray:
+        """``key`` of many jobs at once; a dynamic re-sort calls it once per cycle with every pending
+        job. The default calls ``key`` per job; a ``DYNAMIC`` plugin should override it with NumPy."""
+        return np.fromiter((self.key(env, j, now) for j in jobs.tolist()), dtype=np.float64, count=len(jobs))
+
 
 class Admit(Plugin):
     """Admission (quotas, limits) before placement."""

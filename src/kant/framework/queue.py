@@ -61,6 +61,7 @@ class PendingQueue:
         self._keys: dict[int, SortKey] = {}
         self._by_shape: dict[int, list[int]] = {}
         self._request_count: dict[int, int] = {}
+        self._shape_request: dict[int, int] = {}  # every job of a shape has the same request
         self.pending_gpus = 0
         self._blocked: set[int] = set()
 
@@ -80,9 +81,24 @@ class PendingQueue:
         """Distinct resource requests among pending jobs."""
         return len(self._request_count)
 
+    def shape_ids(self) -> list[int]:
+        """Shapes with at least one pending job."""
+        return list(self._by_shape)
+
+    def shape_request(self, shape: int) -> int:
+        return self._shape_request[shape]
+
     def requests_within(self, requests: Container[int]) -> bool:
         """Is every pending job's request id in ``requests``?"""
         return all(r in requests for r in self._request_count)
+
+    def pending_shapes(self) -> list[int]:
+        """Shape ids with at least one pending job (read only)."""
+        return list(self._by_shape)
+
+    def key(self, job: int) -> SortKey:
+        """The static sort key ``job`` was queued with."""
+        return self._keys[job]
 
     def shape_jobs(self, shape: int) -> list[int]:
         """Jobs of one shape in static-key order (read only)."""
@@ -91,7 +107,11 @@ class PendingQueue:
     def push(self, job: int) -> None:
         key = self._static_key(job)
         self._keys[job] = key
-        lst = self._by_shape.setdefault(int(self.shapes[job]), [])
+        shape = int(self.shapes[job])
+        lst = self._by_shape.get(shape)
+        if lst is None:
+            lst = self._by_shape[shape] = []
+            self._shape_request[shape] = int(self.requests[job])
         if not lst or self._keys[lst[-1]] <= key:
             lst.append(job)
         else:
@@ -110,6 +130,7 @@ class PendingQueue:
         del lst[i]
         if not lst:
             del self._by_shape[shape]
+            del self._shape_request[shape]
         del self._keys[job]
         self.pending_gpus -= int(self.jobs.total_gpus[job])
         request = int(self.requests[job])
@@ -137,9 +158,9 @@ class PendingQueue:
         if dynamic_key is not None:
             yield from self._walk_sorted(dynamic_key, skip_requests)
             return
-        requests = self.requests
+        shape_request = self._shape_request
         heap: list[tuple[SortKey, int]] = [
-            (self._keys[lst[0]], s) for s, lst in self._by_shape.items() if int(requests[lst[0]]) not in skip_requests
+            (self._keys[lst[0]], s) for s, lst in self._by_shape.items() if shape_request[s] not in skip_requests
         ]
         heapq.heapify(heap)
         pos: dict[int, int] = {}
@@ -163,7 +184,15 @@ class PendingQueue:
                 heapq.heappush(heap, (self._keys[lst[i]], shape))
 
     def _walk_sorted(self, dynamic_key: Callable[[int], SortKey], skip_requests: Container[int]) -> Iterator[int]:
-        order = sorted(self._keys, key=dynamic_key)
+        order_all = getattr(dynamic_key, "order", None)
+        if order_all is None:
+            order = sorted(self._keys, key=dynamic_key)
+        else:  # vectorised: drop skipped requests, then one lexsort
+            jobs = np.fromiter(self._keys, dtype=np.int64, count=len(self._keys))
+            if isinstance(skip_requests, (set, frozenset, dict)) and skip_requests:
+                skip = np.fromiter(skip_requests, dtype=np.int64, count=len(skip_requests))
+                jobs = jobs[~np.isin(self.requests[jobs], skip)]
+            order = order_all(jobs).tolist()
         n_shapes = len(self._by_shape)
         for job in order:
             if len(self._blocked) >= n_shapes:

@@ -57,7 +57,7 @@ class Framework:
     def dynamic_key(self, now: float) -> Callable[[int], SortKey] | None:
         if not self.dynamic:
             return None
-        return lambda job: self._key(job, now)
+        return DynamicKey(self, now)
 
     # --- admission ---------------------------------------------------------------------------
     def admit(self, ctx: CycleContext, job: int) -> Status:
@@ -218,3 +218,23 @@ class Framework:
     def job_stopped(self, job: int, now: float, placement: Placement, finished: bool) -> None:
         for p in self.listeners:
             p.job_stopped(self.env, job, now, placement, finished)
+
+
+class DynamicKey:
+    """The queue order at one instant: call it with a job for its sort key (a tuple), or sort many
+    jobs at once with :meth:`order` (one NumPy lexsort over the sorters' vectorised ``keys``)."""
+
+    __slots__ = ("fw", "now")
+
+    def __init__(self, fw: Framework, now: float) -> None:
+        self.fw = fw
+        self.now = now
+
+    def __call__(self, job: int) -> SortKey:
+        return self.fw._key(job, self.now)
+
+    def order(self, jobs: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """``jobs`` sorted by (sorter keys in policy order, submit time, job row)."""
+        env = self.fw.env
+        cols = [p.keys(env, jobs, self.now) for p in self.fw.sorters]
+        return jobs[np.lexsort((jobs, env.jobs.submit[jobs], *reversed(cols)))]

@@ -8,10 +8,12 @@ of scanning the cluster.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from kant.errors import SchedulingError
 from kant.model.cluster import Cluster
@@ -45,12 +47,11 @@ class Placement:
 
     def span(self, cluster: Cluster) -> tuple[int, int, int]:
         """(distinct nodes, distinct leaves, distinct spines) this placement touches."""
-        nodes = np.fromiter(self.per_node, dtype=np.int64, count=len(self.per_node))
-        return (
-            len(nodes),
-            len(np.unique(cluster.leaf[nodes])),
-            len(np.unique(cluster.spine[nodes])),
-        )
+        nodes = self.per_node
+        if len(nodes) == 1:
+            return (1, 1, 1)
+        leaf, spine = cluster.leaf, cluster.spine
+        return (len(nodes), len({int(leaf[n]) for n in nodes}), len({int(spine[n]) for n in nodes}))
 
 
 class ClusterState:
@@ -65,9 +66,13 @@ class ClusterState:
         self.leaf_free = cluster.leaf_gpus.copy()
         self.spine_free = cluster.spine_gpus.copy()
         self.allocations: dict[int, Placement] = {}
-        # bumped whenever capacity comes back (a release, a node repaired): until it changes, a
-        # request that failed to place still fails, since capacity has only been taken since
-        self.release_count = 0
+        # Capacity that came back (a release, a node repaired), as (node, free before, free after),
+        # oldest first. Entry k of the whole history is release_log[k - release_log_start]; the log
+        # is trimmed as it grows, so a reader that fell behind release_log_start must start afresh.
+        # Until capacity comes back a request that failed to place still fails: it has only been
+        # taken since.
+        self.release_log: list[tuple[int, int, int]] = []
+        self.release_log_start = 0
         # aggregates, maintained incrementally
         self.allocated_gpus = 0
         self.down_gpus = 0
@@ -147,13 +152,27 @@ class ClusterState:
         except KeyError:
             raise SchedulingError(f"job {job} holds no allocation") from None
         self._apply(placement, +1)
-        self.release_count += 1
         return placement
+
+    @property
+    def release_count(self) -> int:
+        """How many capacity returns ever happened (the end of the release log)."""
+        return self.release_log_start + len(self.release_log)
+
+    def _log_release(self, node: int, before: int, after: int) -> None:
+        log = self.release_log
+        log.append((node, before, after))
+        if len(log) > 8192:
+            del log[:4096]
+            self.release_log_start += 4096
 
     def _apply(self, placement: Placement, sign: int) -> None:
         cluster = self.cluster
         g = placement.gpus
         for node, count in placement.per_node.items():
+            if sign > 0:
+                before = int(self.free[node])
+                self._log_release(node, before, before + g * count)
             self._unclassify(node)
             delta = sign * g * count
             self.free[node] += delta
@@ -190,10 +209,35 @@ class ClusterState:
         self.spine_free[self.cluster.spine[node]] += cap
         self.down_gpus -= cap
         self._classify(node)
-        self.release_count += 1
+        self._log_release(node, 0, cap)
 
     def jobs_on(self, node: int) -> list[int]:
         return [j for j, p in self.allocations.items() if node in p.per_node]
+
+    def what_if(self, free: npt.ArrayLike, free_cpu: npt.ArrayLike | None = None,
+                free_mem: npt.ArrayLike | None = None) -> ClusterState:
+        """A planning copy with other free capacity per node (as the cluster will be when some jobs
+        end, or less what a reservation holds), for trying a placement without changing anything.
+        Per-node arrays are copied and every aggregate is recomputed from them; ``allocations`` is
+        shared and must not be changed through the copy. O(nodes)."""
+        cluster = self.cluster
+        view = copy.copy(self)
+        view.free = np.array(free, dtype=np.int64)
+        view.free_cpu = np.array(self.free_cpu if free_cpu is None else free_cpu, dtype=np.int64)
+        view.free_mem = np.array(self.free_mem if free_mem is None else free_mem, dtype=np.int64)
+        f = view.free
+        view.leaf_free = np.bincount(cluster.leaf, weights=f, minlength=cluster.n_leaves).astype(np.int64)
+        view.spine_free = np.bincount(cluster.spine, weights=f, minlength=cluster.n_spines).astype(np.int64)
+        gpu_up = self.up & (cluster.gpus > 0)
+        view.allocated_gpus = int((cluster.gpus - f)[self.up].sum())
+        partial = gpu_up & (f > 0) & (f < cluster.gpus)
+        view.partial_nodes = int(partial.sum())
+        view.free_on_partial = int(f[partial].sum())
+        view.empty_nodes = int((gpu_up & (f == cluster.gpus)).sum())
+        width = self.free_hist.shape[1]
+        flat = cluster.gpu_type[gpu_up] * width + f[gpu_up]
+        view.free_hist = np.bincount(flat, minlength=self.free_hist.size).reshape(self.free_hist.shape)
+        return view
 
     # --- checking ----------------------------------------------------------------------------
     def check(self) -> None:

@@ -1,0 +1,100 @@
+"""Remembering which requests failed to place, across cycles, until capacity that could help returns.
+
+Within a run, capacity is only taken by starts and only comes back through releases (a job ends or
+is evicted, a node is repaired); the cluster state logs each return as ``(node, free before, free
+after)``. For a request of ``w`` workers x ``g`` GPUs that failed with an upper bound of ``room``
+worker slots (see :meth:`Framework.room_for`), a return on a node of an allowed GPU type adds
+``after // g - before // g`` slots. While ``room < w`` the request still cannot fit, whatever placer
+the policy uses, so a cycle skips it without looking at its jobs. A request that failed with enough
+room (a placer's own constraint, or CPU and memory) is retried on any return that adds a slot, and a
+request with CPU or memory needs on any return on an allowed node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kant.framework.context import SchedulerEnv
+from kant.framework.status import Status
+from kant.model.state import ClusterState
+
+__all__ = ["FailedRequests"]
+
+
+@dataclass(slots=True)
+class _Entry:
+    status: Status
+    room: int
+    workers: int
+    gpus: int
+    types: frozenset[int] | None  # cluster GPU-type codes allowed, None = any
+    other_resources: bool  # asks for CPU or memory
+
+
+class FailedRequests:
+    def __init__(self) -> None:
+        self._entries: dict[int, _Entry] = {}
+        self._seen = 0
+
+    def __contains__(self, request: object) -> bool:
+        return request in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._entries)
+
+    def get(self, request: int) -> Status | None:
+        entry = self._entries.get(request)
+        return None if entry is None else entry.status
+
+    def add(self, env: SchedulerEnv, request: int, job: int, status: Status, room: int) -> None:
+        jobs = env.jobs
+        t = int(jobs.gpu_type[job])
+        self._entries[request] = _Entry(
+            status,
+            room,
+            int(jobs.workers[job]),
+            int(jobs.gpus_per_worker[job]),
+            None if t < 0 else frozenset(env.cluster_types_of(t)),
+            bool(jobs.cpu_milli[job] or jobs.memory_mib[job]),
+        )
+
+    def refresh(self, state: ClusterState) -> None:
+        """Replay the capacity returns logged since the last refresh; forget requests they may help."""
+        end = state.release_count
+        if self._seen >= end:
+            return
+        entries = self._entries
+        if not entries:
+            self._seen = end
+            return
+        if self._seen < state.release_log_start:
+            entries.clear()  # fell behind the trimmed log: start afresh
+            self._seen = end
+            return
+        new = state.release_log[self._seen - state.release_log_start :]
+        self._seen = end
+        gpu_type = state.cluster.gpu_type
+        for request in list(entries):
+            e = entries[request]
+            g = e.gpus
+            room = e.room
+            helped = False
+            for node, before, after in new:
+                if e.types is not None and int(gpu_type[node]) not in e.types:
+                    continue
+                if e.other_resources:
+                    helped = True
+                    break
+                gain = after // g - before // g if g > 0 else 1
+                if gain > 0:
+                    room += gain
+                    if room >= e.workers or e.room >= e.workers:
+                        helped = True
+                        break
+            if helped:
+                del entries[request]
+            else:
+                e.room = room
