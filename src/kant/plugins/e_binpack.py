@@ -1,0 +1,270 @@
+"""E-Binpack (``e-binpack``, a Place plugin): Kant's enhanced binpack for gangs on a switched network.
+
+The exact rule (also in ``docs/policy-e-binpack.md``). Candidate nodes are those where one worker of
+the job fits now (the framework's fit mask narrowed by the policy's Filter plugins); *slots* of a
+node are how many workers it can hold now (see :mod:`kant.plugins.topology`). The policy's Score
+plugins are not used: E-Binpack ranks nodes itself.
+
+**Node key** for placing ``r`` GPUs on one node, lower is better, compared as a tuple
+(:func:`ebinpack_key`)::
+
+    (class, free - r, <tie-break terms>, node index)
+    class = 0 if free == r (exact fit: the node ends full)
+            1 if the node is partly used (0 < free < capacity) and free > r
+            2 if the node is empty (free == capacity) and free > r
+    tie-break terms (``tie_break``, default [leaf, spine]): free GPUs of the node's leaf, then of
+            its spine (fuller groups first, so whole leaves and spines stay empty for big gangs)
+
+So a small job fills a partly used node, prefers an exact fit, and breaks an empty node only when no
+partly used node fits; among equals it goes to the fullest leaf/spine, then the lowest index.
+
+**Single-worker jobs**: the candidate with the lowest key for ``r = gpus_per_worker``.
+
+**Gangs (workers > 1)**:
+
+1. if some node can hold every worker (slots >= workers), all workers go on the candidate of
+   those with the lowest key for ``r = workers x gpus_per_worker`` (one node: no network traffic);
+2. else, by ``topology``:
+
+   * ``soft`` (default): the best leaf (among leaves with enough slots, the fewest free GPUs; ties to
+     the fuller spine, then the lowest index), else the best spine (fewest free GPUs), else the whole
+     cluster — trying tiers from the gang's home tier up to ``max_tier``; if none has room, the gang
+     waits;
+   * ``hard``: only the best group of the gang's *home tier* (the smallest tier one of whose groups
+     could hold the gang on the empty cluster); otherwise the gang waits. A gang bigger than any
+     spine has home tier ``cluster`` and may use any nodes;
+   * ``off``: the whole cluster, nodes in single-node key order (``r = gpus_per_worker``);
+     ``max_tier`` is ignored.
+
+   Inside the chosen group the nodes are taken in the order of the tuple
+   ``(spine free GPUs [cluster group only], leaf free GPUs [spine or cluster group], class, free - r,
+   node index)`` with ``r = gpus_per_worker``, each node taking as many workers as its slots allow,
+   until every worker has a place. For workers of a whole node's size only empty nodes fit, so the
+   gang takes whole empty nodes inside the smallest group that holds it.
+
+**Feasibility**: with ``topology: soft`` or ``hard``, a gang whose home tier is above ``max_tier``
+(default ``cluster``: never) is rejected on arrival.
+
+Everything is vectorised over node arrays (``np.bincount`` for group slots, one integer key per
+node, ``np.argsort``/``np.cumsum`` to fill a group); the only Python loop is over at most three
+tiers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from kant.framework.context import CycleContext, SchedulerEnv
+from kant.framework.plugin import IntArray, Place
+from kant.framework.registry import register_plugin
+from kant.framework.status import SUCCESS, Status
+from kant.model.state import Placement
+from kant.plugins.topology import (
+    CLUSTER,
+    SPINE,
+    TIERS,
+    HomeTierCache,
+    TierName,
+    best_group,
+    lexicographic_key,
+    node_slots,
+    tier_feasible,
+    tier_groups,
+)
+
+if TYPE_CHECKING:
+    from kant.framework.runner import Framework
+
+__all__ = ["EMPTY", "EXACT", "PARTIAL", "EBinpack", "EBinpackArgs", "ebinpack_key", "fill_in_order", "node_class"]
+
+NAME = "e-binpack"
+
+#: node classes of the key, best first
+EXACT, PARTIAL, EMPTY = 0, 1, 2
+
+TieBreak = Literal["leaf", "spine"]
+
+
+def node_class(capacity: IntArray, free: IntArray, request: int) -> IntArray:
+    """EXACT where ``free == request``, else PARTIAL on partly used nodes, else EMPTY."""
+    return np.where(free == request, EXACT, np.where(free < capacity, PARTIAL, EMPTY)).astype(np.int64)
+
+
+def ebinpack_key(
+    capacity: IntArray,
+    free: IntArray,
+    request: int,
+    leaf_free: IntArray,
+    spine_free: IntArray,
+    tie_break: Sequence[TieBreak] = ("leaf", "spine"),
+) -> IntArray:
+    """Pure scoring function: E-Binpack's preference key per node for ``request`` GPUs on one node
+    (lower is better; equal keys tie and go to the lowest position).
+
+    All arrays are per candidate node (every node must have ``free >= request``); ``leaf_free`` and
+    ``spine_free`` are the free GPUs of each node's leaf and spine. Orders like the tuple
+    ``(class, free - request, *tie-break terms)``, class as in the module docstring.
+    """
+    terms: list[IntArray] = [node_class(capacity, free, request), np.maximum(free - request, 0)]
+    for t in tie_break:
+        terms.append(np.maximum(leaf_free if t == "leaf" else spine_free, 0))
+    return lexicographic_key(terms)
+
+
+def fill_in_order(nodes: IntArray, key: IntArray, slots: IntArray, workers: int) -> tuple[int, ...]:
+    """Workers' nodes when ``nodes`` (ascending) are taken in ``key`` order (ties: lower node first),
+    each holding up to ``slots`` workers, until ``workers`` are placed. Needs ``slots.sum() >= workers``."""
+    order = np.argsort(key, kind="stable")
+    take = slots[order]
+    cum = np.cumsum(take)
+    k = int(np.searchsorted(cum, workers))
+    take = take[: k + 1].copy()
+    take[k] -= int(cum[k]) - workers
+    return tuple(np.repeat(nodes[order[: k + 1]], take).tolist())
+
+
+class EBinpackArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    topology: Literal["soft", "hard", "off"] = "soft"
+    max_tier: TierName = "cluster"
+    tie_break: tuple[TieBreak, ...] = ("leaf", "spine")
+
+    @field_validator("tie_break")
+    @classmethod
+    def _distinct(cls, value: tuple[TieBreak, ...]) -> tuple[TieBreak, ...]:
+        if len(set(value)) != len(value):
+            raise ValueError("tie_break lists a term twice")
+        return value
+
+
+@register_plugin
+class EBinpack(Place):
+    """E-Binpack gang placement; the exact rule is in the module docstring."""
+
+    NAME = NAME
+    Args = EBinpackArgs
+
+    def __init__(self, args: BaseModel | None = None, weight: float = 1.0) -> None:
+        super().__init__(args, weight)
+        self._home = HomeTierCache()
+        self._mult: tuple[int, int, int, int] | None = None
+        self._mult_cluster: object = None
+
+    @property
+    def _args(self) -> EBinpackArgs:
+        assert isinstance(self.args, EBinpackArgs)
+        return self.args
+
+    def setup(self, env: SchedulerEnv) -> None:
+        """Precompute the mixed-radix multipliers of the single-node key from the cluster's static
+        bounds (free <= node GPUs, leaf free <= leaf GPUs, spine free <= spine GPUs), so the hot path
+        builds the key in a few array operations. ``None`` (fall back to :func:`ebinpack_key`) when
+        the product of the bounds does not fit in 62 bits."""
+        cluster = env.cluster
+        self._mult_cluster = cluster
+        bound = {"leaf": int(cluster.leaf_gpus.max()) + 1, "spine": int(cluster.spine_gpus.max()) + 1}
+        radices = [3, int(cluster.gpus.max()) + 1, *(bound[t] for t in self._args.tie_break)]
+        if math.prod(radices) >= (1 << 62):
+            self._mult = None
+            return
+        mult = [1] * len(radices)
+        for i in range(len(radices) - 2, -1, -1):
+            mult[i] = mult[i + 1] * radices[i + 1]
+        by_term = dict(zip(self._args.tie_break, mult[2:], strict=True))
+        self._mult = (mult[0], mult[1], by_term.get("leaf", 0), by_term.get("spine", 0))
+
+    def feasible(self, env: SchedulerEnv, job: int) -> Status:
+        if int(env.jobs.workers[job]) <= 1 or self._args.topology == "off":
+            return SUCCESS
+        return tier_feasible(env, job, self._home.get(env, job), TIERS.index(self._args.max_tier), NAME)
+
+    def _node_key(self, ctx: CycleContext, nodes: IntArray, request: int) -> IntArray:
+        """:func:`ebinpack_key` of ``nodes`` (ascending) now; the same order, computed faster."""
+        cluster, state = ctx.env.cluster, ctx.state
+        if self._mult_cluster is not cluster:
+            self.setup(ctx.env)
+        free = state.free[nodes]
+        if self._mult is None:
+            return ebinpack_key(
+                cluster.gpus[nodes],
+                free,
+                request,
+                state.leaf_free[cluster.leaf[nodes]],
+                state.spine_free[cluster.spine[nodes]],
+                self._args.tie_break,
+            )
+        m_cls, m_free, m_leaf, m_spine = self._mult
+        key: IntArray = (free - request) * m_free
+        key += np.where(free == request, 0, np.where(free < cluster.gpus[nodes], m_cls, 2 * m_cls))
+        if m_leaf or m_spine:  # the tie-break terms, combined per leaf first (few leaves, many nodes)
+            per_leaf = state.leaf_free * m_leaf + state.spine_free[cluster.leaf_spine] * m_spine
+            key += per_leaf[cluster.leaf[nodes]]
+        return key
+
+    def place(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
+        jobs = ctx.env.jobs
+        w = int(jobs.workers[job])
+        g = int(jobs.gpus_per_worker[job])
+        c = int(jobs.cpu_milli[job])
+        m = int(jobs.memory_mib[job])
+        mask = fw.fit_mask(ctx, job)
+        for f in fw.filters:
+            mask = f.filter(ctx, job, mask)
+        if w == 1:
+            nodes = np.flatnonzero(mask)
+            if len(nodes) == 0:
+                return _no_fit(ctx, job, 0)
+            best = int(nodes[int(np.argmin(self._node_key(ctx, nodes, g)))])
+            return Placement((best,), g, c, m)
+        slots = node_slots(ctx, job, mask)
+        whole = np.flatnonzero(slots >= w)
+        if len(whole):
+            best = int(whole[int(np.argmin(self._node_key(ctx, whole, w * g)))])
+            return Placement((best,) * w, g, c, m)
+        total = int(slots.sum())
+        if total < w:
+            return _no_fit(ctx, job, total)
+        args = self._args
+        if args.topology == "off":
+            nodes = np.flatnonzero(slots)
+            return Placement(fill_in_order(nodes, self._node_key(ctx, nodes, g), slots[nodes], w), g, c, m)
+        home = self._home.get(ctx.env, job)
+        max_tier = TIERS.index(args.max_tier)
+        tiers = [home] if args.topology == "hard" else list(range(home, max_tier + 1))
+        for tier in tiers:
+            if tier == CLUSTER:
+                nodes = np.flatnonzero(slots)
+            else:
+                group = best_group(ctx, tier, slots, w)
+                if group < 0:
+                    continue
+                nodes = np.flatnonzero((tier_groups(ctx, tier)[0] == group) & (slots > 0))
+            key = self._group_key(ctx, tier, nodes, g)
+            return Placement(fill_in_order(nodes, key, slots[nodes], w), g, c, m)
+        return Status.unschedulable(
+            f"needs {jobs.describe_request(job)}; {args.topology} topology: no "
+            f"{' or '.join(TIERS[t] for t in tiers)} has room for the whole gang now "
+            f"({total} worker slot(s) in the cluster)",
+            NAME,
+        )
+
+    def _group_key(self, ctx: CycleContext, tier: int, nodes: IntArray, g: int) -> IntArray:
+        cluster, state = ctx.env.cluster, ctx.state
+        free = state.free[nodes]
+        terms: list[IntArray] = [node_class(cluster.gpus[nodes], free, g), np.maximum(free - g, 0)]
+        if tier >= SPINE:
+            terms.insert(0, np.maximum(state.leaf_free[cluster.leaf[nodes]], 0))
+        if tier >= CLUSTER:
+            terms.insert(0, np.maximum(state.spine_free[cluster.spine[nodes]], 0))
+        return lexicographic_key(terms)
+
+
+def _no_fit(ctx: CycleContext, job: int, slots: int) -> Status:
+    return Status.unschedulable(
+        f"needs {ctx.env.jobs.describe_request(job)}; room now for {slots} worker(s)", "node-resources-fit"
+    )
