@@ -44,6 +44,7 @@ class RunSpec:
     restart_cost_s: float
     checkpoint_interval_s: float | None
     check_every: int
+    services: str | None = None  # services YAML (inference next to the training trace)
 
 
 def _run(spec: RunSpec, progress: Callable[[int, int], None] | None = None) -> tuple[Any, Any, str]:
@@ -71,15 +72,29 @@ def _run(spec: RunSpec, progress: Callable[[int, int], None] | None = None) -> t
         )
     except ValueError as exc:
         raise KantError(f"execution model: {exc}") from None
-    sim = Simulator(
-        cluster, jobs, policy, seed=spec.seed, execution=execution, check_every=spec.check_every, progress=progress
-    )
-    result = sim.run()
+    if spec.services is not None:
+        from kant.inference.services import load_services
+        from kant.inference.unified import simulate_with_services
+
+        result, _, sim = simulate_with_services(cluster, jobs, policy, load_services(spec.services), seed=spec.seed,
+                                                execution=execution, check_every=spec.check_every, progress=progress)
+    else:
+        sim = Simulator(
+            cluster, jobs, policy, seed=spec.seed, execution=execution, check_every=spec.check_every, progress=progress
+        )
+        result = sim.run()
     result.info["policy_file"] = policy.source
     result.info["trace"] = spec.trace
     result.info["cluster"] = spec.cluster
     result.info["cluster_description"] = cluster.describe()
     metrics = summarize(result, estimates=_estimates_of(sim))
+    if spec.services is not None:
+        from dataclasses import replace
+
+        from kant.inference.unified import inference_rows
+
+        report: dict[str, Any] = result.info.pop("inference")  # type: ignore[assignment]
+        metrics = replace(metrics, extra={"inference": report}, extra_rows=tuple(inference_rows(report)))
     return result, metrics, problems.summary()
 
 
@@ -124,6 +139,8 @@ def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="Seconds of progress between checkpoints (default: none, restart from scratch)."),
         click.option("--check-every", type=click.IntRange(min=0), default=0, show_default=True,
                      help="Re-verify the cluster state's invariants every N cycles (debug; 0 = never)."),
+        click.option("--services", type=click.Path(dir_okay=False), default=None,
+                     help="Inference services YAML to run next to the training trace (see docs/inference.md)."),
         click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("kant-out"),
                      show_default=True, help="Folder for the JSON result and HTML report."),
     ]
@@ -145,6 +162,7 @@ def _spec(policy: str, kw: dict[str, Any]) -> RunSpec:
         restart_cost_s=kw["restart_cost"],
         checkpoint_interval_s=kw["checkpoint_interval"],
         check_every=kw["check_every"],
+        services=kw.get("services"),
     )
 
 
@@ -217,6 +235,10 @@ def compare(policies: tuple[str, ...], workers: int | None, **kw: Any) -> None:
 
         for p in policies:  # fail fast on a bad policy file, before any simulation starts
             load_policy(p)
+        if kw.get("services"):
+            from kant.inference.services import load_services
+
+            load_services(kw["services"])
         with Progress(TextColumn("[bold]comparing[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=True) as bar:
             task = bar.add_task("policies", total=len(specs))
@@ -279,6 +301,15 @@ def list_policies() -> None:
     out.print(table)
     out.print(f"plugins: {', '.join(plugin_names())}")
     out.print(f"actions: {', '.join(action_names())}")
+
+
+def _register_groups() -> None:
+    from kant.cli.experiment import experiment
+
+    cli.add_command(experiment)
+
+
+_register_groups()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
