@@ -54,11 +54,11 @@ def _run(spec: RunSpec, progress: Callable[[int, int], None] | None = None) -> t
     from kant.config import load_policy
     from kant.metrics.summary import summarize
     from kant.sim import ExecutionModel, Simulator
-    from kant.traces import Problems, load_cluster
-    from kant.traces.registry import load_trace
+    from kant.traces import Problems
+    from kant.traces.registry import load_nodes, load_trace
 
     policy = load_policy(spec.policy)
-    cluster = load_cluster(spec.cluster)
+    cluster = load_nodes(spec.cluster)
     problems = Problems(skip=spec.skip_invalid)
     jobs = load_trace(spec.trace, problems=problems)
     if spec.limit is not None:
@@ -125,7 +125,8 @@ def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--trace", default="philly", show_default=True,
                      help="Trace name (philly, ...) or file path."),
         click.option("--cluster", default="philly", show_default=True,
-                     help="Built-in cluster name, spec like '64x8:V100,leaf=8,spine=4', or inventory CSV/YAML."),
+                     help="Built-in cluster (philly), node trace (openb-nodes, pai-machines), spec like "
+                     "'64x8:V100,leaf=8,spine=4', or inventory CSV/YAML."),
         click.option("--seed", default=0, show_default=True, type=int, help="Seed for every random choice."),
         click.option("--skip-invalid", is_flag=True, help="Drop malformed trace rows (and report them) instead of failing."),
         click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N jobs by submit time."),
@@ -305,8 +306,10 @@ def list_policies() -> None:
 
 def _register_groups() -> None:
     from kant.cli.experiment import experiment
+    from kant.cli.trace import trace
 
     cli.add_command(experiment)
+    cli.add_command(trace)
 
 
 _register_groups()
