@@ -40,7 +40,11 @@ class Scheduler:
         for action in self.actions:
             action.setup(self.env)
         self.state = ClusterState(cluster)
-        self.shapes, self.requests = shape_ids(jobs, by_tenant=bool(self.framework.admitters))
+        fw = self.framework
+        self.shapes, self.requests = shape_ids(jobs, by_tenant=bool(fw.admitters) or not fw.request_only)
+        if not fw.request_only:
+            # a filter or placer looks beyond the request: remember failures per shape instead
+            self.requests = self.shapes
         self.queue = PendingQueue(jobs, self.shapes, self.framework.static_key, self.requests)
         self.running: dict[int, RunningJob] = {}
         self.cycles = 0
@@ -68,6 +72,16 @@ class Scheduler:
         self.framework.job_stopped(job, now, placement, False)
         self.queue.push(job)
         return placement
+
+    def withdraw(self, job: int, now: float) -> Placement | None:
+        """The driver takes a job away (an inference replica scaled down): a running job releases its
+        resources (listeners hear ``finished=True``: it does not come back on its own) and returns its
+        placement; a queued job leaves the queue (returns None)."""
+        if job in self.running:
+            return self.finish(job, now)
+        if job in self.queue:
+            self.queue.remove(job)
+        return None
 
     def cycle(self, now: float) -> CycleResult:
         """Run the policy's actions once and commit what they decided."""

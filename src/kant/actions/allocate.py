@@ -16,9 +16,9 @@ from pydantic import BaseModel, ConfigDict
 from kant.framework.context import CycleContext
 from kant.framework.memo import FailedRequests
 from kant.framework.plugin import Action
+from kant.framework.queue import PendingQueue
 from kant.framework.registry import register_action
 from kant.framework.runner import Framework
-from kant.framework.queue import PendingQueue
 from kant.framework.status import Status
 from kant.actions.common import start_job
 

@@ -95,7 +95,15 @@ class Admit(Plugin):
 
 class Filter(Plugin):
     """Narrows the nodes a worker may use. ``mask`` already holds the nodes where the worker fits;
-    return a (new or same) mask with more nodes set to False."""
+    return a (new or same) mask with more nodes set to False.
+
+    ``REQUEST_ONLY``: the filter's answer depends only on the job's resource request (workers, GPUs,
+    CPU, memory, GPU type, kind) and the cluster state. Set it to False if it looks at anything else
+    (tenant, priority, the job row): the scheduler then remembers placement failures per shape
+    (request + tenant + priority + kind) instead of per request.
+    """
+
+    REQUEST_ONLY: ClassVar[bool] = True
 
     def filter(self, ctx: CycleContext, job: int, mask: BoolArray) -> BoolArray:
         raise NotImplementedError
@@ -111,7 +119,10 @@ class Score(Plugin):
 class Place(Plugin):
     """Places a whole gang (topology-aware and packing strategies). Return a placement, or a
     :class:`Status` saying why not. ``fw.place_workers`` offers the standard filter+score greedy
-    placement restricted to a node mask, for strategies that first choose a group of nodes."""
+    placement restricted to a node mask, for strategies that first choose a group of nodes.
+    ``REQUEST_ONLY`` as for :class:`Filter`."""
+
+    REQUEST_ONLY: ClassVar[bool] = True
 
     def place(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
         raise NotImplementedError

@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, insort
 from collections.abc import Callable, Container, Iterator
+from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -31,14 +32,16 @@ def shape_ids(jobs: JobTable, *, by_tenant: bool = True) -> tuple[IntArray, IntA
     """Dense ids per job: ``(shape, request)``.
 
     Equal *request* ids mean identical resource requests (workers, GPUs and GPU share per worker,
-    CPU, memory, GPU type): whether such a job can be placed depends only on the cluster state.
+    CPU, memory, GPU type) of the same kind (training or inference: a filter may place the two
+    kinds on different nodes): whether such a job can be placed depends only on the cluster state.
     Equal *shape* ids additionally share tenant, priority and kind, which admission may look at;
     with ``by_tenant=False`` (a policy without admission plugins) shapes are just requests.
     """
     if len(jobs) == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty.copy()
-    request_cols = [jobs.workers, jobs.gpus_per_worker, jobs.gpu_milli, jobs.cpu_milli, jobs.memory_mib, jobs.gpu_type]
+    request_cols = [jobs.workers, jobs.gpus_per_worker, jobs.gpu_milli, jobs.cpu_milli, jobs.memory_mib, jobs.gpu_type,
+                    jobs.kind]
     _, request = np.unique(np.stack(request_cols, axis=1), axis=0, return_inverse=True)
     request = request.reshape(-1).astype(np.int64)
     if not by_tenant:
@@ -185,14 +188,10 @@ class PendingQueue:
 
     def _walk_sorted(self, dynamic_key: Callable[[int], SortKey], skip_requests: Container[int]) -> Iterator[int]:
         order_all = getattr(dynamic_key, "order", None)
-        if order_all is None:
-            order = sorted(self._keys, key=dynamic_key)
-        else:  # vectorised: drop skipped requests, then one lexsort
-            jobs = np.fromiter(self._keys, dtype=np.int64, count=len(self._keys))
-            if isinstance(skip_requests, (set, frozenset, dict)) and skip_requests:
-                skip = np.fromiter(skip_requests, dtype=np.int64, count=len(skip_requests))
-                jobs = jobs[~np.isin(self.requests[jobs], skip)]
-            order = order_all(jobs).tolist()
+        if order_all is not None:
+            yield from self._walk_ordered(order_all, skip_requests)
+            return
+        order = sorted(self._keys, key=dynamic_key)
         n_shapes = len(self._by_shape)
         for job in order:
             if len(self._blocked) >= n_shapes:
@@ -200,3 +199,38 @@ class PendingQueue:
             if job not in self._keys or int(self.shapes[job]) in self._blocked or int(self.requests[job]) in skip_requests:
                 continue
             yield job
+
+    def _walk_ordered(self, order_all: Callable[[IntArray], IntArray], skip_requests: Container[int]) -> Iterator[int]:
+        """Dynamic walk with a vectorised sort: drop skipped requests, sort once with NumPy, then merge
+        the per-shape runs through a heap (like the static walk), so a blocked shape costs nothing."""
+        shape_request = self._shape_request
+        lists = [lst for s, lst in self._by_shape.items() if shape_request[s] not in skip_requests]
+        n = sum(map(len, lists))
+        if n == 0:
+            return
+        jobs = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=n)
+        order = order_all(jobs)
+        shapes = self.shapes[order]
+        by_shape = np.argsort(shapes, kind="stable")  # positions in `order`, grouped by shape
+        grouped = shapes[by_shape]
+        first = np.flatnonzero(np.concatenate(([True], grouped[1:] != grouped[:-1])))
+        stop = np.concatenate((first[1:], [len(grouped)])).tolist()
+        positions = by_shape.tolist()
+        order_list = order.tolist()
+        heap = sorted(zip(by_shape[first].tolist(), range(len(first)), strict=True))
+        nxt = first.tolist()
+        blocked = self._blocked
+        while heap:
+            pos, group = heapq.heappop(heap)
+            job = order_list[pos]
+            shape = int(shapes[pos])
+            if shape in blocked:
+                continue
+            if job in self._keys:
+                yield job
+                if shape in blocked:
+                    continue
+            k = nxt[group] + 1
+            nxt[group] = k
+            if k < stop[group]:
+                heapq.heappush(heap, (positions[k], group))

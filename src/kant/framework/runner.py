@@ -40,6 +40,10 @@ class Framework:
         self.placer: Place | None = placers[0] if placers else None
         self.listeners = [p for p in self.plugins if isinstance(p, JobListener)]
         self.dynamic = any(p.DYNAMIC for p in self.sorters)
+        # do placement outcomes depend only on the request? (see Filter.REQUEST_ONLY)
+        self.request_only = all(p.REQUEST_ONLY for p in self.filters) and (
+            self.placer is None or self.placer.REQUEST_ONLY
+        )
         self._feasible_cache: dict[int, Status] = {}
         self._div: dict[int, npt.NDArray[np.int64]] = {}
         for p in self.plugins:

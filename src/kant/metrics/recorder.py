@@ -28,6 +28,7 @@ class JobStatus(IntEnum):
     FINISHED = 1
     UNSCHEDULABLE = 2  # can never run on this cluster under this policy; see reasons
     RUNNING = 3  # still running when the run ended (inference services, or a time limit)
+    STOPPED = 4  # withdrawn by its owner (an inference replica scaled down), neither finished nor preempted
 
 
 #: cluster time-series columns, one value per sample
@@ -95,6 +96,13 @@ class Recorder:
         else:
             self.preemptions[job] += 1
             self.status[job] = JobStatus.PENDING
+
+    def job_withdrawn(self, job: int, now: float, placement: Placement | None) -> None:
+        """The driver withdrew the job (``Simulator.stop``): its run, if any, ends without finishing
+        and without counting as a preemption."""
+        if placement is not None:
+            self.gpu_seconds[job] += (now - self.last_start[job]) * placement.total_gpus
+        self.status[job] = JobStatus.STOPPED
 
     def job_unschedulable(self, job: int, reason: str) -> None:
         self.status[job] = JobStatus.UNSCHEDULABLE

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 import numpy as np
@@ -294,6 +294,10 @@ class Metrics(_ToDict):
     counts: Counts
     topology: TopologyStats
     run: RunInfo
+    #: metrics added by extensions (e.g. ``{"inference": ...}`` from kant.inference), JSON-safe values
+    extra: dict[str, Any] = field(default_factory=dict)
+    #: headline rows those extensions add to :func:`summary_rows`
+    extra_rows: tuple[tuple[str, str], ...] = ()
 
 
 # --- step-function integration -----------------------------------------------------------------
@@ -662,4 +666,5 @@ def summary_rows(m: Metrics) -> list[tuple[str, str]]:
         ("Preemptions", f"{c.preemptions:,}"),
         ("Cross-leaf share of multi-node gangs", _pct(m.topology.cross_leaf_share)),
         ("Jobs simulated per second", _num(m.run.jobs_per_second, 0)),
+        *m.extra_rows,
     ]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from kant.framework.context import SchedulerEnv
-from kant.framework.plugin import QueueSort
+from kant.framework.plugin import FloatArray, IntArray, QueueSort
 from kant.framework.registry import register_plugin
 
 NAME = "fifo"
@@ -15,3 +17,6 @@ class Fifo(QueueSort):
 
     def key(self, env: SchedulerEnv, job: int, now: float) -> float:
         return float(env.jobs.submit[job])
+
+    def keys(self, env: SchedulerEnv, jobs: IntArray, now: float) -> FloatArray:
+        return env.jobs.submit[jobs].astype(np.float64)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from kant.framework.context import SchedulerEnv
-from kant.framework.plugin import QueueSort
+from kant.framework.plugin import FloatArray, IntArray, QueueSort
 from kant.framework.registry import register_plugin
 
 NAME = "priority"
@@ -15,3 +17,6 @@ class Priority(QueueSort):
 
     def key(self, env: SchedulerEnv, job: int, now: float) -> float:
         return -float(env.jobs.priority[job])
+
+    def keys(self, env: SchedulerEnv, jobs: IntArray, now: float) -> FloatArray:
+        return -env.jobs.priority[jobs].astype(np.float64)

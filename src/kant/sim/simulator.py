@@ -3,8 +3,13 @@
 
 The loop advances to the next instant with anything due (a finish or failure event from the kernel,
 or an arrival from the trace, which is merged in submit order rather than pushed onto the heap), fires
-everything due at that instant (finishes first, then failures and repairs, then arrivals), runs one
-scheduling cycle if anything changed, and records one sample of the cluster.
+everything due at that instant (finishes first, then failures and repairs, then processes, then
+arrivals), runs one scheduling cycle if anything changed, and records one sample of the cluster.
+
+Processes (:meth:`Simulator.add_process`) let a driver change the workload while the run goes on (an
+autoscaler adding and removing inference replicas): a process is a callback called at the times it
+asks for, which may :meth:`~Simulator.submit` rows listed as ``held`` (the trace merge skips them)
+and :meth:`~Simulator.stop` jobs (a withdrawal: neither a finish nor a preemption).
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from kant.config.policy import Policy
-from kant.errors import KantError
-from kant.metrics.recorder import Recorder, SimResult
+from kant.errors import KantError, SchedulingError
+from kant.framework.status import Status
+from kant.metrics.recorder import JobStatus, Recorder, SimResult
 from kant.model.cluster import Cluster
 from kant.model.job import JobTable
 from kant.model.state import Placement
@@ -31,8 +38,11 @@ __all__ = ["Simulator", "NodeFailure", "simulate"]
 _FINISH = 0
 _NODE = 1
 _TICK = 2
+_PROC = 3
 
 Progress = Callable[[int, int], None]
+#: ``callback(sim, now)`` -> the next time to call it, or None to stop
+Process = Callable[["Simulator", float], "float | None"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,7 @@ class Simulator:
         failures: Sequence[NodeFailure] = (),
         check_every: int = 0,
         progress: Progress | None = None,
+        held: Sequence[int] | npt.NDArray[np.int64] = (),
     ) -> None:
         if len(jobs) and (np.any(np.isnan(jobs.submit)) or np.any(jobs.duration < 0)):
             raise KantError("job table has NaN submit times or negative durations")
@@ -83,6 +94,11 @@ class Simulator:
         self._dirty = False
         self._ticks: set[float] = set()
         self.events = 0
+        self.held = np.zeros(n, dtype=bool)  # rows only a process submits (never from the trace)
+        held_rows = np.asarray(held, dtype=np.int64)
+        if held_rows.size and (held_rows.min() < 0 or held_rows.max() >= n):
+            raise KantError(f"held names a row outside the job table (0..{n - 1})")
+        self.held[held_rows] = True
 
     # --- event handlers ----------------------------------------------------------------------
     def _on_finish(self, payload: tuple[int, int]) -> None:
@@ -113,6 +129,53 @@ class Simulator:
     def _on_tick(self, payload: None) -> None:
         self._dirty = True
 
+    def _on_process(self, payload: Process) -> None:
+        now = self.kernel.now
+        self.events += 1
+        when = payload(self, now)
+        if when is not None:
+            self.kernel.schedule(max(float(when), now), _PROC, self._on_process, payload)
+
+    # --- processes: a driver changing the workload during the run ----------------------------
+    def add_process(self, callback: Process, first_time: float) -> None:
+        """Call ``callback(sim, now)`` at ``first_time`` (or now, if that is earlier), then at every
+        time it returns, until it returns None. Within an instant processes run after finishes and
+        node events and before trace arrivals; a scheduling cycle follows if they changed anything."""
+        self.kernel.schedule(max(float(first_time), self.kernel.now), _PROC, self._on_process, callback)
+
+    def submit(self, job: int) -> Status:
+        """Submit ``job`` now (from a process): it queues like a trace arrival. Returns why it can
+        never run (it is then recorded unschedulable) or success."""
+        sched = self.scheduler
+        if job in sched.running or job in sched.queue:
+            raise SchedulingError(f"job {job} is already queued or running")
+        self.events += 1
+        status = sched.submit(job, self.kernel.now)
+        if status.ok:
+            self._dirty = True
+        else:
+            self.recorder.job_unschedulable(job, str(status))
+        return status
+
+    def stop(self, job: int) -> bool:
+        """Withdraw ``job`` now (from a process): a running job releases its resources, a queued job
+        leaves the queue; recorded as STOPPED, not as a finish or a preemption. A stopped job may be
+        submitted again; it then has the work left that it had when its stopped run began. Returns
+        False if the job was neither running nor queued."""
+        sched = self.scheduler
+        if job not in sched.running and job not in sched.queue:
+            return False
+        now = self.kernel.now
+        placement = sched.withdraw(job, now)
+        if placement is not None:
+            self.generation[job] += 1  # its finish event, if any, is now stale
+            self._slowdown.pop(job, None)
+            self._paid_restart.pop(job, None)
+        self.recorder.job_withdrawn(job, now, placement)
+        self._dirty = True
+        self.events += 1
+        return True
+
     def _interrupted(self, job: int, now: float, placement: Placement) -> None:
         self.generation[job] += 1
         run_for = now - float(self.recorder.last_start[job]) - self._paid_restart.pop(job, 0.0)
@@ -139,6 +202,8 @@ class Simulator:
         wall0 = _time.perf_counter()
         jobs, sched, rec, kernel = self.jobs, self.scheduler, self.recorder, self.kernel
         order = np.argsort(jobs.submit, kind="stable")
+        if self.held.any():
+            order = order[~self.held[order]]
         arrivals = jobs.submit[order]
         order_list = order.tolist()
         n = len(order_list)
@@ -187,6 +252,8 @@ class Simulator:
             # nothing more can happen: whatever still waits can never start
             for job in list(sched.queue):
                 rec.job_unschedulable(job, f"never started; last reason: {sched.why_pending(job)}")
+        # held rows no process ever submitted (spare inference replicas) did not wait for anything
+        rec.status[self.held & (rec.status == JobStatus.PENDING) & (rec.runs == 0)] = JobStatus.STOPPED
         rec.close(end_time, sched.state)
         if self.progress is not None:
             self.progress(n, n)
