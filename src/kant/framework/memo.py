@@ -6,8 +6,8 @@ after)``. For a request of ``w`` workers x ``g`` GPUs that failed with an upper 
 worker slots (see :meth:`Framework.room_for`), a return on a node of an allowed GPU type adds
 ``after // g - before // g`` slots. While ``room < w`` the request still cannot fit, whatever placer
 the policy uses, so a cycle skips it without looking at its jobs. A request that failed with enough
-room (a placer's own constraint, or CPU and memory) is retried on any return that adds a slot, and a
-request with CPU or memory needs on any return on an allowed node.
+room (a placer's or filter's own constraint, such as a quota) is retried after any return, and a
+request with CPU or memory needs after any return on an allowed node.
 """
 
 from __future__ import annotations
@@ -79,6 +79,9 @@ class FailedRequests:
         gpu_type = state.cluster.gpu_type
         for request in list(entries):
             e = entries[request]
+            if e.room >= e.workers:  # failed for a reason other than capacity: retry on any return
+                del entries[request]
+                continue
             g = e.gpus
             room = e.room
             helped = False
@@ -91,7 +94,7 @@ class FailedRequests:
                 gain = after // g - before // g if g > 0 else 1
                 if gain > 0:
                     room += gain
-                    if room >= e.workers or e.room >= e.workers:
+                    if room >= e.workers:
                         helped = True
                         break
             if helped:

@@ -1,0 +1,223 @@
+"""Reclaim: give a tenant its guaranteed GPUs back by evicting other tenants' borrowed jobs.
+
+Needs the ``quota`` plugin in the policy (it keeps usage, guarantees and per-job borrowed GPUs).
+
+Rule. The action walks the pending queue in the policy's order. A pending job ``p`` of tenant ``t``
+may reclaim when ``t`` is under its guarantee with ``p`` included (``U_t + r_p <= G_t``, GPU total) and
+``p`` passes admission. The *candidates* are jobs of other tenants that were running when the cycle
+began and have borrowed GPUs recorded (``quota.job_borrowed > 0``: the part of a tenant's use above
+its guarantee; see :mod:`kant.plugins.quota`). Victims are chosen among them with
+:func:`kant.actions.preempt.choose_victims`: lowest ``JobTable.priority`` first, then the fewest
+victims, then the least work lost (GPU-seconds since the last checkpoint, see ``checkpoint_interval_s``),
+then lower job rows; if no subset of candidates makes ``p`` fit, nothing is evicted. The plan is
+simulated on a private statement first; then the victims are evicted with
+:func:`kant.actions.common.evict_job` (back to the queue; checkpoint/restart model applies) and
+``p`` starts. This is Kueue's ``reclaimWithinCohort`` and Volcano's ``reclaim`` action.
+
+Evictions are counted on the quota plugin (``reclaim_evictions`` per victim tenant, ``reclaims_for``
+per reclaiming tenant) and on this action (``evictions``).
+
+Arguments:
+    checkpoint_interval_s: used to estimate work lost (set it to the simulator's execution model).
+    max_reclaims_per_cycle: stop after starting this many jobs by reclaiming in one cycle.
+    allocate_after: after a cycle's reclaims, run one allocate pass (the ``allocate`` action's rule)
+        so that capacity the victims left over, and the victims themselves, can start at once.
+"""
+
+from __future__ import annotations
+
+from itertools import chain
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from kant.actions.allocate import Allocate
+from kant.actions.preempt import (
+    FloatArray,
+    IntArray,
+    choose_victims,
+    execute_plan,
+    in_queue_order,
+    placement_entries,
+    select,
+    work_lost,
+)
+from kant.framework.context import CycleContext
+from kant.framework.plugin import Action
+from kant.framework.registry import register_action
+from kant.framework.runner import Framework
+from kant.model.job import JobTable
+from kant.plugins.quota import Quota
+
+__all__ = ["NAME", "Reclaim", "ReclaimArgs"]
+
+NAME = "reclaim"
+
+
+class ReclaimArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    checkpoint_interval_s: float | None = Field(default=None, gt=0.0)
+    max_reclaims_per_cycle: int | None = Field(default=None, ge=1)
+    allocate_after: bool = True
+
+
+@register_action
+class Reclaim(Action):
+    NAME = NAME
+    Args = ReclaimArgs
+
+    def __init__(self, args: BaseModel | None = None) -> None:
+        super().__init__(args)
+        self._quota: Quota | None = None
+        # shapes that could not reclaim; valid while no capacity came back and no borrowing changed
+        self._failed: set[int] = set()
+        self._failed_at: tuple[int, int, int] = (-1, -1, 0)
+        self._entries: tuple[int, tuple[IntArray, IntArray, IntArray]] | None = None
+        self._shape_tenant: IntArray | None = None
+        self._shape_gpus: IntArray = np.zeros(0, dtype=np.int64)
+        self._shape_gpw: IntArray = np.zeros(0, dtype=np.int64)
+        self._allocate: Allocate | None = None
+        self.evictions = 0
+        self.reclaims = 0
+
+    def execute(self, ctx: CycleContext, fw: Framework) -> None:
+        args = self.args
+        assert isinstance(args, ReclaimArgs)
+        quota = self._quota
+        if quota is None:
+            quota = self._quota = Quota.of(fw)
+            if quota is None:
+                raise ValueError("the reclaim action needs the quota plugin in the policy")
+        if not ctx.running or not len(ctx.queue) or not np.any(quota.borrowed[:, 0] > 0):
+            return
+        jobs = ctx.env.jobs
+        # the only possible victims: jobs borrowing GPUs (total) running since before the cycle
+        pool = quota.borrowing_total()
+        if len(pool) == 0:
+            return
+        if ctx.started:  # started in this cycle: not victims
+            started = {j for j, _ in ctx.started}
+            keep = [j for j in pool.tolist() if j not in started]
+            if len(keep) < len(pool):
+                pool = np.asarray(keep, dtype=np.int64)
+            if len(pool) == 0:
+                return
+        # failures stay valid while no capacity came back, no borrowing changed and the candidate
+        # pool is the same
+        state = ctx.state
+        stamp = (int(getattr(state, "release_count", -1)), quota.borrow_version, hash(pool.tobytes()))
+        if stamp != self._failed_at or stamp[0] < 0:
+            self._failed = set()
+        failed = self._failed
+        # pending shapes whose tenant is under its guarantee with the job included (tenant and
+        # request are the same for every job of a shape), skipping shapes known to fail
+        queue = ctx.queue
+        if self._shape_tenant is None:
+            self._shape_tenant, self._shape_gpus, self._shape_gpw = _per_shape(queue.shapes, jobs)
+        shape_ids = np.asarray(queue.pending_shapes(), dtype=np.int64)
+        t = self._shape_tenant[shape_ids]
+        within = quota.usage[t, 0] + self._shape_gpus[shape_ids] <= quota.guaranteed[t, 0]
+        if failed and within.any():
+            known = np.zeros(len(self._shape_tenant), dtype=bool)
+            known[list(failed)] = True
+            within &= ~known[shape_ids]
+        if within.any():
+            if self._entries is None or self._entries[0] != stamp[2]:  # placements of the pool
+                self._entries = (stamp[2], placement_entries(ctx, pool))
+            e_idx, e_node, e_cnt = self._entries[1]
+            # cheap bounds per shape: GPUs freed by evicting every other tenant's borrowing job, and
+            # the largest node once every pool job on it is gone
+            pool_gpus = jobs.total_gpus[pool]
+            by_tenant = np.bincount(jobs.tenant[pool], weights=pool_gpus, minlength=quota.usage.shape[0])
+            room = state.free_gpus + float(pool_gpus.sum()) - by_tenant[t]
+            node_bound = state.free + np.bincount(e_node, weights=e_cnt * jobs.gpus_per_worker[pool[e_idx]],
+                                                  minlength=len(state.free))
+            fits = (self._shape_gpus[shape_ids] <= room) & (self._shape_gpw[shape_ids] <= node_bound.max())
+            failed.update(shape_ids[within & ~fits].tolist())
+            within &= fits
+        if not within.any():
+            self._failed_at = stamp
+            return
+        lists = [queue.shape_jobs(s) for s in shape_ids[within].tolist()]
+        pending = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=sum(map(len, lists)))
+        try:
+            assert self._entries is not None
+            reclaimed = self._scan(ctx, fw, quota, args, pool, self._entries[1], pending, failed)
+            if reclaimed and args.allocate_after:
+                self._after(ctx, fw)
+        finally:
+            self._failed_at = (int(getattr(state, "release_count", -1)), quota.borrow_version, stamp[2])
+
+    def _after(self, ctx: CycleContext, fw: Framework) -> None:
+        """Start what fits in capacity the evictions left over (``allocate_after``)."""
+        if self._allocate is None:
+            self._allocate = Allocate()
+        self._allocate.execute(ctx, fw)
+
+    def _scan(self, ctx: CycleContext, fw: Framework, quota: Quota, args: ReclaimArgs, running: IntArray,
+              entries: tuple[IntArray, IntArray, IntArray], pending: IntArray, failed: set[int]) -> int:
+        """Try the ``pending`` jobs in queue order; ``running`` are the borrowing jobs (the pool of
+        possible victims) and ``entries`` their placements (see ``placement_entries``). Returns how
+        many jobs started by reclaiming."""
+        jobs = ctx.env.jobs
+        state = ctx.state
+        shapes = ctx.queue.shapes
+        alive = np.ones(len(running), dtype=bool)  # not evicted in this cycle
+        v_tenant = jobs.tenant[running]
+        v_gpus = jobs.total_gpus[running]
+        started = 0
+        prio = jobs.priority[running].astype(np.float64)
+        lost_all: FloatArray | None = None
+        e_idx, e_node, e_cnt = entries
+        # per node, GPUs free once every pool job there is gone: an upper bound for one worker
+        node_bound = state.free + np.bincount(e_node, weights=e_cnt * jobs.gpus_per_worker[running[e_idx]],
+                                              minlength=len(state.free)).astype(np.int64)
+        max_node = int(node_bound.max()) if len(node_bound) else 0
+        for job in in_queue_order(ctx, fw, pending):
+            shape = int(shapes[job])
+            if shape in failed:
+                continue
+            t = int(jobs.tenant[job])
+            if not quota.within_guarantee(job):
+                failed.add(shape)
+                continue
+            # recorded borrowing can shrink during the cycle (re-labelled when a tenant's jobs stop)
+            sel = alive & (v_tenant != t) & (quota.job_borrowed[running, 0] > 0)
+            # cheap bounds before planning: the GPUs all candidates free, and the largest node
+            if (not sel.any() or state.free_gpus + int(v_gpus[sel].sum()) < int(jobs.total_gpus[job])
+                    or int(jobs.gpus_per_worker[job]) > max_node or not fw.admit(ctx, job).ok):
+                failed.add(shape)
+                continue
+            if lost_all is None:
+                lost_all = work_lost(ctx, running, args.checkpoint_interval_s)
+            cands = select(running, prio, lost_all, entries, sel)
+            plan = choose_victims(ctx, fw, job, cands)
+            if plan is None:
+                failed.add(shape)
+                continue
+            victims, placement = plan
+            for v in victims:
+                quota.reclaim_evictions[int(jobs.tenant[v])] += 1
+            quota.reclaims_for[t] += 1
+            execute_plan(ctx, fw, job, victims, placement)
+            alive &= ~np.isin(running, victims)
+            self.evictions += len(victims)
+            self.reclaims += 1
+            started += 1
+            if args.max_reclaims_per_cycle is not None and started >= args.max_reclaims_per_cycle:
+                break
+            if not np.any(alive & (quota.job_borrowed[running, 0] > 0)):
+                break
+        return started
+
+
+def _per_shape(shapes: IntArray, jobs: JobTable) -> tuple[IntArray, IntArray, IntArray]:
+    """Tenant, total GPUs and GPUs per worker of each shape id (the same for every job of a shape)."""
+    n = int(shapes.max()) + 1 if len(shapes) else 0
+    s_tenant = np.zeros(n, dtype=np.int64)
+    s_gpus = np.zeros(n, dtype=np.int64)
+    s_gpw = np.zeros(n, dtype=np.int64)
+    s_tenant[shapes] = jobs.tenant
+    s_gpus[shapes] = jobs.total_gpus
+    s_gpw[shapes] = jobs.gpus_per_worker
+    return s_tenant, s_gpus, s_gpw
