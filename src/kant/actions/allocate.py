@@ -54,17 +54,18 @@ class Allocate(Action):
             for shape in queue.shape_ids():  # nothing can start: keep each shape's reason fresh
                 ctx.reasons[shape] = failed.get(queue.shape_request(shape)) or _CLUSTER_FULL
             return
-        self._walk(ctx, fw, args, queue, queue.shapes, queue.requests, failed, skip)
+        self._walk(ctx, fw, args, queue, queue.shape_of, queue.request_of, failed, skip)
 
-    def _walk(self, ctx: CycleContext, fw: Framework, args: AllocateArgs, queue: PendingQueue, shapes: IntArray,
-              requests: IntArray, failed: FailedRequests, skip: Container[int]) -> None:
+    def _walk(self, ctx: CycleContext, fw: Framework, args: AllocateArgs, queue: PendingQueue, shapes: list[int],
+              requests: list[int], failed: FailedRequests, skip: Container[int]) -> None:
         gpus = ctx.env.jobs.gpus_per_worker
+        state = ctx.state
         for job in queue.walk(fw.dynamic_key(ctx.now), skip):
-            shape = int(shapes[job])
-            request = int(requests[job])
+            shape = shapes[job]
+            request = requests[job]
             status = failed.get(request)
             if status is None:
-                if ctx.state.free_gpus <= 0 and gpus[job] > 0:
+                if state.free_gpus <= 0 and gpus[job] > 0:
                     status = _CLUSTER_FULL
                     failed.add(ctx.env, request, job, status, 0)
                 else:

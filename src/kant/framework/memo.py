@@ -12,6 +12,7 @@ request with CPU or memory needs after any return on an allowed node.
 
 from __future__ import annotations
 
+from collections.abc import KeysView
 from dataclasses import dataclass
 
 from kant.framework.context import SchedulerEnv
@@ -44,6 +45,10 @@ class FailedRequests:
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self._entries)
+
+    def request_keys(self) -> KeysView[int]:
+        """The failed request ids as a set-like view (for :meth:`PendingQueue.requests_within`)."""
+        return self._entries.keys()
 
     def get(self, request: int) -> Status | None:
         entry = self._entries.get(request)

@@ -13,6 +13,7 @@ jobs afresh.
 from __future__ import annotations
 
 import heapq
+import math
 from bisect import bisect_left, insort
 from collections.abc import Callable, Container, Iterator
 from itertools import chain
@@ -42,13 +43,29 @@ def shape_ids(jobs: JobTable, *, by_tenant: bool = True) -> tuple[IntArray, IntA
         return empty, empty.copy()
     request_cols = [jobs.workers, jobs.gpus_per_worker, jobs.gpu_milli, jobs.cpu_milli, jobs.memory_mib, jobs.gpu_type,
                     jobs.kind]
-    _, request = np.unique(np.stack(request_cols, axis=1), axis=0, return_inverse=True)
-    request = request.reshape(-1).astype(np.int64)
+    request = _row_ids(request_cols)
     if not by_tenant:
         return request, request
-    cols = np.stack([request, jobs.tenant, jobs.priority, jobs.kind], axis=1)
-    _, shape = np.unique(cols, axis=0, return_inverse=True)
-    return shape.reshape(-1).astype(np.int64), request
+    return _row_ids([request, jobs.tenant, jobs.priority, jobs.kind]), request
+
+
+def _row_ids(cols: list[IntArray]) -> IntArray:
+    """Dense id per row of the columns ``cols``: the rank of the row among the distinct rows in
+    lexicographic order, i.e. ``np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)[1]``,
+    computed from one int64 key per row (column codes in mixed radix) when their product fits."""
+    codes, sizes = [], []
+    for col in cols:
+        values, code = np.unique(col, return_inverse=True)
+        codes.append(code.reshape(-1).astype(np.int64))
+        sizes.append(len(values))
+    if math.prod(sizes) >= (1 << 62):  # pragma: no cover - thousands of distinct values in every column
+        _, ids = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+        return ids.reshape(-1).astype(np.int64)
+    key = codes[0]
+    for code, size in zip(codes[1:], sizes[1:], strict=True):
+        key = key * size + code
+    _, ids = np.unique(key, return_inverse=True)
+    return ids.reshape(-1).astype(np.int64)
 
 
 class PendingQueue:
@@ -60,6 +77,10 @@ class PendingQueue:
         self.jobs = jobs
         self.shapes = shapes
         self.requests = requests if requests is not None else shapes
+        # the same ids as Python lists: the per-job bookkeeping reads them one at a time
+        self.shape_of: list[int] = np.asarray(shapes).tolist()
+        self.request_of: list[int] = self.shape_of if requests is None else np.asarray(requests).tolist()
+        self._total_gpus: list[int] = jobs.total_gpus.tolist()
         self._static_key = static_key
         self._keys: dict[int, SortKey] = {}
         self._by_shape: dict[int, list[int]] = {}
@@ -92,7 +113,11 @@ class PendingQueue:
         return self._shape_request[shape]
 
     def requests_within(self, requests: Container[int]) -> bool:
-        """Is every pending job's request id in ``requests``?"""
+        """Is every pending job's request id in ``requests``? (A container with ``request_keys()``,
+        a set-like view, is compared in one step.)"""
+        keys = getattr(requests, "request_keys", None)
+        if keys is not None:
+            return bool(keys() >= self._request_count.keys())
         return all(r in requests for r in self._request_count)
 
     def pending_shapes(self) -> list[int]:
@@ -109,34 +134,36 @@ class PendingQueue:
 
     def push(self, job: int) -> None:
         key = self._static_key(job)
-        self._keys[job] = key
-        shape = int(self.shapes[job])
+        keys = self._keys
+        keys[job] = key
+        shape = self.shape_of[job]
+        request = self.request_of[job]
         lst = self._by_shape.get(shape)
         if lst is None:
             lst = self._by_shape[shape] = []
-            self._shape_request[shape] = int(self.requests[job])
-        if not lst or self._keys[lst[-1]] <= key:
+            self._shape_request[shape] = request
+        if not lst or keys[lst[-1]] <= key:
             lst.append(job)
         else:
-            insort(lst, job, key=self._keys.__getitem__)
-        self.pending_gpus += int(self.jobs.total_gpus[job])
-        request = int(self.requests[job])
+            insort(lst, job, key=keys.__getitem__)
+        self.pending_gpus += self._total_gpus[job]
         self._request_count[request] = self._request_count.get(request, 0) + 1
 
     def remove(self, job: int) -> None:
-        key = self._keys[job]
-        shape = int(self.shapes[job])
+        keys = self._keys
+        key = keys[job]
+        shape = self.shape_of[job]
         lst = self._by_shape[shape]
-        i = bisect_left(lst, key, key=self._keys.__getitem__)
+        i = 0 if lst[0] == job else bisect_left(lst, key, key=keys.__getitem__)
         if lst[i] != job:  # pragma: no cover - keys end in the job row, so they are unique
             i = lst.index(job)
         del lst[i]
         if not lst:
             del self._by_shape[shape]
             del self._shape_request[shape]
-        del self._keys[job]
-        self.pending_gpus -= int(self.jobs.total_gpus[job])
-        request = int(self.requests[job])
+        del keys[job]
+        self.pending_gpus -= self._total_gpus[job]
+        request = self.request_of[job]
         left = self._request_count[request] - 1
         if left:
             self._request_count[request] = left
@@ -196,7 +223,7 @@ class PendingQueue:
         for job in order:
             if len(self._blocked) >= n_shapes:
                 return
-            if job not in self._keys or int(self.shapes[job]) in self._blocked or int(self.requests[job]) in skip_requests:
+            if job not in self._keys or self.shape_of[job] in self._blocked or self.request_of[job] in skip_requests:
                 continue
             yield job
 

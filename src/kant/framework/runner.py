@@ -17,12 +17,14 @@ import numpy.typing as npt
 from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import Admit, Filter, JobListener, Place, Plugin, QueueSort, Score
 from kant.framework.status import SUCCESS, Status
-from kant.model.state import Placement
+from kant.model.state import NodeClasses, Placement
 
 __all__ = ["Framework"]
 
 BoolArray = npt.NDArray[np.bool_]
 SortKey = tuple[float, ...]
+#: class ids in tie groups, best group first (see Framework._class_groups)
+ClassGroups = list[list[int]]
 
 
 class Framework:
@@ -46,14 +48,21 @@ class Framework:
         )
         self._feasible_cache: dict[int, Status] = {}
         self._div: dict[int, npt.NDArray[np.int64]] = {}
+        # Class-based placement (see place_workers): with no filters and only scores that declare
+        # CLASS_SCORE (their score depends on the node's GPU capacity and free GPUs alone), the best
+        # node is the lowest-index node of the best (GPU type, capacity, free) class.
+        self.class_scores = not self.filters and all(getattr(p, "CLASS_SCORE", False) for p in self.scorers)
+        self.cpu_all_unmodelled = bool(env.cpu_unmodelled.all())
+        self.mem_all_unmodelled = bool(env.mem_unmodelled.all())
+        self._class_plans: dict[tuple[int, int], ClassGroups | None] = {}
+        self._no_fit_cache: dict[tuple[int, int, int, int, int], Status] = {}
         for p in self.plugins:
             p.setup(env)
 
     # --- ordering ----------------------------------------------------------------------------
     def _key(self, job: int, now: float) -> SortKey:
-        jobs = self.env.jobs
-        head = tuple(p.key(self.env, job, now) for p in self.sorters)
-        return (*head, float(jobs.submit[job]), float(job))
+        env = self.env
+        return (*[p.key(env, job, now) for p in self.sorters], float(env.jobs.submit[job]), float(job))
 
     def static_key(self, job: int) -> SortKey:
         return self._key(job, float(self.env.jobs.submit[job]))
@@ -164,6 +173,14 @@ class Framework:
         """Greedy filter+score placement of every worker of ``job``, optionally only on nodes in
         ``restrict``. Returns the placement (not yet allocated) or why it failed."""
         jobs = self.env.jobs
+        if restrict is None and self.class_scores:
+            classes = ctx.state.classes
+            g = int(jobs.gpus_per_worker[job])
+            if classes is not None and g > 0 and (self.cpu_all_unmodelled or not jobs.cpu_milli[job]) \
+                    and (self.mem_all_unmodelled or not jobs.memory_mib[job]):
+                groups = self.class_groups(classes, g, int(jobs.gpu_type[job]))
+                if groups is not None:
+                    return self._place_by_class(ctx, job, classes, groups, g)
         mask = self.fit_mask(ctx, job)
         if restrict is not None:
             mask &= restrict
@@ -202,6 +219,88 @@ class Framework:
                 state.free_mem[n] += m
         return Placement(tuple(chosen), g, c, m)
 
+    # --- class-based placement ---------------------------------------------------------------
+    def class_groups(self, classes: NodeClasses, gpus: int, gpu_type: int) -> ClassGroups | None:
+        """Node classes where one worker of ``gpus`` GPUs of job type ``gpu_type`` fits, grouped by
+        equal weighted score (the same floating-point sum :meth:`_best` computes per node), best
+        group first; classes within a group ascending. None if a score is NaN (then the vectorised
+        path decides). Computed once per (gpus, type): class scores depend on nothing else."""
+        key = (gpus, gpu_type)
+        if key in self._class_plans:
+            return self._class_plans[key]
+        cand = classes.class_free >= gpus
+        if gpu_type >= 0:
+            cand &= np.isin(classes.class_type, self.env.cluster_types_of(gpu_type))
+        ids = np.flatnonzero(cand)
+        plan: ClassGroups | None
+        if not self.scorers or len(ids) == 0:
+            plan = [ids.tolist()] if len(ids) else []
+        else:
+            cap, free = classes.class_cap[ids], classes.class_free[ids]
+            first = self.scorers[0]
+            total = first.score_classes(self.env, gpus, cap, free) * first.weight  # type: ignore[attr-defined]
+            for s in self.scorers[1:]:
+                total = total + s.score_classes(self.env, gpus, cap, free) * s.weight  # type: ignore[attr-defined]
+            total = np.asarray(total, dtype=np.float64)
+            if np.isnan(total).any():
+                plan = None
+            else:
+                plan = []
+                last = None
+                for i in np.argsort(-total, kind="stable").tolist():
+                    if last is None or total[i] != last:
+                        plan.append([])
+                        last = total[i]
+                    plan[-1].append(int(ids[i]))
+        self._class_plans[key] = plan
+        return plan
+
+    @staticmethod
+    def best_of_classes(classes: NodeClasses, groups: ClassGroups) -> int:
+        """Lowest-index node of the best non-empty group of classes, or -1 if all are empty."""
+        count = classes.count
+        for group in groups:
+            best = -1
+            for c in group:
+                if count[c]:
+                    head = classes.head(c)
+                    if best < 0 or head < best:
+                        best = head
+            if best >= 0:
+                return best
+        return -1
+
+    def _place_by_class(self, ctx: CycleContext, job: int, classes: NodeClasses, groups: ClassGroups,
+                        g: int) -> Placement | Status:
+        """:meth:`place_workers` without a node scan: the same greedy choice, worker by worker, from
+        the class index (a worker's node moves to the class with ``g`` fewer free GPUs, tentatively,
+        and is moved back afterwards)."""
+        jobs = self.env.jobs
+        c = int(jobs.cpu_milli[job])
+        m = int(jobs.memory_mib[job])
+        w = int(jobs.workers[job])
+        if w == 1:
+            best = self.best_of_classes(classes, groups)
+            if best < 0:
+                return self._no_fit(ctx, job, 0)
+            return Placement((best,), g, c, m)
+        slots = self.room_for(ctx, job)  # = sum over fitting nodes of free // g
+        if slots < w:
+            return self._no_fit(ctx, job, slots)
+        chosen: list[int] = []
+        node_class = classes.node_class
+        try:
+            for _ in range(w):
+                best = self.best_of_classes(classes, groups)
+                if best < 0:  # pragma: no cover - slots >= w guarantees a node per worker
+                    return self._no_fit(ctx, job, len(chosen))
+                chosen.append(best)
+                classes.move(best, node_class[best] - g)
+        finally:
+            for n in reversed(chosen):
+                classes.move(n, node_class[n] + g)
+        return Placement(tuple(chosen), g, c, m)
+
     def _best(self, ctx: CycleContext, job: int, nodes: npt.NDArray[np.int64]) -> int:
         if not self.scorers or len(nodes) == 1:
             return int(nodes[0])
@@ -211,8 +310,17 @@ class Framework:
         return int(nodes[int(np.argmax(total))])
 
     def _no_fit(self, ctx: CycleContext, job: int, slots: int) -> Status:
-        return Status.unschedulable(f"needs {self.env.jobs.describe_request(job)}; room now for {slots} worker(s)",
-                                    "node-resources-fit")
+        jobs = self.env.jobs
+        # the message depends only on what describe_request reads, and slots: built once per value
+        key = (int(jobs.workers[job]), int(jobs.gpus_per_worker[job]), int(jobs.gpu_milli[job]),
+               int(jobs.gpu_type[job]), slots)
+        status = self._no_fit_cache.get(key)
+        if status is None:
+            status = Status.unschedulable(f"needs {jobs.describe_request(job)}; room now for {slots} worker(s)",
+                                          "node-resources-fit")
+            if len(self._no_fit_cache) < 65536:
+                self._no_fit_cache[key] = status
+        return status
 
     # --- listeners ---------------------------------------------------------------------------
     def job_started(self, job: int, now: float, placement: Placement) -> None:

@@ -7,6 +7,7 @@ sample holds from its time until the next sample's time: the series are step fun
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -30,6 +31,8 @@ class JobStatus(IntEnum):
     RUNNING = 3  # still running when the run ended (inference services, or a time limit)
     STOPPED = 4  # withdrawn by its owner (an inference replica scaled down), neither finished nor preempted
 
+
+_RUNNING, _FINISHED, _PENDING = int(JobStatus.RUNNING), int(JobStatus.FINISHED), int(JobStatus.PENDING)
 
 #: cluster time-series columns, one value per sample
 SERIES = (
@@ -58,8 +61,9 @@ class Recorder:
     span_leaves: IntArray = field(init=False)
     span_spines: IntArray = field(init=False)
     reasons: dict[int, str] = field(default_factory=dict)
-    _times: list[float] = field(default_factory=list)
-    _series: dict[str, list[int]] = field(default_factory=dict)
+    # samples, packed: 8 bytes per time and per value (a Python list would hold an object per value)
+    _times: array = field(default_factory=lambda: array("d"))  # type: ignore[type-arg]
+    _values: array = field(default_factory=lambda: array("q"))  # type: ignore[type-arg]  # len(SERIES) per sample
 
     def __post_init__(self) -> None:
         n = self.n_jobs
@@ -73,29 +77,32 @@ class Recorder:
         self.span_nodes = np.zeros(n, dtype=np.int64)
         self.span_leaves = np.zeros(n, dtype=np.int64)
         self.span_spines = np.zeros(n, dtype=np.int64)
-        self._series = {name: [] for name in SERIES}
 
     # --- job events --------------------------------------------------------------------------
     def job_started(self, job: int, now: float, placement: Placement, cluster: Cluster) -> None:
-        if self.runs[job] == 0:
+        runs = self.runs.item(job)
+        if runs == 0:
             self.first_start[job] = now
-            nodes, leaves, spines = placement.span(cluster)
+            if len(placement.per_node) != 1:  # one node spans (1, 1, 1)
+                nodes, leaves, spines = placement.span(cluster)
+            else:
+                nodes = leaves = spines = 1
             self.span_nodes[job] = nodes
             self.span_leaves[job] = leaves
             self.span_spines[job] = spines
         self.last_start[job] = now
-        self.runs[job] += 1
-        self.status[job] = JobStatus.RUNNING
+        self.runs[job] = runs + 1
+        self.status[job] = _RUNNING
 
     def job_stopped(self, job: int, now: float, placement: Placement, *, finished: bool) -> None:
         """A run ends: finished, or interrupted (preempted / node failure) and back in the queue."""
-        self.gpu_seconds[job] += (now - self.last_start[job]) * placement.total_gpus
+        self.gpu_seconds[job] = self.gpu_seconds.item(job) + (now - self.last_start.item(job)) * placement.total_gpus
         if finished:
             self.end[job] = now
-            self.status[job] = JobStatus.FINISHED
+            self.status[job] = _FINISHED
         else:
             self.preemptions[job] += 1
-            self.status[job] = JobStatus.PENDING
+            self.status[job] = _PENDING
 
     def job_withdrawn(self, job: int, now: float, placement: Placement | None) -> None:
         """The driver withdrew the job (``Simulator.stop``): its run, if any, ends without finishing
@@ -111,20 +118,13 @@ class Recorder:
     # --- cluster samples ---------------------------------------------------------------------
     def sample(self, now: float, state: ClusterState, queue_len: int, pending_gpus: int) -> None:
         times = self._times
-        series = self._series
-        if times and times[-1] == now:
-            for values in series.values():
-                values.pop()
+        values = self._values
+        if times and times[-1] == now:  # a later sample of the same instant replaces the earlier one
             times.pop()
+            del values[-len(SERIES):]
         times.append(now)
-        series["allocated_gpus"].append(state.allocated_gpus)
-        series["down_gpus"].append(state.down_gpus)
-        series["partial_nodes"].append(state.partial_nodes)
-        series["free_on_partial"].append(state.free_on_partial)
-        series["empty_nodes"].append(state.empty_nodes)
-        series["queue_len"].append(queue_len)
-        series["pending_gpus"].append(pending_gpus)
-        series["running_jobs"].append(len(state.allocations))
+        values.extend((state.allocated_gpus, state.down_gpus, state.partial_nodes, state.free_on_partial,
+                       state.empty_nodes, queue_len, pending_gpus, len(state.allocations)))
 
     def close(self, now: float, state: ClusterState) -> None:
         """End of run: account GPU-seconds of jobs still running and mark them RUNNING."""
@@ -133,10 +133,13 @@ class Recorder:
             self.status[job] = JobStatus.RUNNING
 
     def times(self) -> FloatArray:
-        return np.asarray(self._times, dtype=np.float64)
+        return np.frombuffer(self._times, dtype=np.float64).copy() if self._times else np.zeros(0)
 
     def series(self) -> dict[str, IntArray]:
-        return {name: np.asarray(vals, dtype=np.int64) for name, vals in self._series.items()}
+        if not self._times:
+            return {name: np.zeros(0, dtype=np.int64) for name in SERIES}
+        table = np.frombuffer(self._values, dtype=np.int64).reshape(-1, len(SERIES))
+        return {name: table[:, k].copy() for k, name in enumerate(SERIES)}
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
 
 import numpy as np
 import numpy.typing as npt
@@ -18,7 +19,7 @@ import numpy.typing as npt
 from kant.errors import SchedulingError
 from kant.model.cluster import Cluster
 
-__all__ = ["Placement", "ClusterState"]
+__all__ = ["ClusterState", "NodeClasses", "Placement"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,94 @@ class Placement:
         return (len(nodes), len({int(leaf[n]) for n in nodes}), len({int(spine[n]) for n in nodes}))
 
 
+class NodeClasses:
+    """Index of nodes by *class*: (GPU type, GPU capacity, free GPUs). Up GPU nodes only.
+
+    Class ids are dense: each (type, capacity) pair present in the cluster owns the ids
+    ``base .. base + capacity`` and a node with ``f`` free GPUs is in class ``base + f``. Every score
+    that depends only on a node's capacity and free GPUs ranks whole classes, so the best node for
+    such a score is the lowest-index node of the best class: :meth:`head` gives it in O(log nodes)
+    amortised (a min-heap per class with lazy deletion: an entry is valid while the node is still in
+    that class). ``leaf_count[c, leaf]`` counts the nodes of class ``c`` under each leaf switch.
+    Kept in step by :class:`ClusterState`; see ``docs/architecture.md`` (fast placement paths).
+    """
+
+    def __init__(self, cluster: Cluster) -> None:
+        caps = cluster.gpus.tolist()
+        types = cluster.gpu_type.tolist()
+        pairs = sorted({(t, c) for t, c in zip(types, caps, strict=True) if c > 0})
+        base: dict[tuple[int, int], int] = {}
+        ctype: list[int] = []
+        ccap: list[int] = []
+        cfree: list[int] = []
+        for t, c in pairs:
+            base[(t, c)] = len(ctype)
+            ctype += [t] * (c + 1)
+            ccap += [c] * (c + 1)
+            cfree += list(range(c + 1))
+        self.n_classes = len(ctype)
+        self.class_type = np.asarray(ctype, dtype=np.int64)
+        self.class_cap = np.asarray(ccap, dtype=np.int64)
+        self.class_free = np.asarray(cfree, dtype=np.int64)
+        #: class id of a node with 0 free GPUs (add its free GPUs for its class); -1 for GPU-less nodes
+        self.node_base: list[int] = [base[(t, c)] if c > 0 else -1 for t, c in zip(types, caps, strict=True)]
+        #: class id of each node now; -1 = in no class (no GPUs, or down)
+        self.node_class: list[int] = [-1] * cluster.n_nodes
+        self.count: list[int] = [0] * self.n_classes
+        self.heaps: list[list[int]] = [[] for _ in range(self.n_classes)]
+        self.node_leaf: list[int] = cluster.leaf.tolist()
+        self.leaf_count = np.zeros((self.n_classes, cluster.n_leaves), dtype=np.int64)
+        for node, b in enumerate(self.node_base):
+            if b >= 0:  # nodes in ascending order: each heap is a sorted list, a valid heap
+                c = b + caps[node]
+                self.node_class[node] = c
+                self.count[c] += 1
+                self.heaps[c].append(node)
+        np.add.at(self.leaf_count, (np.asarray([max(c, 0) for c in self.node_class], dtype=np.int64), cluster.leaf),
+                  np.asarray([c >= 0 for c in self.node_class], dtype=np.int64))
+        self._n_leaves = cluster.n_leaves
+        self._leaf_count_flat = self.leaf_count.reshape(-1)  # a view: writes go to leaf_count
+        self._leaf_counts: list[int] = self._leaf_count_flat.tolist()  # the same numbers, cheap to read
+
+    def move(self, node: int, cls: int) -> None:
+        """Node ``node`` is now in class ``cls`` (-1: in none)."""
+        nc = self.node_class
+        old = nc[node]
+        if old == cls:
+            return
+        leaf = self.node_leaf[node]
+        counts = self._leaf_counts
+        flat = self._leaf_count_flat
+        n_leaves = self._n_leaves
+        if old >= 0:
+            self.count[old] -= 1
+            i = old * n_leaves + leaf
+            flat[i] = counts[i] = counts[i] - 1
+        nc[node] = cls
+        if cls >= 0:
+            n = self.count[cls] = self.count[cls] + 1
+            i = cls * n_leaves + leaf
+            flat[i] = counts[i] = counts[i] + 1
+            heap = self.heaps[cls]
+            heappush(heap, node)
+            if len(heap) > 2 * n + 32:  # mostly stale entries: rebuild from the valid ones
+                heap[:] = sorted({x for x in heap if nc[x] == cls})
+
+    def head(self, cls: int) -> int:
+        """Lowest node index in class ``cls``, or -1 if the class is empty."""
+        if not self.count[cls]:
+            return -1
+        heap = self.heaps[cls]
+        nc = self.node_class
+        while nc[heap[0]] != cls:
+            heappop(heap)
+        return heap[0]
+
+    def nodes(self, cls: int) -> list[int]:
+        """Every node in class ``cls``, ascending (O(heap); for checks and tests)."""
+        return sorted({x for x in self.heaps[cls] if self.node_class[x] == cls})
+
+
 class ClusterState:
     """Free resources per node and the live allocations. Not thread-safe; one writer."""
 
@@ -66,6 +155,9 @@ class ClusterState:
         self.leaf_free = cluster.leaf_gpus.copy()
         self.spine_free = cluster.spine_gpus.copy()
         self.allocations: dict[int, Placement] = {}
+        #: bumped on every change of free capacity (allocate, release, failure, repair): a reader may
+        #: cache something computed from the aggregates while it is unchanged
+        self.version = 0
         # Capacity that came back (a release, a node repaired), as (node, free before, free after),
         # oldest first. Entry k of the whole history is release_log[k - release_log_start]; the log
         # is trimmed as it grows, so a reader that fell behind release_log_start must start afresh.
@@ -86,6 +178,26 @@ class ClusterState:
         self.free_hist = np.zeros((n_types, cluster.max_gpus_per_node + 1), dtype=np.int64)
         gpu_nodes = cluster.gpus > 0
         np.add.at(self.free_hist, (cluster.gpu_type[gpu_nodes], cluster.gpus[gpu_nodes]), 1)
+        # per-node constants as Python lists: the per-event bookkeeping below reads them one at a time
+        self._cap: list[int] = cluster.gpus.tolist()
+        self._type: list[int] = cluster.gpu_type.tolist()
+        self._leaf: list[int] = cluster.leaf.tolist()
+        self._spine: list[int] = cluster.spine.tolist()
+        self._has_cpu: list[bool] = (cluster.cpu_milli != 0).tolist()
+        self._has_mem: list[bool] = (cluster.memory_mib != 0).tolist()
+        self._mirror()
+        #: nodes by (GPU type, capacity, free GPUs), for the class-based placement paths; None on a
+        #: planning copy (:meth:`what_if`), which then uses the vectorised paths
+        self.classes: NodeClasses | None = NodeClasses(cluster)
+
+    def _mirror(self) -> None:
+        """Python-list copies of the aggregates only this class writes (leaf and spine free GPUs, the
+        free-GPU histogram), so a change reads plain ints and writes each array element once."""
+        self._leaf_free: list[int] = self.leaf_free.tolist()
+        self._spine_free: list[int] = self.spine_free.tolist()
+        self._hist_width = self.free_hist.shape[1]
+        self._hist_flat = self.free_hist.reshape(-1)  # a view: writes go to free_hist
+        self._hist: list[int] = self._hist_flat.tolist()
 
     # --- queries -----------------------------------------------------------------------------
     @property
@@ -100,36 +212,65 @@ class ClusterState:
 
     # --- node classification for the aggregates ----------------------------------------------
     def _unclassify(self, node: int) -> None:
-        cap = int(self.cluster.gpus[node])
+        cap = self._cap[node]
         if cap == 0 or not self.up[node]:
             return
         free = int(self.free[node])
-        self.free_hist[self.cluster.gpu_type[node], free] -= 1
+        i = self._type[node] * self._hist_width + free
+        self._hist_flat[i] = self._hist[i] = self._hist[i] - 1
         if free == cap:
             self.empty_nodes -= 1
         elif free > 0:
             self.partial_nodes -= 1
             self.free_on_partial -= free
+        if self.classes is not None:
+            self.classes.move(node, -1)
 
     def _classify(self, node: int) -> None:
-        cap = int(self.cluster.gpus[node])
+        cap = self._cap[node]
         if cap == 0 or not self.up[node]:
             return
         free = int(self.free[node])
-        self.free_hist[self.cluster.gpu_type[node], free] += 1
+        i = self._type[node] * self._hist_width + free
+        self._hist_flat[i] = self._hist[i] = self._hist[i] + 1
         if free == cap:
             self.empty_nodes += 1
         elif free > 0:
             self.partial_nodes += 1
             self.free_on_partial += free
+        if self.classes is not None:
+            self.classes.move(node, self.classes.node_base[node] + free)
+
+    def _reclassify(self, node: int, cap: int, before: int, after: int) -> None:
+        """An up GPU node went from ``before`` to ``after`` free GPUs: :meth:`_unclassify` then
+        :meth:`_classify`, without reading the arrays again."""
+        hist, flat = self._hist, self._hist_flat
+        row = self._type[node] * self._hist_width
+        i = row + before
+        flat[i] = hist[i] = hist[i] - 1
+        i = row + after
+        flat[i] = hist[i] = hist[i] + 1
+        if before == cap:
+            self.empty_nodes -= 1
+        elif before > 0:
+            self.partial_nodes -= 1
+            self.free_on_partial -= before
+        if after == cap:
+            self.empty_nodes += 1
+        elif after > 0:
+            self.partial_nodes += 1
+            self.free_on_partial += after
+        classes = self.classes
+        if classes is not None:
+            classes.move(node, classes.node_base[node] + after)
 
     # --- changes -----------------------------------------------------------------------------
     def fits(self, node: int, gpus: int, cpu_milli: int = 0, memory_mib: int = 0, count: int = 1) -> bool:
         return bool(
             self.up[node]
             and self.free[node] >= gpus * count
-            and (self.cluster.cpu_milli[node] == 0 or self.free_cpu[node] >= cpu_milli * count)
-            and (self.cluster.memory_mib[node] == 0 or self.free_mem[node] >= memory_mib * count)
+            and (not self._has_cpu[node] or self.free_cpu[node] >= cpu_milli * count)
+            and (not self._has_mem[node] or self.free_mem[node] >= memory_mib * count)
         )
 
     def allocate(self, job: int, placement: Placement) -> None:
@@ -167,23 +308,36 @@ class ClusterState:
             self.release_log_start += 4096
 
     def _apply(self, placement: Placement, sign: int) -> None:
-        cluster = self.cluster
+        self.version += 1
         g = placement.gpus
+        free, leaf_free, spine_free = self.free, self.leaf_free, self.spine_free
+        leaf_list, spine_list = self._leaf_free, self._spine_free
+        caps, leaf, spine = self._cap, self._leaf, self._spine
         for node, count in placement.per_node.items():
-            if sign > 0:
-                before = int(self.free[node])
-                self._log_release(node, before, before + g * count)
-            self._unclassify(node)
             delta = sign * g * count
-            self.free[node] += delta
-            self.leaf_free[cluster.leaf[node]] += delta
-            self.spine_free[cluster.spine[node]] += delta
-            if cluster.cpu_milli[node]:
+            before = free.item(node)
+            after = before + delta
+            if sign > 0:
+                self._log_release(node, before, after)
+            free[node] = after
+            lf = leaf[node]
+            leaf_free[lf] = leaf_list[lf] = leaf_list[lf] + delta
+            sp = spine[node]
+            spine_free[sp] = spine_list[sp] = spine_list[sp] + delta
+            if self._has_cpu[node]:
                 self.free_cpu[node] += sign * placement.cpu_milli * count
-            if cluster.memory_mib[node]:
+            if self._has_mem[node]:
                 self.free_mem[node] += sign * placement.memory_mib * count
-            self._classify(node)
+            cap = caps[node]
+            if cap and self.up[node] and delta:
+                self._reclassify(node, cap, before, after)
         self.allocated_gpus -= sign * placement.total_gpus
+
+    def _add_group_free(self, node: int, delta: int) -> None:
+        self.version += 1
+        lf, sp = self._leaf[node], self._spine[node]
+        self.leaf_free[lf] = self._leaf_free[lf] = self._leaf_free[lf] + delta
+        self.spine_free[sp] = self._spine_free[sp] = self._spine_free[sp] + delta
 
     def set_down(self, node: int) -> None:
         """Mark a node failed. The caller must first release every job on it."""
@@ -195,8 +349,7 @@ class ClusterState:
         self._unclassify(node)
         self.up[node] = False
         self.free[node] = 0
-        self.leaf_free[self.cluster.leaf[node]] -= cap
-        self.spine_free[self.cluster.spine[node]] -= cap
+        self._add_group_free(node, -cap)
         self.down_gpus += cap
 
     def set_up(self, node: int) -> None:
@@ -205,8 +358,7 @@ class ClusterState:
         cap = int(self.cluster.gpus[node])
         self.up[node] = True
         self.free[node] = cap
-        self.leaf_free[self.cluster.leaf[node]] += cap
-        self.spine_free[self.cluster.spine[node]] += cap
+        self._add_group_free(node, cap)
         self.down_gpus -= cap
         self._classify(node)
         self._log_release(node, 0, cap)
@@ -222,6 +374,7 @@ class ClusterState:
         shared and must not be changed through the copy. O(nodes)."""
         cluster = self.cluster
         view = copy.copy(self)
+        view.classes = None  # the index belongs to the live state; a planning copy uses vectorised paths
         view.free = np.array(free, dtype=np.int64)
         view.free_cpu = np.array(self.free_cpu if free_cpu is None else free_cpu, dtype=np.int64)
         view.free_mem = np.array(self.free_mem if free_mem is None else free_mem, dtype=np.int64)
@@ -237,6 +390,7 @@ class ClusterState:
         width = self.free_hist.shape[1]
         flat = cluster.gpu_type[gpu_up] * width + f[gpu_up]
         view.free_hist = np.bincount(flat, minlength=self.free_hist.size).reshape(self.free_hist.shape)
+        view._mirror()
         return view
 
     # --- checking ----------------------------------------------------------------------------
@@ -272,7 +426,31 @@ class ClusterState:
             raise SchedulingError("free_on_partial aggregate out of step")
         if self.empty_nodes != int((gpu_up & (used == 0)).sum()):
             raise SchedulingError("empty_nodes aggregate out of step")
+        if (self._leaf_free != self.leaf_free.tolist() or self._spine_free != self.spine_free.tolist()
+                or self._hist != self.free_hist.reshape(-1).tolist()):
+            raise SchedulingError("aggregate mirrors out of step")
         hist = np.zeros_like(self.free_hist)
         np.add.at(hist, (cluster.gpu_type[gpu_up], (cap - used)[gpu_up]), 1)
         if not np.array_equal(hist, self.free_hist):
             raise SchedulingError("free_hist aggregate out of step")
+        classes = self.classes
+        if classes is not None:
+            want = [classes.node_base[n] + int(f) if u and b >= 0 else -1
+                    for n, (b, f, u) in enumerate(zip(classes.node_base, (cap - used).tolist(), self.up.tolist(),
+                                                      strict=True))]
+            if classes.node_class != want:
+                raise SchedulingError("node class index out of step")
+            members_of: list[list[int]] = [[] for _ in range(classes.n_classes)]
+            for n, k in enumerate(want):
+                if k >= 0:
+                    members_of[k].append(n)
+            leaf_count = np.zeros_like(classes.leaf_count)
+            for c, members in enumerate(members_of):
+                if classes.count[c] != len(members) or classes.nodes(c) != members:
+                    raise SchedulingError(f"node class {c} index out of step")
+                if classes.head(c) != (members[0] if members else -1):
+                    raise SchedulingError(f"node class {c} head out of step")
+                np.add.at(leaf_count[c], cluster.leaf[members], 1)
+            if not np.array_equal(classes.leaf_count, leaf_count) \
+                    or classes._leaf_counts != leaf_count.reshape(-1).tolist():
+                raise SchedulingError("node class leaf counts out of step")

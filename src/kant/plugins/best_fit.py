@@ -38,9 +38,17 @@ def best_fit(free: IntArray, request: int, max_capacity: int) -> FloatArray:
 class BestFit(Score):
     NAME = NAME
     _max_capacity: int = -1  # set by setup(); -1 = not yet known
+    #: the score depends only on the node's free GPUs (see docs/architecture.md)
+    CLASS_SCORE = True
 
     def setup(self, env: SchedulerEnv) -> None:
         self._max_capacity = int(env.cluster.gpus.max())
+
+    def score_classes(self, env: SchedulerEnv, gpus: int, capacity: IntArray, free: IntArray) -> FloatArray:
+        """The score of nodes with these capacities and free GPUs, for a worker of ``gpus`` GPUs."""
+        if self._max_capacity < 0:
+            self.setup(env)
+        return best_fit(free, gpus, self._max_capacity)
 
     def score(self, ctx: CycleContext, job: int, nodes: IntArray) -> FloatArray:
         if self._max_capacity < 0:

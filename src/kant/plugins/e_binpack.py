@@ -63,7 +63,7 @@ from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import IntArray, Place
 from kant.framework.registry import register_plugin
 from kant.framework.status import SUCCESS, Status
-from kant.model.state import Placement
+from kant.model.state import NodeClasses, Placement
 from kant.plugins.topology import (
     CLUSTER,
     SPINE,
@@ -154,6 +154,11 @@ class EBinpack(Place):
         self._home = HomeTierCache()
         self._mult: tuple[int, int, int, int] | None = None
         self._mult_cluster: object = None
+        self._plans: dict[tuple[int, int], list[list[int]]] = {}
+        self._leaf_nodes: list[list[int]] = []
+        self._leaf_first: list[int] = []
+        self._leaves_in_order = False
+        self._per_leaf: tuple[object, int, IntArray] | None = None  # (state, version, key per leaf)
 
     @property
     def _args(self) -> EBinpackArgs:
@@ -167,6 +172,15 @@ class EBinpack(Place):
         the product of the bounds does not fit in 62 bits."""
         cluster = env.cluster
         self._mult_cluster = cluster
+        self._plans = {}
+        self._leaf_nodes = [[] for _ in range(cluster.n_leaves)]
+        for node, leaf in enumerate(cluster.leaf.tolist()):
+            self._leaf_nodes[leaf].append(node)
+        self._leaf_first = [nodes[0] if nodes else cluster.n_nodes for nodes in self._leaf_nodes]
+        # leaves hold consecutive node ranges in leaf order (as every built-in cluster does): then the
+        # lowest node of tied leaves is in the lowest-numbered leaf
+        self._leaves_in_order = bool(np.all(np.diff(cluster.leaf) >= 0))
+        self._per_leaf = None
         bound = {"leaf": int(cluster.leaf_gpus.max()) + 1, "spine": int(cluster.spine_gpus.max()) + 1}
         radices = [3, int(cluster.gpus.max()) + 1, *(bound[t] for t in self._args.tie_break)]
         if math.prod(radices) >= (1 << 62):
@@ -206,12 +220,111 @@ class EBinpack(Place):
             key += per_leaf[cluster.leaf[nodes]]
         return key
 
+    # --- the same choice from the node-class index (no node scan) --------------------------------
+    def _class_plan(self, env: SchedulerEnv, classes: NodeClasses, request: int, gpu_type: int) -> list[list[int]]:
+        """Node classes (GPU type, capacity, free) with ``free >= request`` of an allowed type, grouped
+        by equal ``(class, free - request)`` (the key's terms that depend on the node alone), best
+        group first. Cached per (request, type)."""
+        key = (request, gpu_type)
+        plan = self._plans.get(key)
+        if plan is None:
+            cand = classes.class_free >= request
+            if gpu_type >= 0:
+                cand &= np.isin(classes.class_type, env.cluster_types_of(gpu_type))
+            ids = np.flatnonzero(cand)
+            free, cap = classes.class_free[ids], classes.class_cap[ids]
+            rank = np.where(free == request, EXACT, np.where(free < cap, PARTIAL, EMPTY))
+            order_key = rank * (int(classes.class_cap.max(initial=0)) + 1) + (free - request)
+            plan = []
+            last = None
+            for i in np.argsort(order_key, kind="stable").tolist():
+                if order_key[i] != last:
+                    plan.append([])
+                    last = order_key[i]
+                plan[-1].append(int(ids[i]))
+            self._plans[key] = plan
+        return plan
+
+    def _pick(self, ctx: CycleContext, classes: NodeClasses, plan: list[list[int]]) -> int:
+        """The node with the lowest :meth:`_node_key` among the nodes of ``plan``'s classes, or -1:
+        the first group with a node, then the lowest tie-break value per leaf (leaves holding nodes of
+        the group, from the per-leaf class counts), then the lowest node index in those leaves."""
+        assert self._mult is not None
+        _, _, m_leaf, m_spine = self._mult
+        count = classes.count
+        for group in plan:
+            live = [c for c in group if count[c]]
+            if not live:
+                continue
+            if not (m_leaf or m_spine):
+                return min(classes.head(c) for c in live)
+            per_class = classes.leaf_count[live[0]] if len(live) == 1 else classes.leaf_count[live].sum(axis=0)
+            per_leaf = self._leaf_keys(ctx, m_leaf, m_spine)
+            if self._leaves_in_order:  # argmin over leaves with a node of the group = lowest leaf of the tie
+                leaf = int(np.where(per_class > 0, per_leaf, _NO_LEAF).argmin())
+                node_class = classes.node_class
+                wanted = set(live)
+                for n in self._leaf_nodes[leaf]:
+                    if node_class[n] in wanted:
+                        return n
+                raise AssertionError("leaf counts out of step with the node classes")  # pragma: no cover
+            leaves = np.flatnonzero(per_class)
+            per_leaf = per_leaf[leaves]
+            tied = leaves[per_leaf == per_leaf.min()].tolist()
+            first = self._leaf_first
+            if len(tied) > 1:
+                tied.sort(key=first.__getitem__)
+            node_class = classes.node_class
+            wanted = set(live)
+            best = -1
+            for leaf in tied:
+                if best >= 0 and first[leaf] > best:
+                    break  # every node of this leaf and of the later ones has a higher index
+                for n in self._leaf_nodes[leaf]:
+                    if node_class[n] in wanted:
+                        if best < 0 or n < best:
+                            best = n
+                        break
+            return best
+        return -1
+
+    def _leaf_keys(self, ctx: CycleContext, m_leaf: int, m_spine: int) -> IntArray:
+        """The tie-break part of the key per leaf (``leaf free x m_leaf + spine free x m_spine``), cached
+        while the state's free capacity is unchanged."""
+        state = ctx.state
+        cached = self._per_leaf
+        if cached is not None and cached[0] is state and cached[1] == state.version:
+            return cached[2]
+        keys: IntArray = state.leaf_free * m_leaf + state.spine_free[ctx.env.cluster.leaf_spine] * m_spine
+        self._per_leaf = (state, state.version, keys)
+        return keys
+
+    def _fast(self, ctx: CycleContext, fw: Framework, job: int) -> NodeClasses | None:
+        """The class index when it gives the same answer as the node scan: no filters, the live state,
+        a GPU job, CPU and memory not asked for (or not modelled), an exact single-node key."""
+        classes = ctx.state.classes
+        if classes is None or fw.filters or self._mult is None or self._mult_cluster is not ctx.env.cluster:
+            return None
+        jobs = ctx.env.jobs
+        if jobs.gpus_per_worker[job] <= 0 or (jobs.cpu_milli[job] and not fw.cpu_all_unmodelled) \
+                or (jobs.memory_mib[job] and not fw.mem_all_unmodelled):
+            return None
+        return classes
+
     def place(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
         jobs = ctx.env.jobs
         w = int(jobs.workers[job])
         g = int(jobs.gpus_per_worker[job])
         c = int(jobs.cpu_milli[job])
         m = int(jobs.memory_mib[job])
+        classes = self._fast(ctx, fw, job)
+        if classes is not None:
+            t = int(jobs.gpu_type[job])
+            best = self._pick(ctx, classes, self._class_plan(ctx.env, classes, w * g, t))
+            if best >= 0:  # one worker, or the whole gang on one node
+                return Placement((best,) * w, g, c, m)
+            if w == 1:
+                return _no_fit(ctx, job, 0)
         mask = fw.fit_mask(ctx, job)
         for f in fw.filters:
             mask = f.filter(ctx, job, mask)
@@ -262,6 +375,9 @@ class EBinpack(Place):
         if tier >= CLUSTER:
             terms.insert(0, np.maximum(state.spine_free[cluster.spine[nodes]], 0))
         return lexicographic_key(terms)
+
+
+_NO_LEAF = np.int64(1 << 62)  # above every leaf key (the key multipliers keep keys below 2**62)
 
 
 def _no_fit(ctx: CycleContext, job: int, slots: int) -> Status:

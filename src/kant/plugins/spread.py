@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kant.framework.context import CycleContext
+from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import MAX_SCORE, FloatArray, IntArray, Score
 from kant.framework.registry import register_plugin
 
@@ -24,6 +24,12 @@ def least_allocated(capacity: IntArray, free: IntArray, request: int) -> FloatAr
 @register_plugin
 class Spread(Score):
     NAME = NAME
+    #: the score depends only on the node's GPU capacity and free GPUs (see docs/architecture.md)
+    CLASS_SCORE = True
+
+    def score_classes(self, env: SchedulerEnv, gpus: int, capacity: IntArray, free: IntArray) -> FloatArray:
+        """The score of nodes with these capacities and free GPUs, for a worker of ``gpus`` GPUs."""
+        return least_allocated(capacity, free, gpus)
 
     def score(self, ctx: CycleContext, job: int, nodes: IntArray) -> FloatArray:
         g = int(ctx.env.jobs.gpus_per_worker[job])

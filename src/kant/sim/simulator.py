@@ -103,7 +103,7 @@ class Simulator:
     # --- event handlers ----------------------------------------------------------------------
     def _on_finish(self, payload: tuple[int, int]) -> None:
         job, gen = payload
-        if gen != self.generation[job]:
+        if gen != self.generation.item(job):
             return  # stale: the run was interrupted
         now = self.kernel.now
         placement = self.scheduler.finish(job, now)
@@ -187,15 +187,15 @@ class Simulator:
 
     def _started(self, job: int, now: float, placement: Placement) -> None:
         rec = self.recorder
-        restart = self.execution.restart_cost_s if rec.runs[job] > 0 else 0.0
+        restart = self.execution.restart_cost_s if rec.runs.item(job) > 0 else 0.0
         rec.job_started(job, now, placement, self.cluster)
         slow = self.execution.slowdown(self.cluster, placement)
         self._slowdown[job] = slow
         self._paid_restart[job] = restart
-        remaining = float(self.remaining[job])
+        remaining = self.remaining.item(job)
         if math.isfinite(remaining):
             self.kernel.schedule(now + restart + remaining * slow, _FINISH, self._on_finish,
-                                 (job, int(self.generation[job])))
+                                 (job, self.generation.item(job)))
 
     # --- main loop ---------------------------------------------------------------------------
     def run(self, until: float | None = None) -> SimResult:
@@ -212,26 +212,35 @@ class Simulator:
         ptr = 0
         step = max(n // 200, 1)
         now = kernel.now
+        arrival_times = arrivals.tolist()
+        arrival_times.append(math.inf)  # sentinel: no arrival left
+        queue, state, progress = sched.queue, sched.state, self.progress
+        peek, run_due, ticks, sample = kernel.peek_time, kernel.run_due, self._ticks, rec.sample
         while True:
-            t_next = min(kernel.peek_time(), float(arrivals[ptr]) if ptr < n else math.inf)
+            t_arrival = arrival_times[ptr]
+            t_next = peek()
+            if t_arrival < t_next:
+                t_next = t_arrival
             if math.isinf(t_next) or (until is not None and t_next > until):
                 break
             now = t_next
             self._dirty = False
-            kernel.run_due(now)
-            self._ticks.discard(now)
-            while ptr < n and arrivals[ptr] <= now:
+            run_due(now)
+            if ticks:
+                ticks.discard(now)
+            while t_arrival <= now:
                 job = order_list[ptr]
                 ptr += 1
+                t_arrival = arrival_times[ptr]
                 self.events += 1
                 status = sched.submit(job, now)
                 if status.ok:
                     self._dirty = True
                 else:
                     rec.job_unschedulable(job, str(status))
-                if self.progress is not None and ptr % step == 0:
-                    self.progress(ptr, n)
-            if self._dirty and len(sched.queue):
+                if progress is not None and ptr % step == 0:
+                    progress(ptr, n)
+            if self._dirty and len(queue):
                 result = sched.cycle(now)
                 for job, placement in result.evicted:
                     self._interrupted(job, now, placement)
@@ -239,14 +248,14 @@ class Simulator:
                     self._started(job, now, placement)
                 # a wake-up only matters while something can still change (guards against a
                 # policy that keeps asking for cycles with nothing running and nothing to come)
-                wakeups = result.wakeups if (sched.running or ptr < n) else []
-                for when in sorted(set(wakeups)):
-                    if when not in self._ticks:
-                        self._ticks.add(when)
-                        kernel.schedule(when, _TICK, self._on_tick)
+                if result.wakeups and (sched.running or ptr < n):
+                    for when in sorted(set(result.wakeups)):
+                        if when not in ticks:
+                            ticks.add(when)
+                            kernel.schedule(when, _TICK, self._on_tick)
                 if self.check_every and sched.cycles % self.check_every == 0:
-                    sched.state.check()
-            rec.sample(now, sched.state, len(sched.queue), sched.queue.pending_gpus)
+                    state.check()
+            sample(now, state, len(queue), queue.pending_gpus)
         end_time = now if until is None else max(now, min(until, now) if math.isinf(until) else until)
         if until is None:
             # nothing more can happen: whatever still waits can never start
