@@ -174,8 +174,8 @@ def cli() -> None:
 
 
 @cli.command()
-@click.option("--policy", default="volcano-binpack", show_default=True,
-              help="Bundled policy name or a policy YAML file.")
+@click.option("--policy", default="kant", show_default=True,
+              help="Bundled policy name (see `kant policies`) or a policy YAML file.")
 @_common_options
 def simulate(policy: str, **kw: Any) -> None:
     """Replay a trace on a cluster under one policy; print a summary, write JSON and HTML."""
