@@ -370,14 +370,17 @@ class Backfill(Action):
         gone, added, rebuilt = self._releases.sync(ctx.now, ctx.running, ctx.state, self._unsynced)
         self._unsynced = []
         self._checked = 0
+        early = rebuilt or any(end > ctx.now for end in gone)
         res = self._res
         if res is not None:
             s = res.shadow
-            if (rebuilt or any(end > ctx.now for end in gone)
-                    or any(end > s and job not in res.accounted for job, end in added)):
+            if early or any(end > s and job not in res.accounted for job, end in added):
                 self._res = None
             else:
                 res.release_count = ctx.state.release_count
+        plan = self._cplan
+        if plan is not None and (early or any(job not in plan.accounted for job, _ in added)):
+            self._cplan = None  # a job left early or one the plan did not start is running
         return gone, added, rebuilt
 
     def _events(self, ctx: CycleContext) -> tuple[FloatArray, IntArray, IntArray]:
@@ -508,8 +511,8 @@ class Backfill(Action):
         env, queue, now = ctx.env, ctx.queue, ctx.now
         shapes, requests = queue.shapes, queue.requests
         dynamic = fw.dynamic_key(now)
+        self._sync(ctx)  # drops the kept plan if a job left early or an unplanned one started
         cached, self._cplan = self._cplan, None
-        gone, added, rebuilt = self._sync(ctx)
         # the plan of the last pass still holds when the future went as planned (see _ConsPlan)
         cacheable = (
             dynamic is None and not fw.admitters and env.estimator is None and math.isinf(self._args.window_s)
@@ -519,7 +522,7 @@ class Backfill(Action):
         blocked: set[int] = set()
         looked = 0
         walk: Iterator[int] | None = None
-        if cached is not None and cacheable and cached.still_valid(self, ctx, gone, added, rebuilt):
+        if cached is not None and cacheable and cached.still_valid(self, ctx):
             start = _queue_prefix(queue, cached.reserved)
             if start is not None:  # the queue still begins with the reserved jobs: go on behind them
                 prof, reserved, looked = cached.prof, cached.reserved, len(cached.reserved)
@@ -970,13 +973,11 @@ class _ConsPlan:
     down_gpus: int
     up: BoolArray
 
-    def still_valid(
-        self, bf: Backfill, ctx: CycleContext, gone: list[float], added: list[tuple[int, float]], rebuilt: bool
-    ) -> bool:
+    def still_valid(self, bf: Backfill, ctx: CycleContext) -> bool:
+        """The checks left after :meth:`Backfill._sync` (which drops the plan when a job left early
+        or a job the plan did not start is running)."""
         state, now = ctx.state, ctx.now
-        if rebuilt or ctx.started or self.min_start <= now or state.down_gpus != self.down_gpus:
-            return False
-        if any(end > now for end in gone) or any(job not in self.accounted for job, _ in added):
+        if ctx.started or self.min_start <= now or state.down_gpus != self.down_gpus:
             return False
         if not np.array_equal(state.up, self.up):
             return False
