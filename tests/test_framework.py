@@ -93,7 +93,7 @@ def test_gang_stacks_workers_on_one_node_with_binpack() -> None:
     # binpack keeps scoring the node it just used higher, so 4 x 2 GPUs land on node 0 together
     s = Scheduler(_policy("fifo", "binpack"), Cluster.uniform(2, 8), _jobs((4, 2)))  # type: ignore[arg-type]
     s.submit(0, 0.0)
-    (job, placement), = s.cycle(0.0).started
+    ((_, placement),) = s.cycle(0.0).started
     assert placement.nodes == (0, 0, 0, 0)
 
 

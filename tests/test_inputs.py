@@ -18,7 +18,8 @@ GOOD = "2017-10-09 07:01:55,66.0,1,66.0,11cb48\n"
 @pytest.mark.parametrize(
     ("row", "message"),
     [
-        ("2017-13-09 07:01:55,66.0,1,66.0,vc\n", r"x\.csv:3: column 'timestamp': not a date-time.*'2017-13-09 07:01:55'"),
+        ("2017-13-09 07:01:55,66.0,1,66.0,vc\n",
+         r"x\.csv:3: column 'timestamp': not a date-time.*'2017-13-09 07:01:55'"),
         ("2017-10-09 07:01:55,-5,1,66.0,vc\n", r"x\.csv:3: column 'duration': must be >= 0 \(got '-5'\)"),
         ("2017-10-09 07:01:55,abc,1,66.0,vc\n", r"column 'duration': not a number"),
         ("2017-10-09 07:01:55,nan,1,66.0,vc\n", r"column 'duration': must be a finite number"),
@@ -155,7 +156,7 @@ def test_bad_policy_files(tmp_path: Path, text: str, message: str) -> None:
 
 
 def test_unknown_policy_name() -> None:
-    with pytest.raises(ConfigError, match="no such policy file or bundled policy; bundled: .*k8s-default"):
+    with pytest.raises(ConfigError, match=r"no such policy file or bundled policy; bundled: .*k8s-default"):
         load_policy("does-not-exist")
 
 

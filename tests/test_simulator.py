@@ -7,12 +7,12 @@ from collections import defaultdict
 import numpy as np
 import pytest
 from hypothesis import given
-from strategies import clusters, workloads
 
 from kant.config import load_policy
 from kant.metrics.recorder import JobStatus
 from kant.model import Cluster, JobTable, JobTableBuilder, Placement
 from kant.sim import EventKernel, ExecutionModel, NodeFailure, Simulator, simulate
+from strategies import clusters, workloads
 
 POLICIES = ["volcano-binpack", "k8s-default", "fifo-strict"]
 

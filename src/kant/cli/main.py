@@ -128,7 +128,8 @@ def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="Built-in cluster (philly), node trace (openb-nodes, pai-machines), spec like "
                      "'64x8:V100,leaf=8,spine=4', or inventory CSV/YAML."),
         click.option("--seed", default=0, show_default=True, type=int, help="Seed for every random choice."),
-        click.option("--skip-invalid", is_flag=True, help="Drop malformed trace rows (and report them) instead of failing."),
+        click.option("--skip-invalid", is_flag=True,
+                     help="Drop malformed trace rows (and report them) instead of failing."),
         click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N jobs by submit time."),
         click.option("--cross-leaf-penalty", type=click.FloatRange(min=0), default=0.0, show_default=True,
                      help="Run-time stretch of a gang spanning leaf switches (0.1 = 10% slower)."),
@@ -259,8 +260,8 @@ def compare(policies: tuple[str, ...], workers: int | None, **kw: Any) -> None:
         csv_path = write_comparison_csv(out_dir / "comparison.csv", labelled)
         json_path = out_dir / "comparison.json"
         json_path.write_text(
-            json.dumps({label: report_dict(r, m) for label, r, m in labelled}, indent=2, sort_keys=True, allow_nan=False)
-            + "\n",
+            json.dumps({label: report_dict(r, m) for label, r, m in labelled}, indent=2, sort_keys=True,
+                       allow_nan=False) + "\n",
             encoding="utf-8",
         )
     except KantError as exc:

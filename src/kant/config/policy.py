@@ -121,7 +121,8 @@ def parse_policy(data: Any, source: str = "<policy>") -> Policy:
         aspec = _ActionSpec(name=spec) if isinstance(spec, str) else spec
         acls = action_class(aspec.name)
         if acls is None:
-            raise ConfigError(source, f"actions[{i}]", f"unknown action {aspec.name!r}; known: {', '.join(action_names())}")
+            known = ", ".join(action_names())
+            raise ConfigError(source, f"actions[{i}]", f"unknown action {aspec.name!r}; known: {known}")
         try:
             aargs = acls.Args.model_validate(aspec.args)
         except ValidationError as exc:
@@ -132,9 +133,11 @@ def parse_policy(data: Any, source: str = "<policy>") -> Policy:
     for i, pspec in enumerate(doc.plugins):
         pcls = plugin_class(pspec.name)
         if pcls is None:
-            raise ConfigError(source, f"plugins[{i}].name", f"unknown plugin {pspec.name!r}; known: {', '.join(plugin_names())}")
+            known = ", ".join(plugin_names())
+            raise ConfigError(source, f"plugins[{i}].name", f"unknown plugin {pspec.name!r}; known: {known}")
         if pspec.name in seen:
-            raise ConfigError(source, f"plugins[{i}].name", f"plugin {pspec.name!r} already listed at plugins[{seen[pspec.name]}]")
+            first = seen[pspec.name]
+            raise ConfigError(source, f"plugins[{i}].name", f"plugin {pspec.name!r} already listed at plugins[{first}]")
         seen[pspec.name] = i
         try:
             pargs = pcls.Args.model_validate(pspec.args)
@@ -173,7 +176,8 @@ def load_policy(arg: str | Path) -> Policy:
         if str(arg) in bundled:
             path = bundled[str(arg)]
         else:
-            raise ConfigError(str(arg), "", f"no such policy file or bundled policy; bundled: {', '.join(sorted(bundled))}")
+            names = ", ".join(sorted(bundled))
+            raise ConfigError(str(arg), "", f"no such policy file or bundled policy; bundled: {names}")
     source = str(path)
     try:
         text = path.read_text(encoding="utf-8")

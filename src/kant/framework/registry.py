@@ -4,7 +4,6 @@ group (each entry point names a module to import)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import TypeVar
 
@@ -43,7 +42,7 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    import kant.actions  # noqa: F401  (registers built-ins)
+    import kant.actions
     import kant.plugins  # noqa: F401
 
     for ep in entry_points(group="kant.plugins"):

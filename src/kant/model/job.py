@@ -11,7 +11,6 @@ is described by :class:`InferenceService` before it is expanded into rows.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
