@@ -36,7 +36,10 @@ def main() -> None:
         ax.plot(xs, [r["cpu_s"] for r in pts], "o-", color="tab:blue", label="CPU time, s")
         ax.plot(xs, [r["wall_s"] for r in pts], "s--", color="tab:cyan", label="wall time, s")
         ax.set_xscale("log")
-        ax.set_yscale("log")
+        if series == "jobs":
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0, top=max(r["wall_s"] for r in pts) * 1.3)
         ax.set_xlabel(x_label)
         ax.set_ylabel("seconds (load included)")
         ax2 = ax.twinx()
