@@ -139,8 +139,8 @@ def test_unreadable_services_files(tmp_path: Path) -> None:
 def test_cli_rejects_an_impossible_service(tmp_path: Path) -> None:
     path = tmp_path / "services.yaml"
     path.write_text(yaml.safe_dump({"services": [_service(gpus_per_replica=16)]}))
-    res = CliRunner().invoke(cli, ["simulate", "--policy", "unified", "--trace", "tiresias", "--cluster", "tiny",
-                                   "--services", str(path), "--out", str(tmp_path / "out")])
+    res = CliRunner().invoke(cli, ["simulate", "--policy", "unified", "--trace", "philly", "--limit", "50",
+                                   "--cluster", "tiny", "--services", str(path), "--out", str(tmp_path / "out")])
     assert res.exit_code == 2
     assert "services[0].gpus_per_replica: 16 GPUs per replica, but the largest node has 8" in res.output
 
