@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
+from kant.actions.common import start_job
 from kant.framework.context import CycleContext
 from kant.framework.memo import FailedRequests
 from kant.framework.plugin import Action
@@ -20,7 +21,6 @@ from kant.framework.queue import PendingQueue
 from kant.framework.registry import register_action
 from kant.framework.runner import Framework
 from kant.framework.status import Status
-from kant.actions.common import start_job
 
 NAME = "allocate"
 

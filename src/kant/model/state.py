@@ -412,9 +412,10 @@ class ClusterState:
             raise SchedulingError(f"node {cluster.names[bad]} double-booked: {used[bad]} > {cap[bad]}")
         if not np.array_equal(self.free, cap - used):
             raise SchedulingError("free GPU array out of step with allocations")
-        if not np.array_equal(self.leaf_free, np.bincount(cluster.leaf, weights=cap - used, minlength=cluster.n_leaves)):
+        free = cap - used
+        if not np.array_equal(self.leaf_free, np.bincount(cluster.leaf, weights=free, minlength=cluster.n_leaves)):
             raise SchedulingError("leaf aggregates out of step")
-        if not np.array_equal(self.spine_free, np.bincount(cluster.spine, weights=cap - used, minlength=cluster.n_spines)):
+        if not np.array_equal(self.spine_free, np.bincount(cluster.spine, weights=free, minlength=cluster.n_spines)):
             raise SchedulingError("spine aggregates out of step")
         if self.allocated_gpus != int(used.sum()):
             raise SchedulingError("allocated_gpus aggregate out of step")
