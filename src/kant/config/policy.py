@@ -24,9 +24,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from kant.config.yaml_file import read_yaml
 from kant.errors import ConfigError
 from kant.framework.plugin import Action, Plugin
 from kant.framework.registry import action_class, action_names, plugin_class, plugin_names
@@ -178,15 +178,4 @@ def load_policy(arg: str | Path) -> Policy:
         else:
             names = ", ".join(sorted(bundled))
             raise ConfigError(str(arg), "", f"no such policy file or bundled policy; bundled: {names}")
-    source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(source, "", f"cannot read: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else ""
-        raise ConfigError(source, where, f"not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
-    return parse_policy(data, source)
+    return parse_policy(read_yaml(path), str(path))

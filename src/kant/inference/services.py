@@ -44,9 +44,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from kant.config.yaml_file import read_yaml
 from kant.errors import ConfigError
 from kant.inference.autoscaler import HpaConfig
 from kant.inference.traffic import StretchSpec
@@ -234,16 +234,4 @@ def parse_services(data: Any, source: str = "<services>") -> ServicesConfig:
 
 def load_services(path: str | Path) -> ServicesConfig:
     """Read and validate a services YAML file."""
-    p = Path(path)
-    source = str(p)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(source, "", f"cannot read: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else ""
-        raise ConfigError(source, where, f"not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
-    return parse_services(data, source)
+    return parse_services(read_yaml(path), str(path))

@@ -49,9 +49,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from kant.config.yaml_file import read_yaml
 from kant.errors import ConfigError, InputError
 from kant.model.cluster import DEFAULT_LEAVES_PER_SPINE, DEFAULT_NODES_PER_LEAF, Cluster, NodeSpec
 from kant.model.job import FULL_GPU_MILLI, JobKind, JobTable
@@ -747,22 +747,8 @@ def _config_error(source: str, exc: ValidationError) -> ConfigError:
 
 def load_mapping(path: str | Path) -> TraceMapping:
     """Read and validate a mapping YAML; errors are :class:`ConfigError` naming the key path."""
-    p = Path(path)
-    source = str(p)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(source, "", "file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(source, "", f"cannot read: {exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise ConfigError(source, "", f"not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
-    except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # e.g. an impossible date value
-        raise ConfigError(source, "", f"not valid YAML: {exc}") from None
+    source = str(path)
+    data = read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(source, "", "expected a mapping with at least 'file' and 'columns'")
     try:
