@@ -14,25 +14,20 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 import yaml
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kant.cli._common import console, fail, out
 from kant.errors import ConfigError, KantError
 
 __all__ = ["experiment", "fgd"]
 
-console = Console(stderr=True)
-out = Console()
 
 
-def _fail(message: str) -> NoReturn:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise SystemExit(2)
 
 
 @dataclass(frozen=True)
@@ -136,7 +131,7 @@ def fgd(pods: tuple[str, ...], policies: tuple[str, ...], seeds: int, first_seed
     try:
         pols = policies or POLICY_NAMES
         if len(set(pols)) != len(pols):
-            _fail("a policy is listed twice")
+            fail("a policy is listed twice")
         pargs = _parse_args(arg_items, tuple(pols))
         for p in pols:
             make_policy(p, pargs[p])  # fail fast on a bad name or argument
@@ -174,9 +169,9 @@ def fgd(pods: tuple[str, ...], policies: tuple[str, ...], seeds: int, first_seed
         }
         agg = write_outputs(out_dir, results, config)
     except KantError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except OSError as exc:
-        _fail(f"{exc.filename or out_dir}: {exc.strerror or exc}")
+        fail(f"{exc.filename or out_dir}: {exc.strerror or exc}")
     for label, _ in lists:
         table = Table(title=f"{label}: {inv.n_nodes} nodes, {inv.total_gpu_milli // 1000} GPUs, inflate {inflate:g}, "
                             f"{order} order, {seeds} seed(s) (mean ± sd)", title_justify="left")

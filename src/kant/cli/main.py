@@ -9,24 +9,19 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kant.cli._common import console, fail, out
 from kant.errors import KantError
 
 __all__ = ["cli", "main"]
 
-console = Console(stderr=True)
-out = Console()
 
 
-def _fail(message: str) -> NoReturn:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise SystemExit(2)
 
 
 @dataclass(frozen=True)
@@ -205,9 +200,9 @@ def simulate(policy: str, **kw: Any) -> None:
         json_path = write_json(out_dir / "result.json", result, metrics)
         html_path = write_html(out_dir / "report.html", result, metrics)
     except KantError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except OSError as exc:
-        _fail(f"{exc.filename or out_dir}: {exc.strerror or exc}")
+        fail(f"{exc.filename or out_dir}: {exc.strerror or exc}")
     title = f"{result.policy} on {spec.trace} / {result.info['cluster_description']}"
     _print_table(title, summary_rows(metrics))
     if spec.skip_invalid:
@@ -228,7 +223,7 @@ def compare(policies: tuple[str, ...], workers: int | None, **kw: Any) -> None:
     from kant.metrics.report import report_dict, write_comparison_csv, write_comparison_html
 
     if len(set(policies)) != len(policies):
-        _fail("a policy is listed twice")
+        fail("a policy is listed twice")
     specs = [_spec(p, kw) for p in policies]
     out_dir: Path = kw["out_dir"]
     n = workers or min(len(specs), os.cpu_count() or 1)
@@ -265,9 +260,9 @@ def compare(policies: tuple[str, ...], workers: int | None, **kw: Any) -> None:
             encoding="utf-8",
         )
     except KantError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except OSError as exc:
-        _fail(f"{exc.filename or out_dir}: {exc.strerror or exc}")
+        fail(f"{exc.filename or out_dir}: {exc.strerror or exc}")
     _print_comparison(labelled)
     console.print(f"wrote {html_path}, {csv_path} and {json_path}")
 

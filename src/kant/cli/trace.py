@@ -10,12 +10,13 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from kant.cli._common import fail
 from kant.errors import ConfigError, KantError
 
 __all__ = ["parse_time", "trace"]
@@ -24,9 +25,6 @@ _UNITS = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 _TIME = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(s|m|min|h|d)?\s*$")
 
 
-def _fail(message: str) -> NoReturn:
-    Console(stderr=True).print(f"error: {message}", highlight=False, soft_wrap=True, markup=False)
-    raise SystemExit(2)
 
 
 def parse_time(text: str, what: str = "time") -> float:
@@ -109,7 +107,7 @@ def info_cmd(name: str, skip_invalid: bool, as_json: bool) -> None:
         obj, problems = _load(name, skip_invalid)
         info = trace_info(obj)
     except KantError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if as_json:
         click.echo(json.dumps(_json_safe({"trace": name, **info.as_dict()}), indent=2))
     else:
@@ -160,7 +158,7 @@ def convert_cmd(name: str, out: Path, skip_invalid: bool, window_: str | None, s
                 obj = tf.resize_gangs(obj, resize_mean, seed=seed, preserve_gpu_time=preserve_gpu_time)
         path = write_parquet(obj, out)
     except KantError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     from kant.traces.registry import trace_kind
 
     kind = trace_kind(obj)
