@@ -70,6 +70,7 @@ import math
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Literal
 
 import numpy as np
@@ -99,6 +100,8 @@ _SKIP = 0  # not now, look at the next job of the shape
 _STARTED = 1
 _BLOCK = 2  # no job of this shape can start this cycle
 _LONG = 3  # no job of this request that ends after the shadow time can start this cycle
+
+_first_item = itemgetter(0)
 
 _NO_ROOM = Status.unschedulable("no room for its workers in the free capacity", NAME)
 
@@ -130,6 +133,8 @@ class _Releases:
         self._ends: list[tuple[float, int, int, RunningJob]] = []  # (expected end, seq, job, run)
         self._seq = 0
         self._sorted: tuple[FloatArray, IntArray, IntArray] | None = None
+        self._modelled_rows: list[list[int]] = modelled.tolist()
+        self._rows: dict[int, tuple[RunningJob, list[tuple[float, ...]]]] = {}  # job -> (run, its entries)
 
     def _put(self, job: int, run: RunningJob, placement: Placement) -> None:
         self.by_job[job] = (run, placement)
@@ -193,25 +198,37 @@ class _Releases:
         return gone, added, rebuilt
 
     def sorted(self) -> tuple[FloatArray, IntArray, IntArray]:
-        """(times, nodes, amounts): one entry per (running job, node), by time."""
+        """(times, nodes, amounts): one entry per (running job, node), by time (ties in ``by_job``
+        order). Each job's entries are built once and kept while it runs."""
         if self._sorted is None:
-            t: list[float] = []
-            nodes: list[int] = []
-            amounts: list[list[int]] = []
-            modelled = self.modelled
-            for run, placement in self.by_job.values():
-                end = run.expected_end
-                for node, count in placement.per_node.items():
-                    t.append(end)
-                    nodes.append(node)
-                    amounts.append(_usage_on(placement, node, count, modelled))
-            ta = np.asarray(t, dtype=np.float64)
-            order = np.argsort(ta, kind="stable")
-            self._sorted = (
-                ta[order],
-                np.asarray(nodes, dtype=np.int64)[order],
-                np.asarray(amounts, dtype=np.int64).reshape(-1, modelled.shape[0])[order],
-            )
+            cache = self._rows
+            kept: dict[int, tuple[RunningJob, list[tuple[float, ...]]]] = {}
+            rows: list[tuple[float, ...]] = []
+            modelled = self._modelled_rows
+            for job, (run, placement) in self.by_job.items():
+                c = cache.get(job)
+                if c is None or c[0] is not run:
+                    end = run.expected_end
+                    req = (placement.gpus, placement.cpu_milli, placement.memory_mib)
+                    c = (run, [
+                        (end, node, *[req[r] * count * m[node] for r, m in enumerate(modelled)])
+                        for node, count in placement.per_node.items()
+                    ])
+                kept[job] = c
+                rows.extend(c[1])
+            self._rows = kept
+            rows.sort(key=_first_item)  # stable: ties keep by_job order
+            n_res = len(modelled)
+            if rows:
+                cols = list(zip(*rows, strict=True))
+                ta = np.asarray(cols[0], dtype=np.float64)
+                nodes = np.asarray(cols[1], dtype=np.int64)
+                amounts = np.asarray(cols[2:], dtype=np.int64).T.reshape(-1, n_res)
+            else:
+                ta = np.zeros(0, dtype=np.float64)
+                nodes = np.zeros(0, dtype=np.int64)
+                amounts = np.zeros((0, n_res), dtype=np.int64)
+            self._sorted = (ta, nodes, amounts)
         return self._sorted
 
 
