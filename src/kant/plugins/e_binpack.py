@@ -63,6 +63,7 @@ from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import IntArray, Place
 from kant.framework.registry import register_plugin
 from kant.framework.status import SUCCESS, Status
+from kant.model.job import JobTable
 from kant.model.state import NodeClasses, Placement
 from kant.plugins.topology import (
     CLUSTER,
@@ -88,6 +89,9 @@ NAME = "e-binpack"
 EXACT, PARTIAL, EMPTY = 0, 1, 2
 
 TieBreak = Literal["leaf", "spine"]
+
+#: (job table, workers, GPUs per worker, CPU milli, memory MiB, GPU type): per-job numbers as lists
+_JobColumns = tuple[JobTable, list[int], list[int], list[int], list[int], list[int]]
 
 
 def node_class(capacity: IntArray, free: IntArray, request: int) -> IntArray:
@@ -158,7 +162,9 @@ class EBinpack(Place):
         self._leaf_nodes: list[list[int]] = []
         self._leaf_first: list[int] = []
         self._leaves_in_order = False
-        self._per_leaf: tuple[object, int, IntArray] | None = None  # (state, version, key per leaf)
+        self._per_leaf: tuple[object, int, list[int]] | None = None  # (state, version, key per leaf)
+        self._leaf_spine: list[int] = []
+        self._cols: _JobColumns | None = None  # the job table's columns as lists (see _job_columns)
 
     @property
     def _args(self) -> EBinpackArgs:
@@ -181,6 +187,7 @@ class EBinpack(Place):
         # lowest node of tied leaves is in the lowest-numbered leaf
         self._leaves_in_order = bool(np.all(np.diff(cluster.leaf) >= 0))
         self._per_leaf = None
+        self._leaf_spine = cluster.leaf_spine.tolist()
         bound = {"leaf": int(cluster.leaf_gpus.max()) + 1, "spine": int(cluster.spine_gpus.max()) + 1}
         radices = [3, int(cluster.gpus.max()) + 1, *(bound[t] for t in self._args.tie_break)]
         if math.prod(radices) >= (1 << 62):
@@ -248,7 +255,8 @@ class EBinpack(Place):
     def _pick(self, ctx: CycleContext, classes: NodeClasses, plan: list[list[int]]) -> int:
         """The node with the lowest :meth:`_node_key` among the nodes of ``plan``'s classes, or -1:
         the first group with a node, then the lowest tie-break value per leaf (leaves holding nodes of
-        the group, from the per-leaf class counts), then the lowest node index in those leaves."""
+        the group, from the per-leaf class counts), then the lowest node index in those leaves.
+        Plain Python over the leaves: there are few, and NumPy calls on so small arrays cost more."""
         assert self._mult is not None
         _, _, m_leaf, m_spine = self._mult
         count = classes.count
@@ -258,23 +266,35 @@ class EBinpack(Place):
                 continue
             if not (m_leaf or m_spine):
                 return min(classes.head(c) for c in live)
-            per_class = classes.leaf_count[live[0]] if len(live) == 1 else classes.leaf_count[live].sum(axis=0)
+            leaf_count = classes.leaf_count
+            per_class: list[int] = (
+                leaf_count[live[0]].tolist() if len(live) == 1 else leaf_count[live].sum(axis=0).tolist()
+            )
             per_leaf = self._leaf_keys(ctx, m_leaf, m_spine)
-            if self._leaves_in_order:  # argmin over leaves with a node of the group = lowest leaf of the tie
-                leaf = int(np.where(per_class > 0, per_leaf, _NO_LEAF).argmin())
-                node_class = classes.node_class
-                wanted = set(live)
-                for n in self._leaf_nodes[leaf]:
-                    if node_class[n] in wanted:
-                        return n
+            node_class = classes.node_class
+            if self._leaves_in_order:  # the lowest leaf of the lowest key = the lowest node of the tie
+                leaf = -1
+                low = 0
+                for i, n in enumerate(per_class):
+                    if n and (leaf < 0 or per_leaf[i] < low):
+                        leaf, low = i, per_leaf[i]
+                nodes = self._leaf_nodes[leaf]
+                if len(live) == 1:
+                    c = live[0]
+                    for n in nodes:
+                        if node_class[n] == c:
+                            return n
+                else:
+                    wanted = set(live)
+                    for n in nodes:
+                        if node_class[n] in wanted:
+                            return n
                 raise AssertionError("leaf counts out of step with the node classes")  # pragma: no cover
-            leaves = np.flatnonzero(per_class)
-            per_leaf = per_leaf[leaves]
-            tied = leaves[per_leaf == per_leaf.min()].tolist()
+            low = min(per_leaf[i] for i, n in enumerate(per_class) if n)
+            tied = [i for i, n in enumerate(per_class) if n and per_leaf[i] == low]
             first = self._leaf_first
             if len(tied) > 1:
                 tied.sort(key=first.__getitem__)
-            node_class = classes.node_class
             wanted = set(live)
             best = -1
             for leaf in tied:
@@ -288,16 +308,29 @@ class EBinpack(Place):
             return best
         return -1
 
-    def _leaf_keys(self, ctx: CycleContext, m_leaf: int, m_spine: int) -> IntArray:
+    def _leaf_keys(self, ctx: CycleContext, m_leaf: int, m_spine: int) -> list[int]:
         """The tie-break part of the key per leaf (``leaf free x m_leaf + spine free x m_spine``), cached
         while the state's free capacity is unchanged."""
         state = ctx.state
         cached = self._per_leaf
         if cached is not None and cached[0] is state and cached[1] == state.version:
             return cached[2]
-        keys: IntArray = state.leaf_free * m_leaf + state.spine_free[ctx.env.cluster.leaf_spine] * m_spine
+        spine_free = state.spine_free.tolist()
+        keys = [
+            lf * m_leaf + spine_free[sp] * m_spine
+            for lf, sp in zip(state.leaf_free.tolist(), self._leaf_spine, strict=True)
+        ]
         self._per_leaf = (state, state.version, keys)
         return keys
+
+    def _job_columns(self, jobs: JobTable) -> _JobColumns:
+        cols = self._cols
+        if cols is None or cols[0] is not jobs:
+            cols = self._cols = (
+                jobs, jobs.workers.tolist(), jobs.gpus_per_worker.tolist(), jobs.cpu_milli.tolist(),
+                jobs.memory_mib.tolist(), jobs.gpu_type.tolist(),
+            )
+        return cols
 
     def _fast(self, ctx: CycleContext, fw: Framework, job: int) -> NodeClasses | None:
         """The class index when it gives the same answer as the node scan: no filters, the live state,
@@ -305,21 +338,18 @@ class EBinpack(Place):
         classes = ctx.state.classes
         if classes is None or fw.filters or self._mult is None or self._mult_cluster is not ctx.env.cluster:
             return None
-        jobs = ctx.env.jobs
-        if jobs.gpus_per_worker[job] <= 0 or (jobs.cpu_milli[job] and not fw.cpu_all_unmodelled) \
-                or (jobs.memory_mib[job] and not fw.mem_all_unmodelled):
+        _, _, g, c, m, _ = self._job_columns(ctx.env.jobs)
+        if g[job] <= 0 or (c[job] and not fw.cpu_all_unmodelled) or (m[job] and not fw.mem_all_unmodelled):
             return None
         return classes
 
     def place(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
         jobs = ctx.env.jobs
-        w = int(jobs.workers[job])
-        g = int(jobs.gpus_per_worker[job])
-        c = int(jobs.cpu_milli[job])
-        m = int(jobs.memory_mib[job])
+        _, ws, gs, cs, ms, ts = self._job_columns(jobs)
+        w, g, c, m = ws[job], gs[job], cs[job], ms[job]
         classes = self._fast(ctx, fw, job)
         if classes is not None:
-            t = int(jobs.gpu_type[job])
+            t = ts[job]
             best = self._pick(ctx, classes, self._class_plan(ctx.env, classes, w * g, t))
             if best >= 0:  # one worker, or the whole gang on one node
                 return Placement((best,) * w, g, c, m)
@@ -377,7 +407,6 @@ class EBinpack(Place):
         return lexicographic_key(terms)
 
 
-_NO_LEAF = np.int64(1 << 62)  # above every leaf key (the key multipliers keep keys below 2**62)
 
 
 def _no_fit(ctx: CycleContext, job: int, slots: int) -> Status:
