@@ -15,7 +15,8 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, insort
-from collections.abc import Callable, Container, Iterator
+from collections import deque
+from collections.abc import Callable, Container, Iterator, Sequence
 from itertools import chain
 
 import numpy as np
@@ -68,6 +69,10 @@ def _row_ids(cols: list[IntArray]) -> IntArray:
     return ids.reshape(-1).astype(np.int64)
 
 
+_EMPTY: deque[int] = deque()
+_NEAR = 64  # removals this close to the front of a shape's list scan for the job instead of bisecting
+
+
 class PendingQueue:
     """Jobs waiting to run. ``static_key(job)`` gives each job's sort key once, on push."""
 
@@ -83,7 +88,9 @@ class PendingQueue:
         self._total_gpus: list[int] = jobs.total_gpus.tolist()
         self._static_key = static_key
         self._keys: dict[int, SortKey] = {}
-        self._by_shape: dict[int, list[int]] = {}
+        # per shape, its jobs in static-key order; a deque, so the usual removal (the shape's first
+        # job starts) is O(1) however long the queue is
+        self._by_shape: dict[int, deque[int]] = {}
         self._request_count: dict[int, int] = {}
         self._shape_request: dict[int, int] = {}  # every job of a shape has the same request
         self.pending_gpus = 0
@@ -128,9 +135,9 @@ class PendingQueue:
         """The static sort key ``job`` was queued with."""
         return self._keys[job]
 
-    def shape_jobs(self, shape: int) -> list[int]:
-        """Jobs of one shape in static-key order (read only)."""
-        return self._by_shape.get(shape, [])
+    def shape_jobs(self, shape: int) -> Sequence[int]:
+        """Jobs of one shape in static-key order (read only; indexing near either end is O(1))."""
+        return self._by_shape.get(shape, _EMPTY)
 
     def push(self, job: int) -> None:
         key = self._static_key(job)
@@ -140,7 +147,7 @@ class PendingQueue:
         request = self.request_of[job]
         lst = self._by_shape.get(shape)
         if lst is None:
-            lst = self._by_shape[shape] = []
+            lst = self._by_shape[shape] = deque()
             self._shape_request[shape] = request
         if not lst or keys[lst[-1]] <= key:
             lst.append(job)
@@ -154,10 +161,16 @@ class PendingQueue:
         key = keys[job]
         shape = self.shape_of[job]
         lst = self._by_shape[shape]
-        i = 0 if lst[0] == job else bisect_left(lst, key, key=keys.__getitem__)
-        if lst[i] != job:  # pragma: no cover - keys end in the job row, so they are unique
-            i = lst.index(job)
-        del lst[i]
+        if lst[0] == job:
+            lst.popleft()
+        else:
+            try:  # most other removals are near the front (backfill, preemption of a recent arrival)
+                i = lst.index(job, 1, _NEAR)
+            except ValueError:
+                i = bisect_left(lst, key, key=keys.__getitem__)
+                if lst[i] != job:  # pragma: no cover - keys end in the job row, so they are unique
+                    i = lst.index(job)
+            del lst[i]
         if not lst:
             del self._by_shape[shape]
             del self._shape_request[shape]
