@@ -185,6 +185,7 @@ class ClusterState:
         self._spine: list[int] = cluster.spine.tolist()
         self._has_cpu: list[bool] = (cluster.cpu_milli != 0).tolist()
         self._has_mem: list[bool] = (cluster.memory_mib != 0).tolist()
+        self._up: list[bool] = [True] * cluster.n_nodes  # the same as ``up``, cheap to read one at a time
         self._mirror()
         #: nodes by (GPU type, capacity, free GPUs), for the class-based placement paths; None on a
         #: planning copy (:meth:`what_if`), which then uses the vectorised paths
@@ -241,34 +242,11 @@ class ClusterState:
         if self.classes is not None:
             self.classes.move(node, self.classes.node_base[node] + free)
 
-    def _reclassify(self, node: int, cap: int, before: int, after: int) -> None:
-        """An up GPU node went from ``before`` to ``after`` free GPUs: :meth:`_unclassify` then
-        :meth:`_classify`, without reading the arrays again."""
-        hist, flat = self._hist, self._hist_flat
-        row = self._type[node] * self._hist_width
-        i = row + before
-        flat[i] = hist[i] = hist[i] - 1
-        i = row + after
-        flat[i] = hist[i] = hist[i] + 1
-        if before == cap:
-            self.empty_nodes -= 1
-        elif before > 0:
-            self.partial_nodes -= 1
-            self.free_on_partial -= before
-        if after == cap:
-            self.empty_nodes += 1
-        elif after > 0:
-            self.partial_nodes += 1
-            self.free_on_partial += after
-        classes = self.classes
-        if classes is not None:
-            classes.move(node, classes.node_base[node] + after)
-
     # --- changes -----------------------------------------------------------------------------
     def fits(self, node: int, gpus: int, cpu_milli: int = 0, memory_mib: int = 0, count: int = 1) -> bool:
         return bool(
-            self.up[node]
-            and self.free[node] >= gpus * count
+            self._up[node]
+            and self.free.item(node) >= gpus * count
             and (not self._has_cpu[node] or self.free_cpu[node] >= cpu_milli * count)
             and (not self._has_mem[node] or self.free_mem[node] >= memory_mib * count)
         )
@@ -308,30 +286,60 @@ class ClusterState:
             self.release_log_start += 4096
 
     def _apply(self, placement: Placement, sign: int) -> None:
+        """Add ``sign`` x the placement's capacity back to its nodes (+1 release, -1 allocate) and keep
+        every aggregate in step (:meth:`_unclassify` then :meth:`_classify` per node, inlined without
+        reading the arrays again: this runs twice per job)."""
         self.version += 1
         g = placement.gpus
         free, leaf_free, spine_free = self.free, self.leaf_free, self.spine_free
         leaf_list, spine_list = self._leaf_free, self._spine_free
-        caps, leaf, spine = self._cap, self._leaf, self._spine
+        caps, leaf, spine, up, types = self._cap, self._leaf, self._spine, self._up, self._type
+        hist, flat, width = self._hist, self._hist_flat, self._hist_width
+        has_cpu, has_mem = self._has_cpu, self._has_mem
+        classes = self.classes
+        log = self.release_log if sign > 0 else None
+        empty = partial = on_partial = 0
         for node, count in placement.per_node.items():
             delta = sign * g * count
             before = free.item(node)
             after = before + delta
-            if sign > 0:
-                self._log_release(node, before, after)
+            if log is not None:
+                log.append((node, before, after))
+                if len(log) > 8192:
+                    del log[:4096]
+                    self.release_log_start += 4096
             free[node] = after
             lf = leaf[node]
             leaf_free[lf] = leaf_list[lf] = leaf_list[lf] + delta
             sp = spine[node]
             spine_free[sp] = spine_list[sp] = spine_list[sp] + delta
-            if self._has_cpu[node]:
+            if has_cpu[node]:
                 self.free_cpu[node] += sign * placement.cpu_milli * count
-            if self._has_mem[node]:
+            if has_mem[node]:
                 self.free_mem[node] += sign * placement.memory_mib * count
             cap = caps[node]
-            if cap and self.up[node] and delta:
-                self._reclassify(node, cap, before, after)
-        self.allocated_gpus -= sign * placement.total_gpus
+            if cap and delta and up[node]:
+                row = types[node] * width
+                i = row + before
+                flat[i] = hist[i] = hist[i] - 1
+                i = row + after
+                flat[i] = hist[i] = hist[i] + 1
+                if before == cap:
+                    empty -= 1
+                elif before > 0:
+                    partial -= 1
+                    on_partial -= before
+                if after == cap:
+                    empty += 1
+                elif after > 0:
+                    partial += 1
+                    on_partial += after
+                if classes is not None:
+                    classes.move(node, classes.node_base[node] + after)
+        self.empty_nodes += empty
+        self.partial_nodes += partial
+        self.free_on_partial += on_partial
+        self.allocated_gpus -= sign * g * len(placement.nodes)
 
     def _add_group_free(self, node: int, delta: int) -> None:
         self.version += 1
@@ -347,7 +355,7 @@ class ClusterState:
         if int(self.free[node]) != cap:
             raise SchedulingError(f"node {self.cluster.names[node]} still holds work; release it first")
         self._unclassify(node)
-        self.up[node] = False
+        self.up[node] = self._up[node] = False
         self.free[node] = 0
         self._add_group_free(node, -cap)
         self.down_gpus += cap
@@ -356,7 +364,7 @@ class ClusterState:
         if self.up[node]:
             return
         cap = int(self.cluster.gpus[node])
-        self.up[node] = True
+        self.up[node] = self._up[node] = True
         self.free[node] = cap
         self._add_group_free(node, cap)
         self.down_gpus -= cap
@@ -428,7 +436,7 @@ class ClusterState:
         if self.empty_nodes != int((gpu_up & (used == 0)).sum()):
             raise SchedulingError("empty_nodes aggregate out of step")
         if (self._leaf_free != self.leaf_free.tolist() or self._spine_free != self.spine_free.tolist()
-                or self._hist != self.free_hist.reshape(-1).tolist()):
+                or self._hist != self.free_hist.reshape(-1).tolist() or self._up != self.up.tolist()):
             raise SchedulingError("aggregate mirrors out of step")
         hist = np.zeros_like(self.free_hist)
         np.add.at(hist, (cluster.gpu_type[gpu_up], (cap - used)[gpu_up]), 1)
