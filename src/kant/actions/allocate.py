@@ -58,8 +58,12 @@ class Allocate(Action):
 
     def _walk(self, ctx: CycleContext, fw: Framework, args: AllocateArgs, queue: PendingQueue, shapes: list[int],
               requests: list[int], failed: FailedRequests, skip: Container[int]) -> None:
-        gpus = ctx.env.jobs.gpus_per_worker
+        gpus = fw.job_gpus
         state = ctx.state
+        started = ctx.started
+        # (failed requests, jobs started) when "is every pending request failed?" was last answered
+        # no: while both are unchanged the answer is the same (failures only grow within a cycle)
+        checked = (len(failed), len(started))
         for job in queue.walk(fw.dynamic_key(ctx.now), skip):
             shape = shapes[job]
             request = requests[job]
@@ -78,8 +82,13 @@ class Allocate(Action):
                         status = result
                         failed.add(ctx.env, request, job, status, fw.room_for(ctx, job))
             ctx.reasons[shape] = status
-            if args.blocking or (len(failed) >= queue.n_requests() and queue.requests_within(failed)):
-                return  # blocking, or no pending request can be placed any more this cycle
+            if args.blocking:
+                return
+            now_seen = (len(failed), len(started))
+            if now_seen != checked:
+                checked = now_seen
+                if len(failed) >= queue.n_requests() and queue.requests_within(failed):
+                    return  # no pending request can be placed any more this cycle
             queue.block(shape)
 
 

@@ -47,7 +47,6 @@ class Framework:
             self.placer is None or self.placer.REQUEST_ONLY
         )
         self._feasible_cache: dict[int, Status] = {}
-        self._div: dict[int, npt.NDArray[np.int64]] = {}
         # Class-based placement (see place_workers): with no filters and only scores that declare
         # CLASS_SCORE (their score depends on the node's GPU capacity and free GPUs alone), the best
         # node is the lowest-index node of the best (GPU type, capacity, free) class.
@@ -56,6 +55,15 @@ class Framework:
         self.mem_all_unmodelled = bool(env.mem_unmodelled.all())
         self._class_plans: dict[tuple[int, int], ClassGroups | None] = {}
         self._no_fit_cache: dict[tuple[int, int, int, int, int], Status] = {}
+        jobs = env.jobs
+        # per-job columns read one at a time on the hot path, as Python lists
+        self.job_gpus: list[int] = jobs.gpus_per_worker.tolist()
+        self.job_workers: list[int] = jobs.workers.tolist()
+        self.job_type: list[int] = jobs.gpu_type.tolist()
+        # room_for's results for one state at one version, by (GPUs per worker, GPU type)
+        self._room: dict[tuple[int, int], int] = {}
+        self._room_state: object = None
+        self._room_version = -1
         for p in self.plugins:
             p.setup(env)
 
@@ -142,28 +150,34 @@ class Framework:
 
     def room_for(self, ctx: CycleContext, job: int) -> int:
         """Upper bound on how many workers of ``job`` fit now, from the free-GPU histogram (GPUs and
-        type only, so O(GPUs per node) instead of O(nodes))."""
-        jobs = self.env.jobs
-        g = int(jobs.gpus_per_worker[job])
-        w = int(jobs.workers[job])
+        type only, so O(GPUs per node) instead of O(nodes)); remembered per (GPUs per worker, type)
+        while the state's free capacity is unchanged."""
+        g = self.job_gpus[job]
         if g == 0:
-            return w
-        hist = ctx.state.free_hist
-        t = int(jobs.gpu_type[job])
-        if t >= 0:
-            codes = self.env.cluster_types_of(t)
-            row = hist[codes[0]] if len(codes) == 1 else hist[codes].sum(axis=0)
-        else:
-            row = hist[0] if len(hist) == 1 else hist.sum(axis=0)
-        div = self._div.get(g)
-        if div is None:
-            div = self._div[g] = np.arange(hist.shape[1], dtype=np.int64) // g
-        return int(row @ div)
+            return self.job_workers[job]
+        state = ctx.state
+        if self._room_state is not state or self._room_version != state.version:
+            self._room_state, self._room_version = state, state.version
+            self._room.clear()
+        t = self.job_type[job]
+        room = self._room.get((g, t))
+        if room is None:
+            hist, width = state._hist, state._hist_width
+            codes = self.env.cluster_types_of(t) if t >= 0 else range(len(hist) // width)
+            room = 0
+            for code in codes:
+                base = code * width
+                for k in range(g, width):
+                    n = hist[base + k]
+                    if n:
+                        room += n * (k // g)
+            self._room[(g, t)] = room
+        return room
 
     def place(self, ctx: CycleContext, job: int) -> Placement | Status:
         """Place the whole gang now (all workers or none), or say why not."""
         room = self.room_for(ctx, job)
-        if room < int(self.env.jobs.workers[job]):
+        if room < self.job_workers[job]:
             return self._no_fit(ctx, job, room)
         if self.placer is not None:
             return self.placer.place(ctx, job, self)
