@@ -144,11 +144,13 @@ class _Releases:
     def sync(
         self, now: float, running: dict[int, RunningJob], state: ClusterState,
         started: list[list[tuple[int, Placement]]],
-    ) -> tuple[list[float], list[tuple[int, float]], bool]:
-        """Catch up with ``running``. Returns the expected ends of jobs gone, the (job, expected end)
-        of jobs added, and whether a full rebuild was needed (something changed unseen)."""
+    ) -> tuple[bool, list[tuple[int, float]]]:
+        """Catch up with ``running``. Returns whether some job left before its expected end (or
+        something changed unseen and the mirror was rebuilt) and the (job, expected end) of jobs
+        added."""
         by_job = self.by_job
-        gone: list[float] = []
+        early = False
+        changed = False
         added: list[tuple[int, float]] = []
         for lst in started:
             for job, _ in lst:
@@ -159,16 +161,18 @@ class _Releases:
                 if old is not None:
                     if old[0] is run:
                         continue
-                    gone.append(old[0].expected_end)
+                    if old[0].expected_end > now:
+                        early = True
                 self._put(job, run, state.allocations[job])
                 added.append((job, run.expected_end))
         missing = len(by_job) - len(running)  # jobs that have left running since the last sync
         if missing > 0:
+            changed = True
             ends = self._ends
             overrun = []
-            while missing and ends and ends[0][0] <= now:  # those due by now first
+            while missing and ends and ends[0][0] <= now:  # those due by now first (never early)
                 entry = heapq.heappop(ends)
-                _, _, job, run = entry
+                job, run = entry[2], entry[3]
                 mine = by_job.get(job)
                 if mine is None or mine[0] is not run:
                     continue  # stale entry
@@ -176,16 +180,15 @@ class _Releases:
                     overrun.append(entry)  # still running past its estimate
                     continue
                 del by_job[job]
-                gone.append(run.expected_end)
                 missing -= 1
             for entry in overrun:
                 heapq.heappush(ends, entry)
             if missing:  # some left before their expected end
                 for job in by_job.keys() - running.keys():
-                    gone.append(by_job.pop(job)[0].expected_end)
-        rebuilt = False
+                    if by_job.pop(job)[0].expected_end > now:
+                        early = True
         if len(by_job) != len(running):  # pragma: no cover - a driver changed running outside cycles
-            rebuilt = True
+            early = True
             by_job.clear()
             self._ends = []
             for job, run in running.items():
@@ -193,9 +196,9 @@ class _Releases:
         if len(self._ends) > 4 * len(by_job) + 64:  # drop stale heap entries now and then
             self._ends = [e for e in self._ends if by_job.get(e[2], (None,))[0] is e[3]]
             heapq.heapify(self._ends)
-        if gone or added or rebuilt:
+        if changed or added or early:
             self._sorted = None
-        return gone, added, rebuilt
+        return early, added
 
     def sorted(self) -> tuple[FloatArray, IntArray, IntArray]:
         """(times, nodes, amounts): one entry per (running job, node), by time (ties in ``by_job``
@@ -281,6 +284,22 @@ class _EasyReservation:
     down_gpus: int
     release_count: int  # state.release_count when it was last checked
     accounted: set[int] = field(default_factory=set)  # long jobs already taken off free_at_shadow
+    serial: int = 0  # tells reservations apart (a new one gets a new number)
+    spare: IntArray = field(init=False)  # free_at_shadow - reserved: what the reservation leaves
+
+    def __post_init__(self) -> None:
+        self.spare = self.free_at_shadow - self.reserved
+
+    def take(self, placement: Placement, modelled: list[list[int]]) -> None:
+        """A long job was backfilled on ``placement``: it still holds that capacity at the shadow time."""
+        fas, spare = self.free_at_shadow, self.spare
+        req = (placement.gpus, placement.cpu_milli, placement.memory_mib)
+        for node, count in placement.per_node.items():
+            for r, m in enumerate(modelled):
+                use = req[r] * count * m[node]
+                if use:
+                    fas[r, node] -= use
+                    spare[r, node] -= use
 
 
 # --- the action --------------------------------------------------------------------------------
@@ -330,6 +349,8 @@ class Backfill(Action):
         self._easy_cycle: _EasyCycle | None = None
         self._failed = FailedRequests()
         self._long_key: tuple[int, int] = (-1, 0)
+        self._serial = 0  # reservations computed so far (their serial numbers)
+        self._modelled_rows: list[list[int]] = self._modelled.tolist()
         self._long_blocked: set[int] = set()
         self.head_shadow = np.full(len(jobs), np.nan)
         self.first_planned = np.full(len(jobs), np.nan)
@@ -380,25 +401,28 @@ class Backfill(Action):
         start_job(ctx, fw, job, placement)
         self.backfilled += 1
 
-    def _sync(self, ctx: CycleContext) -> tuple[list[float], list[tuple[int, float]], bool]:
+    def _sync(self, ctx: CycleContext) -> None:
         """Bring the running-job mirror up to date; drop the EASY reservation if what changed since
         it was last checked could change it (a job left before its estimated end, or a job that
         ends after the shadow time started without being accounted for)."""
-        gone, added, rebuilt = self._releases.sync(ctx.now, ctx.running, ctx.state, self._unsynced)
+        early, added = self._releases.sync(ctx.now, ctx.running, ctx.state, self._unsynced)
         self._unsynced = []
         self._checked = 0
-        early = rebuilt or any(end > ctx.now for end in gone)
         res = self._res
         if res is not None:
-            s = res.shadow
-            if early or any(end > s and job not in res.accounted for job, end in added):
+            if early:
                 self._res = None
             else:
-                res.release_count = ctx.state.release_count
+                s, accounted = res.shadow, res.accounted
+                for job, end in added:
+                    if end > s and job not in accounted:
+                        self._res = None
+                        break
+                else:
+                    res.release_count = ctx.state.release_count
         plan = self._cplan
         if plan is not None and (early or any(job not in plan.accounted for job, _ in added)):
             self._cplan = None  # a job left early or one the plan did not start is running
-        return gone, added, rebuilt
 
     def _events(self, ctx: CycleContext) -> tuple[FloatArray, IntArray, IntArray]:
         """Releases of running jobs and of jobs started earlier in this cycle, by time; ends already
@@ -473,9 +497,9 @@ class Backfill(Action):
         if not fresh:
             self._sync(ctx)
             res = self._res
-        if res is not None and all(
+        if res is not None and (not ctx.started or all(
             job in res.accounted or now + ctx.env.estimate(job) <= res.shadow for job, _ in ctx.started
-        ):
+        )):
             return res
         if self._unsynced:
             self._sync(ctx)  # the mirror must be complete to compute a new one
@@ -517,8 +541,9 @@ class Backfill(Action):
             result = fw.place(self._view(ctx, free_s), job)
             if isinstance(result, Placement):
                 self._record(job, shadow, head=True)
+                self._serial += 1
                 res = _EasyReservation(job, shadow, free_s, self._usage(result, n_nodes), ctx.state.down_gpus,
-                                       ctx.state.release_count)
+                                       ctx.state.release_count, serial=self._serial)
                 res.accounted.update(j for j, _ in ctx.started)  # already in the release profile
                 return res
         return None
@@ -791,6 +816,7 @@ class _EasyCycle:
     capacity returns or the reservation changes."""
 
     def __init__(self, bf: Backfill, ctx: CycleContext, fw: Framework) -> None:
+        self.room_ok: set[int] = set()
         self.reset(bf, ctx, fw)
 
     def reset(self, bf: Backfill, ctx: CycleContext, fw: Framework) -> None:
@@ -805,7 +831,7 @@ class _EasyCycle:
         self.shadow = math.inf  # jobs ending after it are "long"
         bf._failed.refresh(ctx.state)
         self.failed = bf._failed
-        self.room_ok: set[int] = set()  # requests with room now (until the next start)
+        self.room_ok.clear()  # requests with room now (until the next start)
         self.x_free: IntArray | None = None
         self.x_whole = False
         if bf._req_list is None:
@@ -821,7 +847,7 @@ class _EasyCycle:
         self.planned = True
         self.res = res = bf._reservation(ctx, self.fw, self.head)
         self.shadow = math.inf if res is None else res.shadow
-        key = (ctx.state.release_count, id(res))
+        key = (ctx.state.release_count, 0 if res is None else res.serial)
         if bf._long_key != key:
             bf._long_key = key
             bf._long_blocked = set()
@@ -873,17 +899,21 @@ class _EasyCycle:
         x_free = self.x_free
         if x_free is None:
             free_now = bf._free_now(ctx.state)
-            x_free = self.x_free = np.minimum(free_now, res.free_at_shadow - res.reserved)
-            self.x_whole = bool((x_free == free_now).all())  # the reservation needs nothing free now
-        if bf._g[job] > 0 and bf._slots(self.env, x_free[0], job) < bf._w[job]:
+            # the reservation needs nothing free now: the capacity it leaves is all that is free
+            self.x_whole = bool((free_now <= res.spare).all())
+            x_free = self.x_free = free_now if self.x_whole else np.minimum(free_now, res.spare)
+        if self.x_whole:  # the room for its workers was checked on this capacity
+            result = fw.place(ctx, job)
+        elif bf._g[job] > 0 and bf._slots(self.env, x_free[0], job) < bf._w[job]:
             bf._long_blocked.add(request)
             return _LONG
-        result = fw.place(ctx if self.x_whole else bf._view(ctx, x_free), job)
+        else:
+            result = fw.place(bf._view(ctx, x_free), job)
         if not isinstance(result, Placement):
             bf._long_blocked.add(request)
             return _LONG
         bf._start(ctx, fw, job, result)
-        res.free_at_shadow = res.free_at_shadow - bf._usage(result, ctx.state.cluster.n_nodes)
+        res.take(result, bf._modelled_rows)
         res.accounted.add(job)
         self.x_free = None
         self.room_ok.clear()
@@ -897,31 +927,38 @@ class _EasyCycle:
         key, shape_jobs, consider, is_long = queue.key, queue.shape_jobs, self.consider, self.is_long
         now, estimate, requests, cannot_fit = self.now, self.estimate, self.requests, self.failed.__contains__
         heappop, heappush = heapq.heappop, heapq.heappush
-        heap = [(key(shape_jobs(shape)[0]), shape) for shape in queue.pending_shapes()]
+        firsts = []  # (key, shape, first job) per shape
+        for shape in queue.pending_shapes():
+            job0 = shape_jobs(shape)[0]
+            firsts.append((key(job0), shape, job0))
         left_out: list[tuple[float, ...]] = []  # first keys of shapes not merged (looked at in passing)
-        if heap:
-            _, first_shape = min(heap)
-            first = shape_jobs(first_shape)[0]
+        heap: list[tuple[tuple[float, ...], int]]
+        if firsts:
+            first = min(firsts)[2]  # keys are unique
             if cannot_fit(requests[first]) and (not self.check_admit or self.fw.admit(self.ctx, first).ok):
                 # the queue's first job cannot start: it is the head, and a shape whose first job is
                 # known not to fit would only be looked at once and dropped; leave it out of the merge
                 self.head = first
-                merged = []
-                for entry in heap:
-                    if cannot_fit(requests[shape_jobs(entry[1])[0]]):
-                        left_out.append(entry[0])
+                heap = []
+                for k, shape, job0 in firsts:
+                    if cannot_fit(requests[job0]):
+                        left_out.append(k)
                     else:
-                        merged.append(entry)
-                heap = merged
+                        heap.append((k, shape))
                 left_out.sort()
-        heapq.heapify(heap)
+            else:
+                heap = [(k, shape) for k, shape, _ in firsts]
+            heapq.heapify(heap)
+        else:
+            heap = []
+        n_left = len(left_out)
         pos: dict[int, int] = {}
         short_only: set[int] = set()
         looked = 0
         passed = 0  # left-out shapes passed so far
         while heap and looked < max_jobs:
             top_key, shape = heappop(heap)
-            while passed < len(left_out) and left_out[passed] < top_key:
+            while passed < n_left and left_out[passed] < top_key:
                 passed += 1
                 looked += 1
             if looked >= max_jobs:
