@@ -270,14 +270,13 @@ class EBinpack(Place):
             per_class: list[int] = (
                 leaf_count[live[0]].tolist() if len(live) == 1 else leaf_count[live].sum(axis=0).tolist()
             )
-            per_leaf = self._leaf_keys(ctx, m_leaf, m_spine)
+            leaves = [i for i, n in enumerate(per_class) if n]  # leaves holding a node of the group
             node_class = classes.node_class
             if self._leaves_in_order:  # the lowest leaf of the lowest key = the lowest node of the tie
-                leaf = -1
-                low = 0
-                for i, n in enumerate(per_class):
-                    if n and (leaf < 0 or per_leaf[i] < low):
-                        leaf, low = i, per_leaf[i]
+                if len(leaves) == 1:
+                    leaf = leaves[0]
+                else:  # min keeps the first of equals: the lowest leaf
+                    leaf = min(leaves, key=self._leaf_keys(ctx, m_leaf, m_spine).__getitem__)
                 nodes = self._leaf_nodes[leaf]
                 if len(live) == 1:
                     c = live[0]
@@ -290,8 +289,12 @@ class EBinpack(Place):
                         if node_class[n] in wanted:
                             return n
                 raise AssertionError("leaf counts out of step with the node classes")  # pragma: no cover
-            low = min(per_leaf[i] for i, n in enumerate(per_class) if n)
-            tied = [i for i, n in enumerate(per_class) if n and per_leaf[i] == low]
+            if len(leaves) == 1:
+                tied = leaves
+            else:
+                per_leaf = self._leaf_keys(ctx, m_leaf, m_spine)
+                low = min(per_leaf[i] for i in leaves)
+                tied = [i for i in leaves if per_leaf[i] == low]
             first = self._leaf_first
             if len(tied) > 1:
                 tied.sort(key=first.__getitem__)
