@@ -24,7 +24,7 @@ from kant.model.state import ClusterState, Placement
 __all__ = ["Scheduler", "CycleResult"]
 
 
-@dataclass
+@dataclass(slots=True)
 class CycleResult:
     started: list[tuple[int, Placement]] = field(default_factory=list)
     evicted: list[tuple[int, Placement]] = field(default_factory=list)

@@ -40,6 +40,8 @@ class Allocate(Action):
     def __init__(self, args: BaseModel | None = None) -> None:
         super().__init__(args)
         self._failed = FailedRequests()  # kept across cycles; see kant.framework.memo
+        # "is every pending request failed?", last answered for (failure changes, request changes)
+        self._within: tuple[int, int, bool] = (-1, -1, False)
 
     def execute(self, ctx: CycleContext, fw: Framework) -> None:
         args = self.args
@@ -50,11 +52,19 @@ class Allocate(Action):
         # Non-blocking: requests known to fail are skipped without walking their jobs. Blocking
         # mode must still stop at the first such job.
         skip: Container[int] = () if args.blocking else failed
-        if not args.blocking and len(failed) >= queue.n_requests() and queue.requests_within(failed):
+        if not args.blocking and self._all_failed(queue, failed):
             for shape in queue.shape_ids():  # nothing can start: keep each shape's reason fresh
                 ctx.reasons[shape] = failed.get(queue.shape_request(shape)) or _CLUSTER_FULL
             return
         self._walk(ctx, fw, args, queue, queue.shape_of, queue.request_of, failed, skip)
+
+    def _all_failed(self, queue: PendingQueue, failed: FailedRequests) -> bool:
+        """Is every pending job's request known to fail? Remembered while neither set changes."""
+        f, q, within = self._within
+        if f != failed.changes or q != queue.request_changes:
+            within = len(failed) >= queue.n_requests() and queue.requests_within(failed)
+            self._within = (failed.changes, queue.request_changes, within)
+        return within
 
     def _walk(self, ctx: CycleContext, fw: Framework, args: AllocateArgs, queue: PendingQueue, shapes: list[int],
               requests: list[int], failed: FailedRequests, skip: Container[int]) -> None:
@@ -87,7 +97,7 @@ class Allocate(Action):
             now_seen = (len(failed), len(started))
             if now_seen != checked:
                 checked = now_seen
-                if len(failed) >= queue.n_requests() and queue.requests_within(failed):
+                if self._all_failed(queue, failed):
                     return  # no pending request can be placed any more this cycle
             queue.block(shape)
 

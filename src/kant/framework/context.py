@@ -70,7 +70,7 @@ class RunningJob:
     expected_end: float  # start + estimated remaining run time (what reservations use)
 
 
-@dataclass
+@dataclass(slots=True)
 class CycleContext:
     """One scheduling cycle: the state to change (through ``statement``), the queue, the time."""
 

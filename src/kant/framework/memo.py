@@ -36,6 +36,8 @@ class FailedRequests:
     def __init__(self) -> None:
         self._entries: dict[int, _Entry] = {}
         self._seen = 0
+        #: bumped whenever the set of failed requests changes (a reader may cache what it derived)
+        self.changes = 0
 
     def __contains__(self, request: object) -> bool:
         return request in self._entries
@@ -57,6 +59,7 @@ class FailedRequests:
     def add(self, env: SchedulerEnv, request: int, job: int, status: Status, room: int) -> None:
         jobs = env.jobs
         t = int(jobs.gpu_type[job])
+        self.changes += 1
         self._entries[request] = _Entry(
             status,
             room,
@@ -78,10 +81,12 @@ class FailedRequests:
         if self._seen < state.release_log_start:
             entries.clear()  # fell behind the trimmed log: start afresh
             self._seen = end
+            self.changes += 1
             return
         new = state.release_log[self._seen - state.release_log_start :]
         self._seen = end
-        gpu_type = state.cluster.gpu_type
+        gpu_type = state.node_types
+        n_before = len(entries)
         for request in list(entries):
             e = entries[request]
             if e.room >= e.workers:  # failed for a reason other than capacity: retry on any return
@@ -91,7 +96,7 @@ class FailedRequests:
             room = e.room
             helped = False
             for node, before, after in new:
-                if e.types is not None and int(gpu_type[node]) not in e.types:
+                if e.types is not None and gpu_type[node] not in e.types:
                     continue
                 if e.other_resources:
                     helped = True
@@ -106,3 +111,5 @@ class FailedRequests:
                 del entries[request]
             else:
                 e.room = room
+        if len(entries) != n_before:
+            self.changes += 1

@@ -94,6 +94,8 @@ class PendingQueue:
         self._request_count: dict[int, int] = {}
         self._shape_request: dict[int, int] = {}  # every job of a shape has the same request
         self.pending_gpus = 0
+        #: bumped whenever a request id starts or stops having pending jobs
+        self.request_changes = 0
         self._blocked: set[int] = set()
 
     def __len__(self) -> int:
@@ -154,7 +156,10 @@ class PendingQueue:
         else:
             insort(lst, job, key=keys.__getitem__)
         self.pending_gpus += self._total_gpus[job]
-        self._request_count[request] = self._request_count.get(request, 0) + 1
+        count = self._request_count.get(request, 0)
+        if not count:
+            self.request_changes += 1
+        self._request_count[request] = count + 1
 
     def remove(self, job: int) -> None:
         keys = self._keys
@@ -182,6 +187,7 @@ class PendingQueue:
             self._request_count[request] = left
         else:
             del self._request_count[request]
+            self.request_changes += 1
 
     # --- one cycle's walk --------------------------------------------------------------------
     def block(self, shape: int) -> None:

@@ -181,6 +181,8 @@ class ClusterState:
         # per-node constants as Python lists: the per-event bookkeeping below reads them one at a time
         self._cap: list[int] = cluster.gpus.tolist()
         self._type: list[int] = cluster.gpu_type.tolist()
+        #: each node's GPU-type code as a Python list (read-only; for per-node loops)
+        self.node_types = self._type
         self._leaf: list[int] = cluster.leaf.tolist()
         self._spine: list[int] = cluster.spine.tolist()
         self._has_cpu: list[bool] = (cluster.cpu_milli != 0).tolist()
