@@ -208,15 +208,20 @@ class _Releases:
             kept: dict[int, tuple[RunningJob, list[tuple[float, ...]]]] = {}
             rows: list[tuple[float, ...]] = []
             modelled = self._modelled_rows
+            gpus_only = len(modelled) == 1  # GPUs are modelled on every node
             for job, (run, placement) in self.by_job.items():
                 c = cache.get(job)
                 if c is None or c[0] is not run:
                     end = run.expected_end
-                    req = (placement.gpus, placement.cpu_milli, placement.memory_mib)
-                    c = (run, [
-                        (end, node, *[req[r] * count * m[node] for r, m in enumerate(modelled)])
-                        for node, count in placement.per_node.items()
-                    ])
+                    if gpus_only:
+                        g = placement.gpus
+                        c = (run, [(end, node, g * count) for node, count in placement.per_node.items()])
+                    else:
+                        req = (placement.gpus, placement.cpu_milli, placement.memory_mib)
+                        c = (run, [
+                            (end, node, *[req[r] * count * m[node] for r, m in enumerate(modelled)])
+                            for node, count in placement.per_node.items()
+                        ])
                 kept[job] = c
                 rows.extend(c[1])
             self._rows = kept

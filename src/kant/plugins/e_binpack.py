@@ -335,24 +335,22 @@ class EBinpack(Place):
             )
         return cols
 
-    def _fast(self, ctx: CycleContext, fw: Framework, job: int) -> NodeClasses | None:
-        """The class index when it gives the same answer as the node scan: no filters, the live state,
-        a GPU job, CPU and memory not asked for (or not modelled), an exact single-node key."""
-        classes = ctx.state.classes
-        if classes is None or fw.filters or self._mult is None or self._mult_cluster is not ctx.env.cluster:
-            return None
-        _, _, g, c, m, _ = self._job_columns(ctx.env.jobs)
-        if g[job] <= 0 or (c[job] and not fw.cpu_all_unmodelled) or (m[job] and not fw.mem_all_unmodelled):
-            return None
-        return classes
-
     def place(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
         jobs = ctx.env.jobs
-        _, ws, gs, cs, ms, ts = self._job_columns(jobs)
-        w, g, c, m = ws[job], gs[job], cs[job], ms[job]
-        classes = self._fast(ctx, fw, job)
+        cols = self._cols
+        if cols is None or cols[0] is not jobs:
+            cols = self._job_columns(jobs)
+        w, g, c, m = cols[1][job], cols[2][job], cols[3][job], cols[4][job]
+        # the class index when it gives the same answer as the node scan: no filters, the live state,
+        # a GPU job, CPU and memory not asked for (or not modelled), an exact single-node key
+        classes = ctx.state.classes
+        if classes is not None and (
+            fw.filters or self._mult is None or self._mult_cluster is not ctx.env.cluster or g <= 0
+            or (c and not fw.cpu_all_unmodelled) or (m and not fw.mem_all_unmodelled)
+        ):
+            classes = None
         if classes is not None:
-            t = ts[job]
+            t = cols[5][job]
             best = self._pick(ctx, classes, self._class_plan(ctx.env, classes, w * g, t))
             if best >= 0:  # one worker, or the whole gang on one node
                 return Placement((best,) * w, g, c, m)
