@@ -51,10 +51,10 @@ class Allocate(Action):
         failed.refresh(ctx.state)
         # Non-blocking: requests known to fail are skipped without walking their jobs. Blocking
         # mode must still stop at the first such job.
-        skip: Container[int] = () if args.blocking else failed
+        skip: Container[int] = () if args.blocking else failed.request_keys()
         if not args.blocking and self._all_failed(queue, failed):
-            for shape in queue.shape_ids():  # nothing can start: keep each shape's reason fresh
-                ctx.reasons[shape] = failed.get(queue.shape_request(shape)) or _CLUSTER_FULL
+            # nothing can start: keep each shape's reason fresh
+            failed.fill_reasons(queue.shape_requests(), ctx.reasons, _CLUSTER_FULL)
             return
         self._walk(ctx, fw, args, queue, queue.shape_of, queue.request_of, failed, skip)
 

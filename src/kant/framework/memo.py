@@ -12,7 +12,7 @@ request with CPU or memory needs after any return on an allowed node.
 
 from __future__ import annotations
 
-from collections.abc import KeysView
+from collections.abc import KeysView, Mapping
 from dataclasses import dataclass
 
 from kant.framework.context import SchedulerEnv
@@ -56,6 +56,13 @@ class FailedRequests:
         entry = self._entries.get(request)
         return None if entry is None else entry.status
 
+    def fill_reasons(self, shape_request: Mapping[int, int], reasons: dict[int, Status], default: Status) -> None:
+        """``reasons[shape]``: the failure of the shape's request (``default`` if it has none)."""
+        entries = self._entries
+        for shape, request in shape_request.items():
+            entry = entries.get(request)
+            reasons[shape] = default if entry is None else entry.status
+
     def add(self, env: SchedulerEnv, request: int, job: int, status: Status, room: int) -> None:
         jobs = env.jobs
         t = int(jobs.gpu_type[job])
@@ -85,31 +92,38 @@ class FailedRequests:
             return
         new = state.release_log[self._seen - state.release_log_start :]
         self._seen = end
-        gpu_type = state.node_types
         n_before = len(entries)
-        for request in list(entries):
-            e = entries[request]
+        # worker slots the new returns add, per (GPUs per worker, allowed types, other resources):
+        # the same for every request of that kind, and never negative (capacity only comes back)
+        gains: dict[tuple[int, frozenset[int] | None, bool], int] = {}
+        for request, e in list(entries.items()):
             if e.room >= e.workers:  # failed for a reason other than capacity: retry on any return
                 del entries[request]
                 continue
-            g = e.gpus
-            room = e.room
-            helped = False
-            for node, before, after in new:
-                if e.types is not None and gpu_type[node] not in e.types:
-                    continue
-                if e.other_resources:
-                    helped = True
-                    break
-                gain = after // g - before // g if g > 0 else 1
-                if gain > 0:
-                    room += gain
-                    if room >= e.workers:
-                        helped = True
-                        break
+            kind = (e.gpus, e.types, e.other_resources)
+            gain = gains.get(kind)
+            if gain is None:
+                gain = gains[kind] = _gain(new, state.node_types, *kind)
+            if e.other_resources:
+                helped = gain > 0  # CPU or memory came back too (or may have): retry
+            else:
+                e.room += gain
+                helped = e.room >= e.workers
             if helped:
                 del entries[request]
-            else:
-                e.room = room
         if len(entries) != n_before:
             self.changes += 1
+
+
+def _gain(new: list[tuple[int, int, int]], node_types: list[int], g: int, types: frozenset[int] | None,
+          other_resources: bool) -> int:
+    """Worker slots of ``g`` GPUs the capacity returns ``new`` add on nodes of ``types`` (None: any);
+    for a request with CPU or memory needs, just whether any return is on such a node."""
+    gain = 0
+    for node, before, after in new:
+        if types is not None and node_types[node] not in types:
+            continue
+        if other_resources:
+            return 1
+        gain += after // g - before // g if g > 0 else 1
+    return gain

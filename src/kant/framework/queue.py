@@ -16,7 +16,7 @@ import heapq
 import math
 from bisect import bisect_left, insort
 from collections import deque
-from collections.abc import Callable, Container, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from itertools import chain
 
 import numpy as np
@@ -117,6 +117,10 @@ class PendingQueue:
     def shape_ids(self) -> list[int]:
         """Shapes with at least one pending job."""
         return list(self._by_shape)
+
+    def shape_requests(self) -> Mapping[int, int]:
+        """Request id of each shape with pending jobs (read only)."""
+        return self._shape_request
 
     def shape_request(self, shape: int) -> int:
         return self._shape_request[shape]
