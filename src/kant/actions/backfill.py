@@ -67,7 +67,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -950,7 +950,6 @@ class _EasyCycle:
                         left_out.append(k)
                     else:
                         heap.append((k, shape))
-                left_out.sort()
             else:
                 heap = [(k, shape) for k, shape, _ in firsts]
             heapq.heapify(heap)
@@ -959,15 +958,30 @@ class _EasyCycle:
         n_left = len(left_out)
         pos: dict[int, int] = {}
         short_only: set[int] = set()
+        # ``looked`` counts a left-out shape once the walk passes its first key. That count matters
+        # only near max_jobs: until ``looked`` (without them) reaches max_jobs - n_left, no limit test
+        # can change, so they are sorted and counted only then (``exact``), by bisection.
+        exact = not n_left
+        limit = max_jobs - n_left
         looked = 0
-        passed = 0  # left-out shapes passed so far
-        while heap and looked < max_jobs:
+        passed = 0  # left-out shapes passed so far (once exact)
+        top_key: tuple[float, ...] | None = None
+        while heap:
+            if looked >= limit:
+                if not exact:
+                    exact, limit = True, max_jobs
+                    left_out.sort()
+                    passed = 0 if top_key is None else bisect_left(left_out, top_key)
+                    looked += passed
+                if looked >= max_jobs:
+                    break
             top_key, shape = heappop(heap)
-            while passed < n_left and left_out[passed] < top_key:
-                passed += 1
-                looked += 1
-            if looked >= max_jobs:
-                break
+            if exact:
+                while passed < n_left and left_out[passed] < top_key:
+                    passed += 1
+                    looked += 1
+                if looked >= max_jobs:
+                    break
             lst = shape_jobs(shape)
             i = pos.get(shape, 0)
             if i >= len(lst):
@@ -991,7 +1005,15 @@ class _EasyCycle:
             if shape in short_only:  # skip long jobs, but only those ahead of every other shape's
                 top = heap[0][0] if heap else None
                 n = len(lst)
-                while i < n and looked < max_jobs:
+                while i < n:
+                    if looked >= limit:
+                        if not exact:
+                            exact, limit = True, max_jobs
+                            left_out.sort()
+                            passed = bisect_left(left_out, top_key)
+                            looked += passed
+                        if looked >= max_jobs:
+                            break
                     j = lst[i]
                     if now + estimate(j) <= shadow or (top is not None and key(j) > top):
                         break
