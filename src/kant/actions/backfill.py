@@ -152,6 +152,7 @@ class _Releases:
         early = False
         changed = False
         added: list[tuple[int, float]] = []
+        ends, seq, allocations, heappush = self._ends, self._seq, state.allocations, heapq.heappush
         for lst in started:
             for job, _ in lst:
                 run = running.get(job)
@@ -163,12 +164,15 @@ class _Releases:
                         continue
                     if old[0].expected_end > now:
                         early = True
-                self._put(job, run, state.allocations[job])
-                added.append((job, run.expected_end))
+                end = run.expected_end
+                by_job[job] = (run, allocations[job])
+                heappush(ends, (end, seq, job, run))
+                seq += 1
+                added.append((job, end))
+        self._seq = seq
         missing = len(by_job) - len(running)  # jobs that have left running since the last sync
         if missing > 0:
             changed = True
-            ends = self._ends
             overrun = []
             while missing and ends and ends[0][0] <= now:  # those due by now first (never early)
                 entry = heapq.heappop(ends)
@@ -933,13 +937,17 @@ class _EasyCycle:
         now, estimate, requests, cannot_fit = self.now, self.estimate, self.requests, self.failed.__contains__
         heappop, heappush = heapq.heappop, heapq.heappush
         firsts = []  # (key, shape, first job) per shape
+        first = -1  # the queue's first job
+        first_key: tuple[float, ...] = ()
         for shape in queue.pending_shapes():
             job0 = shape_jobs(shape)[0]
-            firsts.append((key(job0), shape, job0))
+            k = key(job0)
+            firsts.append((k, shape, job0))
+            if first < 0 or k < first_key:  # keys are unique
+                first, first_key = job0, k
         left_out: list[tuple[float, ...]] = []  # first keys of shapes not merged (looked at in passing)
         heap: list[tuple[tuple[float, ...], int]]
         if firsts:
-            first = min(firsts)[2]  # keys are unique
             if cannot_fit(requests[first]) and (not self.check_admit or self.fw.admit(self.ctx, first).ok):
                 # the queue's first job cannot start: it is the head, and a shape whose first job is
                 # known not to fit would only be looked at once and dropped; leave it out of the merge
