@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import KeysView, Mapping
 from dataclasses import dataclass
+from heapq import heapify, heappop, heappush
 
 from kant.framework.context import SchedulerEnv
 from kant.framework.status import Status
@@ -22,22 +23,35 @@ from kant.model.state import ClusterState
 __all__ = ["FailedRequests"]
 
 
+#: what decides whether a capacity return helps a request: (GPUs per worker, allowed cluster GPU
+#: types or None for any, asks for CPU or memory)
+Kind = tuple[int, frozenset[int] | None, bool]
+
+
 @dataclass(slots=True)
 class _Entry:
     status: Status
-    room: int
-    workers: int
-    gpus: int
-    types: frozenset[int] | None  # cluster GPU-type codes allowed, None = any
-    other_resources: bool  # asks for CPU or memory
+    serial: int  # tells this entry's heap item from those of an earlier failure of the request
 
 
 class FailedRequests:
+    """The failed requests, with for each the worker slots it still lacks.
+
+    Requests of one :data:`Kind` gain the same slots from a return, so the memo keeps one running
+    total of slots returned per kind and, per failed request, the total at which it has gained all it
+    lacked (a heap per kind, soonest first): replaying the returns since the last refresh costs
+    O(kinds x returns) plus O(log n) per request forgotten, however many requests are remembered."""
+
     def __init__(self) -> None:
         self._entries: dict[int, _Entry] = {}
         self._seen = 0
         #: bumped whenever the set of failed requests changes (a reader may cache what it derived)
         self.changes = 0
+        self._serial = 0
+        self._retry: dict[int, int] = {}  # request -> serial: failed with room enough, retry on any return
+        self._gained: dict[Kind, int] = {}  # slots returned so far, per kind (while it has requests)
+        self._due: dict[Kind, list[tuple[int, int, int]]] = {}  # per kind: (gained total, serial, request)
+        self._kinds: dict[tuple[int, int, bool], Kind] = {}  # (GPUs, job GPU-type code, other) -> kind
 
     def __contains__(self, request: object) -> bool:
         return request in self._entries
@@ -64,17 +78,27 @@ class FailedRequests:
             reasons[shape] = default if entry is None else entry.status
 
     def add(self, env: SchedulerEnv, request: int, job: int, status: Status, room: int) -> None:
+        """``request`` (that of ``job``) failed with an upper bound of ``room`` worker slots."""
         jobs = env.jobs
-        t = int(jobs.gpu_type[job])
+        g, w, t = int(jobs.gpus_per_worker[job]), int(jobs.workers[job]), int(jobs.gpu_type[job])
+        other = bool(jobs.cpu_milli[job] or jobs.memory_mib[job])
+        kind = self._kinds.get((g, t, other))
+        if kind is None:
+            kind = self._kinds[(g, t, other)] = (g, None if t < 0 else frozenset(env.cluster_types_of(t)), other)
         self.changes += 1
-        self._entries[request] = _Entry(
-            status,
-            room,
-            int(jobs.workers[job]),
-            int(jobs.gpus_per_worker[job]),
-            None if t < 0 else frozenset(env.cluster_types_of(t)),
-            bool(jobs.cpu_milli[job] or jobs.memory_mib[job]),
-        )
+        self._serial += 1
+        serial = self._serial
+        self._entries[request] = _Entry(status, serial)
+        if room >= w:  # failed for a reason other than capacity
+            self._retry[request] = serial
+            return
+        self._retry.pop(request, None)
+        gained = self._gained.setdefault(kind, 0)
+        lacks = 1 if other else w - room  # CPU or memory needs: any return on an allowed node may help
+        heap = self._due.get(kind)
+        if heap is None:
+            heap = self._due[kind] = []
+        heappush(heap, (gained + lacks, serial, request))
 
     def refresh(self, state: ClusterState) -> None:
         """Replay the capacity returns logged since the last refresh; forget requests they may help."""
@@ -84,35 +108,47 @@ class FailedRequests:
         entries = self._entries
         if not entries:
             self._seen = end
+            self._drop_all()
             return
         if self._seen < state.release_log_start:
             entries.clear()  # fell behind the trimmed log: start afresh
             self._seen = end
+            self._drop_all()
             self.changes += 1
             return
         new = state.release_log[self._seen - state.release_log_start :]
         self._seen = end
         n_before = len(entries)
-        # worker slots the new returns add, per (GPUs per worker, allowed types, other resources):
-        # the same for every request of that kind, and never negative (capacity only comes back)
-        gains: dict[tuple[int, frozenset[int] | None, bool], int] = {}
-        for request, e in list(entries.items()):
-            if e.room >= e.workers:  # failed for a reason other than capacity: retry on any return
+        for request, serial in self._retry.items():
+            entry = entries.get(request)
+            if entry is not None and entry.serial == serial:
                 del entries[request]
+        self._retry.clear()
+        gained_of = self._gained
+        node_types = state.node_types
+        for kind, heap in self._due.items():
+            if not heap:
                 continue
-            kind = (e.gpus, e.types, e.other_resources)
-            gain = gains.get(kind)
-            if gain is None:
-                gain = gains[kind] = _gain(new, state.node_types, *kind)
-            if e.other_resources:
-                helped = gain > 0  # CPU or memory came back too (or may have): retry
-            else:
-                e.room += gain
-                helped = e.room >= e.workers
-            if helped:
-                del entries[request]
+            gain = _gain(new, node_types, *kind)
+            if not gain:
+                continue
+            gained = gained_of[kind] = gained_of[kind] + gain
+            while heap and heap[0][0] <= gained:
+                _, serial, request = heappop(heap)
+                entry = entries.get(request)
+                if entry is not None and entry.serial == serial:
+                    del entries[request]
+            if len(heap) > 2 * len(entries) + 64:  # mostly items of forgotten or re-failed requests
+                heap[:] = [item for item in heap if (e := entries.get(item[2])) is not None and e.serial == item[1]]
+                heapify(heap)
         if len(entries) != n_before:
             self.changes += 1
+
+    def _drop_all(self) -> None:
+        """Forget the per-kind bookkeeping (no request is remembered any more)."""
+        self._retry.clear()
+        self._due.clear()
+        self._gained.clear()
 
 
 def _gain(new: list[tuple[int, int, int]], node_types: list[int], g: int, types: frozenset[int] | None,

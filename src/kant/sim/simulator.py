@@ -89,8 +89,8 @@ class Simulator:
         n = len(jobs)
         self.remaining = jobs.duration.astype(np.float64).copy()  # work left, seconds at full speed
         self.generation = np.zeros(n, dtype=np.int64)
-        self._slowdown: dict[int, float] = {}
-        self._paid_restart: dict[int, float] = {}
+        self._slowdown: dict[int, float] = {}  # running jobs slowed by their placement (absent: 1.0)
+        self._paid_restart: dict[int, float] = {}  # restart cost paid by a job's current run (absent: 0)
         self._dirty = False
         self._ticks: set[float] = set()
         self.events = 0
@@ -109,6 +109,10 @@ class Simulator:
         placement = self.scheduler.finish(job, now)
         self.recorder.job_stopped(job, now, placement, finished=True)
         self.remaining[job] = 0.0
+        if self._slowdown:
+            self._slowdown.pop(job, None)
+        if self._paid_restart:
+            self._paid_restart.pop(job, None)
         self._dirty = True
         self.events += 1
 
@@ -190,8 +194,12 @@ class Simulator:
         restart = self.execution.restart_cost_s if rec.runs.item(job) > 0 else 0.0
         rec.job_started(job, now, placement, self.cluster)
         slow = self.execution.slowdown(self.cluster, placement)
-        self._slowdown[job] = slow
-        self._paid_restart[job] = restart
+        # only what differs from the defaults (full speed, no restart cost paid) is remembered
+        # (an earlier run's entries went when it was interrupted or stopped)
+        if slow != 1.0:
+            self._slowdown[job] = slow
+        if restart:
+            self._paid_restart[job] = restart
         remaining = self.remaining.item(job)
         if math.isfinite(remaining):
             self.kernel.schedule(now + restart + remaining * slow, _FINISH, self._on_finish,

@@ -1,0 +1,116 @@
+"""FailedRequests (the failure memo) against a direct replay of every return on every request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kant.framework.memo import FailedRequests
+from kant.framework.status import Status
+
+N_NODES = 6
+NODE_TYPES = [0, 0, 1, 1, 2, 0]
+
+
+def _env(jobs: list[tuple[int, int, int, bool]]) -> SimpleNamespace:
+    """jobs: (workers, GPUs per worker, job GPU-type code (-1 any; 0/1/2 one type; 3 = types 1|2), CPU)."""
+    cols = SimpleNamespace(
+        workers=np.array([j[0] for j in jobs]), gpus_per_worker=np.array([j[1] for j in jobs]),
+        gpu_type=np.array([j[2] for j in jobs]), cpu_milli=np.array([1000 if j[3] else 0 for j in jobs]),
+        memory_mib=np.zeros(len(jobs), dtype=np.int64),
+    )
+    return SimpleNamespace(jobs=cols, cluster_types_of=lambda t: [1, 2] if t == 3 else [t])
+
+
+@dataclass
+class _State:
+    release_log: list[tuple[int, int, int]] = field(default_factory=list)
+    release_log_start: int = 0
+    node_types: list[int] = field(default_factory=lambda: list(NODE_TYPES))
+
+    @property
+    def release_count(self) -> int:
+        return self.release_log_start + len(self.release_log)
+
+
+class _Naive:
+    """The memo's rule applied literally: each request keeps its room and adds every return's gain."""
+
+    def __init__(self) -> None:
+        self.entries: dict[int, list] = {}  # request -> [room, workers, g, types, other]
+        self.seen = 0
+
+    def add(self, env: SimpleNamespace, request: int, job: int, room: int) -> None:
+        j = env.jobs
+        t = int(j.gpu_type[job])
+        types = None if t < 0 else set(env.cluster_types_of(t))
+        self.entries[request] = [room, int(j.workers[job]), int(j.gpus_per_worker[job]), types,
+                                 bool(j.cpu_milli[job])]
+
+    def refresh(self, state: _State) -> None:
+        new = state.release_log[self.seen - state.release_log_start:]
+        self.seen = state.release_count
+        if not new:
+            return
+        for request, (room, w, g, types, other) in list(self.entries.items()):
+            if room >= w:
+                del self.entries[request]
+                continue
+            helped = False
+            for node, before, after in new:
+                if types is not None and state.node_types[node] not in types:
+                    continue
+                if other:  # CPU or memory may have come back too: retry
+                    helped = True
+                    break
+                room += after // g - before // g if g > 0 else 1
+            if helped or room >= w:
+                del self.entries[request]
+            else:
+                self.entries[request][0] = room
+
+
+job_st = st.tuples(st.integers(1, 4), st.integers(0, 4), st.sampled_from([-1, 0, 1, 2, 3]), st.booleans())
+op_st = st.one_of(
+    st.tuples(st.just("add"), st.integers(0, 7), st.integers(0, 5)),  # request (= job), room
+    st.tuples(st.just("release"), st.integers(0, N_NODES - 1), st.integers(0, 8), st.integers(0, 8)),
+    st.tuples(st.just("refresh")),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(job_st, min_size=8, max_size=8), st.lists(op_st, max_size=60))
+def test_memo_forgets_exactly_what_a_direct_replay_forgets(jobs: list, ops: list) -> None:
+    env = _env(jobs)
+    state = _State()
+    memo, naive = FailedRequests(), _Naive()
+    ok = Status.unschedulable("no room", "test")
+    for op in ops:
+        if op[0] == "add":
+            _, request, room = op
+            memo.add(env, request, request, ok, room)  # type: ignore[arg-type]
+            naive.add(env, request, request, room)
+        elif op[0] == "release":
+            _, node, a, b = op
+            state.release_log.append((node, min(a, b), max(a, b)))
+        else:
+            memo.refresh(state)  # type: ignore[arg-type]
+            naive.refresh(state)
+        assert set(memo) == set(naive.entries)
+        assert memo.get(next(iter(naive.entries), -1)) in (None, ok)
+
+
+def test_memo_starts_afresh_when_it_fell_behind_the_trimmed_log() -> None:
+    env = _env([(4, 8, -1, False)])
+    state = _State()
+    memo = FailedRequests()
+    memo.add(env, 0, 0, Status.unschedulable("no room", "test"), 0)  # type: ignore[arg-type]
+    changes = memo.changes
+    state.release_log_start = 10  # the log was trimmed past what the memo has seen
+    state.release_log = [(0, 0, 1)]
+    memo.refresh(state)  # type: ignore[arg-type]
+    assert 0 not in memo and memo.changes > changes
