@@ -466,7 +466,10 @@ class Backfill(Action):
         self._current = ctx.started
         if len(self._unsynced) > 256:  # keep the hand-over lists short when backfill is idle
             self._sync(ctx)
-        if not len(ctx.queue) or self._exhausted(ctx.state):
+        state = ctx.state
+        if not len(ctx.queue) or (
+            self._total_gpus - state.allocated_gpus - state.down_gpus <= 0 and not self._cpu_jobs  # _exhausted
+        ):
             return
         if self._args.mode == "easy":
             cycle = self._easy_cycle
@@ -840,6 +843,8 @@ class _EasyCycle:
         self.shadow = math.inf  # jobs ending after it are "long"
         bf._failed.refresh(ctx.state)
         self.failed = bf._failed
+        # the failed request ids as a live view of the memo (a membership test without a Python call)
+        self.failed_keys = bf._failed.request_keys()
         self.room_ok.clear()  # requests with room now (until the next start)
         self.x_free: IntArray | None = None
         self.x_whole = False
@@ -873,7 +878,7 @@ class _EasyCycle:
         long = self.now + self.estimate(job) > self.shadow
         if long and request in bf._long_blocked:
             return _SKIP
-        if request in self.failed:  # cannot fit; admission only decides whether it is the head
+        if request in self.failed_keys:  # cannot fit; admission only decides whether it is the head
             if self.head < 0 and (not self.check_admit or fw.admit(ctx, job).ok):
                 self.head = job
             return _BLOCK
@@ -934,32 +939,27 @@ class _EasyCycle:
         bf, queue, state = self.bf, self.ctx.queue, self.ctx.state
         max_jobs = bf._args.max_jobs
         key, shape_jobs, consider, is_long = queue.key, queue.shape_jobs, self.consider, self.is_long
-        now, estimate, requests, cannot_fit = self.now, self.estimate, self.requests, self.failed.__contains__
+        now, estimate, requests, failed = self.now, self.estimate, self.requests, self.failed_keys
         heappop, heappush = heapq.heappop, heapq.heappush
-        firsts = []  # (key, shape, first job) per shape
-        first = -1  # the queue's first job
-        first_key: tuple[float, ...] = ()
-        for shape in queue.pending_shapes():
-            job0 = shape_jobs(shape)[0]
-            k = key(job0)
-            firsts.append((k, shape, job0))
-            if first < 0 or k < first_key:  # keys are unique
-                first, first_key = job0, k
+        shapes = queue.pending_shapes()
+        job0s = [shape_jobs(shape)[0] for shape in shapes]  # each shape's first job
+        keys = [key(job0) for job0 in job0s]
         left_out: list[tuple[float, ...]] = []  # first keys of shapes not merged (looked at in passing)
         heap: list[tuple[tuple[float, ...], int]]
-        if firsts:
-            if cannot_fit(requests[first]) and (not self.check_admit or self.fw.admit(self.ctx, first).ok):
+        if shapes:
+            first = job0s[keys.index(min(keys))]  # the queue's first job (keys are unique)
+            if requests[first] in failed and (not self.check_admit or self.fw.admit(self.ctx, first).ok):
                 # the queue's first job cannot start: it is the head, and a shape whose first job is
                 # known not to fit would only be looked at once and dropped; leave it out of the merge
                 self.head = first
                 heap = []
-                for k, shape, job0 in firsts:
-                    if cannot_fit(requests[job0]):
+                for k, shape, job0 in zip(keys, shapes, job0s, strict=True):
+                    if requests[job0] in failed:
                         left_out.append(k)
                     else:
                         heap.append((k, shape))
             else:
-                heap = [(k, shape) for k, shape, _ in firsts]
+                heap = list(zip(keys, shapes, strict=True))
             heapq.heapify(heap)
         else:
             heap = []
@@ -996,7 +996,7 @@ class _EasyCycle:
                 continue
             job = lst[i]
             looked += 1
-            if self.head >= 0 and cannot_fit(requests[job]):
+            if self.head >= 0 and requests[job] in failed:
                 continue  # known not to fit the free capacity; the head is already found
             verdict = consider(job, shape)
             if verdict == _BLOCK:
