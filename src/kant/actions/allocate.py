@@ -49,31 +49,30 @@ class Allocate(Action):
         queue = ctx.queue
         failed = self._failed
         failed.refresh(ctx.state)
-        # Non-blocking: requests known to fail are skipped without walking their jobs. Blocking
-        # mode must still stop at the first such job.
-        skip: Container[int] = () if args.blocking else failed.request_keys()
-        if not args.blocking and self._all_failed(queue, failed):
+        if args.blocking:  # must still stop at the first job known to fail
+            self._walk(ctx, fw, args, queue, failed, (), None)
+            return
+        # Non-blocking: requests known to fail are skipped without walking their jobs, and the walk
+        # ends once every pending request is known to fail.
+        f, q, within = self._within
+        if f == failed.changes and q == queue.request_changes and within:
+            unfailed: set[int] = set()
+        else:
+            unfailed = queue.requests_outside(failed.request_keys())
+            self._within = (failed.changes, queue.request_changes, not unfailed)
+        if not unfailed:
             # nothing can start: keep each shape's reason fresh
             failed.fill_reasons(queue.shape_requests(), ctx.reasons, _CLUSTER_FULL)
             return
-        self._walk(ctx, fw, args, queue, queue.shape_of, queue.request_of, failed, skip)
+        self._walk(ctx, fw, args, queue, failed, failed.request_keys(), unfailed)
 
-    def _all_failed(self, queue: PendingQueue, failed: FailedRequests) -> bool:
-        """Is every pending job's request known to fail? Remembered while neither set changes."""
-        f, q, within = self._within
-        if f != failed.changes or q != queue.request_changes:
-            within = len(failed) >= queue.n_requests() and queue.requests_within(failed)
-            self._within = (failed.changes, queue.request_changes, within)
-        return within
-
-    def _walk(self, ctx: CycleContext, fw: Framework, args: AllocateArgs, queue: PendingQueue, shapes: list[int],
-              requests: list[int], failed: FailedRequests, skip: Container[int]) -> None:
+    def _walk(self, ctx: CycleContext, fw: Framework, args: AllocateArgs, queue: PendingQueue,
+              failed: FailedRequests, skip: Container[int], unfailed: set[int] | None) -> None:
+        """``unfailed``: the pending requests not known to fail (None when blocking), kept up to date
+        as jobs start and requests fail; the walk ends when it is empty."""
         gpus = fw.job_gpus
+        shapes, requests = queue.shape_of, queue.request_of
         state = ctx.state
-        started = ctx.started
-        # (failed requests, jobs started) when "is every pending request failed?" was last answered
-        # no: while both are unchanged the answer is the same (failures only grow within a cycle)
-        checked = (len(failed), len(started))
         for job in queue.walk(fw.dynamic_key(ctx.now), skip):
             shape = shapes[job]
             request = requests[job]
@@ -88,16 +87,17 @@ class Allocate(Action):
                         result = fw.place(ctx, job)
                         if not isinstance(result, Status):
                             start_job(ctx, fw, job, result)
+                            if unfailed is not None and not queue.has_request(request):
+                                unfailed.discard(request)  # its last pending job started
                             continue
                         status = result
                         failed.add(ctx.env, request, job, status, fw.room_for(ctx, job))
             ctx.reasons[shape] = status
-            if args.blocking:
-                return
-            now_seen = (len(failed), len(started))
-            if now_seen != checked:
-                checked = now_seen
-                if self._all_failed(queue, failed):
+            if unfailed is None:
+                return  # blocking
+            if request in failed:
+                unfailed.discard(request)
+                if not unfailed:
                     return  # no pending request can be placed any more this cycle
             queue.block(shape)
 

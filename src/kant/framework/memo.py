@@ -63,7 +63,7 @@ class FailedRequests:
         return iter(self._entries)
 
     def request_keys(self) -> KeysView[int]:
-        """The failed request ids as a set-like view (for :meth:`PendingQueue.requests_within`)."""
+        """The failed request ids as a set-like view (C-speed membership tests)."""
         return self._entries.keys()
 
     def get(self, request: int) -> Status | None:

@@ -125,13 +125,13 @@ class PendingQueue:
     def shape_request(self, shape: int) -> int:
         return self._shape_request[shape]
 
-    def requests_within(self, requests: Container[int]) -> bool:
-        """Is every pending job's request id in ``requests``? (A container with ``request_keys()``,
-        a set-like view, is compared in one step.)"""
-        keys = getattr(requests, "request_keys", None)
-        if keys is not None:
-            return bool(keys() >= self._request_count.keys())
-        return all(r in requests for r in self._request_count)
+    def requests_outside(self, requests: Container[int]) -> set[int]:
+        """Request ids of pending jobs that are not in ``requests``."""
+        return {r for r in self._request_count if r not in requests}
+
+    def has_request(self, request: int) -> bool:
+        """Has some pending job this request id?"""
+        return request in self._request_count
 
     def pending_shapes(self) -> list[int]:
         """Shape ids with at least one pending job (read only)."""
