@@ -49,6 +49,7 @@ class Scheduler:
         self.running: dict[int, RunningJob] = {}
         self.cycles = 0
         self._reasons: dict[int, Status] = {}
+        self._ctx: CycleContext | None = None
 
     # --- driver calls ------------------------------------------------------------------------
     def submit(self, job: int, now: float) -> Status:
@@ -86,15 +87,24 @@ class Scheduler:
     def cycle(self, now: float) -> CycleResult:
         """Run the policy's actions once and commit what they decided."""
         self.cycles += 1
-        ctx = CycleContext(
-            env=self.env,
-            state=self.state,
-            queue=self.queue,
-            now=now,
-            running=self.running,
-            statement=Statement(self.state),
-            reasons=self._reasons,
-        )
+        ctx = self._ctx
+        if ctx is None:
+            ctx = self._ctx = CycleContext(
+                env=self.env,
+                state=self.state,
+                queue=self.queue,
+                now=now,
+                running=self.running,
+                statement=Statement(self.state),
+                reasons=self._reasons,
+            )
+        else:  # the same object each cycle (its fields are cheaper to reset than a new one to build)
+            ctx.now = now
+            ctx.state, ctx.queue, ctx.running, ctx.reasons = self.state, self.queue, self.running, self._reasons
+            ctx.statement = Statement(self.state)
+            ctx.started = []
+            ctx.evicted = []
+            ctx.wakeups = []
         for action in self.actions:
             action.execute(ctx, self.framework)
         ctx.statement.commit()

@@ -33,6 +33,12 @@ class EventKernel:
         heapq.heappush(self._heap, (time, priority, self._seq, handler, payload))
         self._seq += 1
 
+    @property
+    def heap(self) -> list[tuple[float, int, int, Handler, Any]]:
+        """The pending events, a heap of ``(time, priority, sequence, handler, payload)`` (read only:
+        a driver loop may look at ``heap[0][0]`` for the next event time without a call)."""
+        return self._heap
+
     def peek_time(self) -> float:
         """Time of the next event, or +inf if none."""
         return self._heap[0][0] if self._heap else math.inf

@@ -223,17 +223,22 @@ class Simulator:
         arrival_times = arrivals.tolist()
         arrival_times.append(math.inf)  # sentinel: no arrival left
         queue, state, progress = sched.queue, sched.state, self.progress
-        peek, run_due, ticks, sample = kernel.peek_time, kernel.run_due, self._ticks, rec.sample
+        ticks, sample = self._ticks, rec.sample
+        heap = kernel.heap
+        inf = math.inf
         while True:
             t_arrival = arrival_times[ptr]
-            t_next = peek()
+            t_next = heap[0][0] if heap else inf
             if t_arrival < t_next:
                 t_next = t_arrival
-            if math.isinf(t_next) or (until is not None and t_next > until):
+            if t_next == inf or (until is not None and t_next > until):
                 break
             now = t_next
             self._dirty = False
-            run_due(now)
+            if heap and heap[0][0] <= now:
+                kernel.run_due(now)
+            else:
+                kernel.now = now
             if ticks:
                 ticks.discard(now)
             while t_arrival <= now:
