@@ -952,12 +952,9 @@ class _EasyCycle:
                 # the queue's first job cannot start: it is the head, and a shape whose first job is
                 # known not to fit would only be looked at once and dropped; leave it out of the merge
                 self.head = first
-                heap = []
-                for k, shape, job0 in zip(keys, shapes, job0s, strict=True):
-                    if requests[job0] in failed:
-                        left_out.append(k)
-                    else:
-                        heap.append((k, shape))
+                fails = [requests[job0] in failed for job0 in job0s]
+                heap = [(k, shape) for k, shape, f in zip(keys, shapes, fails, strict=True) if not f]
+                left_out = [k for k, f in zip(keys, fails, strict=True) if f]
             else:
                 heap = list(zip(keys, shapes, strict=True))
             heapq.heapify(heap)
