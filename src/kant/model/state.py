@@ -175,9 +175,10 @@ class ClusterState:
         # g GPUs of type t can only fit if sum_k free_hist[t, k] * (k // g) >= w: an O(max GPUs per
         # node) test that rejects most hopeless placements without touching the node arrays.
         n_types = len(cluster.gpu_type_names)
-        self.free_hist = np.zeros((n_types, cluster.max_gpus_per_node + 1), dtype=np.int64)
+        hist = np.zeros((n_types, cluster.max_gpus_per_node + 1), dtype=np.int64)
         gpu_nodes = cluster.gpus > 0
-        np.add.at(self.free_hist, (cluster.gpu_type[gpu_nodes], cluster.gpus[gpu_nodes]), 1)
+        np.add.at(hist, (cluster.gpu_type[gpu_nodes], cluster.gpus[gpu_nodes]), 1)
+        self.free_hist = hist
         # per-node constants as Python lists: the per-event bookkeeping below reads them one at a time
         self._cap: list[int] = cluster.gpus.tolist()
         self._type: list[int] = cluster.gpu_type.tolist()
@@ -194,13 +195,22 @@ class ClusterState:
         self.classes: NodeClasses | None = NodeClasses(cluster)
 
     def _mirror(self) -> None:
-        """Python-list copies of the aggregates only this class writes (leaf and spine free GPUs, the
-        free-GPU histogram), so a change reads plain ints and writes each array element once."""
+        """Python-list copies of the leaf and spine free GPUs (only this class writes them), so a change
+        reads plain ints and writes each array element once."""
         self._leaf_free: list[int] = self.leaf_free.tolist()
         self._spine_free: list[int] = self.spine_free.tolist()
-        self._hist_width = self.free_hist.shape[1]
-        self._hist_flat = self.free_hist.reshape(-1)  # a view: writes go to free_hist
-        self._hist: list[int] = self._hist_flat.tolist()
+
+    @property
+    def free_hist(self) -> npt.NDArray[np.int64]:
+        """``free_hist[t, k]``: up GPU nodes of GPU type ``t`` with exactly ``k`` free GPUs (a new
+        array on each read; the state keeps the counts as a flat Python list, ``_hist``)."""
+        return np.asarray(self._hist, dtype=np.int64).reshape(self._hist_shape)
+
+    @free_hist.setter
+    def free_hist(self, hist: npt.NDArray[np.int64]) -> None:
+        self._hist_shape: tuple[int, int] = (int(hist.shape[0]), int(hist.shape[1]))
+        self._hist_width = self._hist_shape[1]
+        self._hist: list[int] = hist.reshape(-1).tolist()
 
     # --- queries -----------------------------------------------------------------------------
     @property
@@ -220,7 +230,7 @@ class ClusterState:
             return
         free = int(self.free[node])
         i = self._type[node] * self._hist_width + free
-        self._hist_flat[i] = self._hist[i] = self._hist[i] - 1
+        self._hist[i] -= 1
         if free == cap:
             self.empty_nodes -= 1
         elif free > 0:
@@ -235,7 +245,7 @@ class ClusterState:
             return
         free = int(self.free[node])
         i = self._type[node] * self._hist_width + free
-        self._hist_flat[i] = self._hist[i] = self._hist[i] + 1
+        self._hist[i] += 1
         if free == cap:
             self.empty_nodes += 1
         elif free > 0:
@@ -296,7 +306,7 @@ class ClusterState:
         free, leaf_free, spine_free = self.free, self.leaf_free, self.spine_free
         leaf_list, spine_list = self._leaf_free, self._spine_free
         caps, leaf, spine, up, types = self._cap, self._leaf, self._spine, self._up, self._type
-        hist, flat, width = self._hist, self._hist_flat, self._hist_width
+        hist, width = self._hist, self._hist_width
         has_cpu, has_mem = self._has_cpu, self._has_mem
         classes = self.classes
         log = self.release_log if sign > 0 else None
@@ -322,10 +332,8 @@ class ClusterState:
             cap = caps[node]
             if cap and delta and up[node]:
                 row = types[node] * width
-                i = row + before
-                flat[i] = hist[i] = hist[i] - 1
-                i = row + after
-                flat[i] = hist[i] = hist[i] + 1
+                hist[row + before] -= 1
+                hist[row + after] += 1
                 if before == cap:
                     empty -= 1
                 elif before > 0:
@@ -438,7 +446,7 @@ class ClusterState:
         if self.empty_nodes != int((gpu_up & (used == 0)).sum()):
             raise SchedulingError("empty_nodes aggregate out of step")
         if (self._leaf_free != self.leaf_free.tolist() or self._spine_free != self.spine_free.tolist()
-                or self._hist != self.free_hist.reshape(-1).tolist() or self._up != self.up.tolist()):
+                or self._up != self.up.tolist()):
             raise SchedulingError("aggregate mirrors out of step")
         hist = np.zeros_like(self.free_hist)
         np.add.at(hist, (cluster.gpu_type[gpu_up], (cap - used)[gpu_up]), 1)
