@@ -267,6 +267,11 @@ class EBinpack(Place):
             if not (m_leaf or m_spine):
                 return min(classes.head(c) for c in live)
             leaf_count = classes.leaf_count
+            if len(live) == 1:  # one class: if one leaf holds all its nodes, its lowest node is the answer
+                c = live[0]
+                head = classes.head(c)
+                if count[c] == 1 or leaf_count.item(c, classes.node_leaf[head]) == count[c]:
+                    return head
             per_class: list[int] = (
                 leaf_count[live[0]].tolist() if len(live) == 1 else leaf_count[live].sum(axis=0).tolist()
             )
