@@ -20,7 +20,7 @@ from kant.framework.plugin import Action
 from kant.framework.queue import PendingQueue
 from kant.framework.registry import register_action
 from kant.framework.runner import Framework
-from kant.framework.status import Status
+from kant.framework.status import SUCCESS, Status
 
 NAME = "allocate"
 
@@ -73,6 +73,8 @@ class Allocate(Action):
         gpus = fw.job_gpus
         shapes, requests = queue.shape_of, queue.request_of
         state = ctx.state
+        admit = fw.admit if fw.admitters else None
+        failed_keys = failed.request_keys()
         for job in queue.walk(fw.dynamic_key(ctx.now), skip):
             shape = shapes[job]
             request = requests[job]
@@ -82,8 +84,8 @@ class Allocate(Action):
                     status = _CLUSTER_FULL
                     failed.add(ctx.env, request, job, status, 0)
                 else:
-                    status = fw.admit(ctx, job)
-                    if status.ok:
+                    status = SUCCESS if admit is None else admit(ctx, job)
+                    if status is SUCCESS or status.ok:
                         result = fw.place(ctx, job)
                         if not isinstance(result, Status):
                             start_job(ctx, fw, job, result)
@@ -95,7 +97,7 @@ class Allocate(Action):
             ctx.reasons[shape] = status
             if unfailed is None:
                 return  # blocking
-            if request in failed:
+            if request in failed_keys:
                 unfailed.discard(request)
                 if not unfailed:
                     return  # no pending request can be placed any more this cycle

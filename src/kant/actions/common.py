@@ -14,7 +14,8 @@ def start_job(ctx: CycleContext, fw: Framework, job: int, placement: Placement) 
     ctx.statement.allocate(job, placement)
     ctx.queue.remove(job)
     ctx.started.append((job, placement))
-    fw.job_started(job, ctx.now, placement)
+    if fw.listeners:
+        fw.job_started(job, ctx.now, placement)
 
 
 def evict_job(ctx: CycleContext, fw: Framework, job: int) -> Placement:

@@ -60,6 +60,8 @@ class Framework:
         self.job_gpus: list[int] = jobs.gpus_per_worker.tolist()
         self.job_workers: list[int] = jobs.workers.tolist()
         self.job_type: list[int] = jobs.gpu_type.tolist()
+        self.job_cpu: list[int] = jobs.cpu_milli.tolist()
+        self.job_mem: list[int] = jobs.memory_mib.tolist()
         # room_for's results for one state at one version, by (GPUs per worker, GPU type)
         self._room: dict[tuple[int, int], int] = {}
         self._room_state: object = None
@@ -189,10 +191,10 @@ class Framework:
         jobs = self.env.jobs
         if restrict is None and self.class_scores:
             classes = ctx.state.classes
-            g = int(jobs.gpus_per_worker[job])
-            if classes is not None and g > 0 and (self.cpu_all_unmodelled or not jobs.cpu_milli[job]) \
-                    and (self.mem_all_unmodelled or not jobs.memory_mib[job]):
-                groups = self.class_groups(classes, g, int(jobs.gpu_type[job]))
+            g = self.job_gpus[job]
+            if classes is not None and g > 0 and (self.cpu_all_unmodelled or not self.job_cpu[job]) \
+                    and (self.mem_all_unmodelled or not self.job_mem[job]):
+                groups = self.class_groups(classes, g, self.job_type[job])
                 if groups is not None:
                     return self._place_by_class(ctx, job, classes, groups, g)
         mask = self.fit_mask(ctx, job)
@@ -289,10 +291,9 @@ class Framework:
         """:meth:`place_workers` without a node scan: the same greedy choice, worker by worker, from
         the class index (a worker's node moves to the class with ``g`` fewer free GPUs, tentatively,
         and is moved back afterwards)."""
-        jobs = self.env.jobs
-        c = int(jobs.cpu_milli[job])
-        m = int(jobs.memory_mib[job])
-        w = int(jobs.workers[job])
+        c = self.job_cpu[job]
+        m = self.job_mem[job]
+        w = self.job_workers[job]
         if w == 1:
             best = self.best_of_classes(classes, groups)
             if best < 0:
