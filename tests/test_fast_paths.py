@@ -66,10 +66,12 @@ def build(cluster: Cluster, job: dict[str, Any], used: list[int], down: list[boo
 @st.composite
 def labelled_clusters(draw: st.DrawFn) -> Cluster:
     """Nodes with explicit leaf and spine labels in any order (a leaf's nodes need not be consecutive)."""
-    n = draw(st.integers(1, 12))
+    many = draw(st.booleans())  # more leaves than E-Binpack's plain-Python leaf scan handles
+    n = draw(st.integers(1, 80 if many else 12))
+    in_order = many and draw(st.booleans())
     nodes = []
     for i in range(n):
-        leaf = draw(st.integers(0, 3))
+        leaf = i // 2 if in_order else draw(st.integers(0, 47 if many else 3))
         nodes.append(NodeSpec(f"n{i}", draw(st.sampled_from(["A", "B"])), draw(st.sampled_from([2, 4, 8])),
                               leaf=f"leaf{leaf}", spine=f"spine{leaf % 2}"))
     return Cluster.from_nodes(nodes)
@@ -171,3 +173,26 @@ def test_head_is_the_lowest_index_of_a_class() -> None:
     assert (classes.head(5), classes.head(8)) == (2, 0)
     assert classes.nodes(8) == [0, 1, 3] and classes.count[8] == 3
     assert state.what_if(state.free).classes is None  # a planning copy has no index
+
+
+def test_tie_breaks_on_many_leaves() -> None:
+    """Over 32 leaves E-Binpack picks the leaf with NumPy; the same node as the node scan and the rule.
+    40 nodes x 8 GPUs, one node per leaf, 4 leaves per spine: nodes 5, 17 and 30 have 4 free (one
+    class, equal leaf keys); nodes 16, 18 and 19 are full, so node 17's spine is the fullest."""
+    used = [0] * 40
+    for n in (5, 17, 30):
+        used[n] = 4
+    for n in (16, 18, 19):
+        used[n] = 8
+    in_order = Cluster.uniform(40, 8, nodes_per_leaf=1, leaves_per_spine=4)
+    # the same leaves and spines, but leaf ids in reverse node order (a leaf's id is not its position)
+    reverse = Cluster.from_nodes([NodeSpec(f"n{i}", "A", 8, leaf=f"leaf{39 - i:02d}", spine=f"spine{(39 - i) // 4}")
+                                  for i in range(40)])
+    for cluster, expected in ((in_order, 17), (reverse, 17)):
+        for policy in ("e-binpack", "e-binpack-spine"):
+            ctx, fw = build(cluster, {"workers": 1, "gpus_per_worker": 4}, used, [False] * 40, POLICIES[policy]())
+            fast = fw.place(ctx, 0)
+            ctx.state.classes = None
+            slow = fw.place(ctx, 0)
+            assert isinstance(fast, Placement) and fast.nodes == (expected,), (policy, fast)
+            assert fast == slow

@@ -83,6 +83,10 @@ if TYPE_CHECKING:
 
 __all__ = ["EMPTY", "EXACT", "PARTIAL", "EBinpack", "EBinpackArgs", "ebinpack_key", "fill_in_order", "node_class"]
 
+#: up to this many leaves, _pick works on Python lists; beyond, NumPy over the leaves is cheaper
+_FEW_LEAVES = 32
+_NO_LEAF = np.int64(1 << 62)  # above every leaf key (the key multipliers keep keys below 2**62)
+
 NAME = "e-binpack"
 
 #: node classes of the key, best first
@@ -163,6 +167,7 @@ class EBinpack(Place):
         self._leaf_first: list[int] = []
         self._leaves_in_order = False
         self._per_leaf: tuple[object, int, list[int]] | None = None  # (state, version, key per leaf)
+        self._per_leaf_array: IntArray | None = None  # the same keys as an array (many leaves only)
         self._leaf_spine: list[int] = []
         self._cols: _JobColumns | None = None  # the job table's columns as lists (see _job_columns)
 
@@ -272,14 +277,24 @@ class EBinpack(Place):
                 head = classes.head(c)
                 if count[c] == 1 or leaf_count.item(c, classes.node_leaf[head]) == count[c]:
                     return head
-            per_class: list[int] = (
-                leaf_count[live[0]].tolist() if len(live) == 1 else leaf_count[live].sum(axis=0).tolist()
-            )
-            leaves = [i for i, n in enumerate(per_class) if n]  # leaves holding a node of the group
+            row = leaf_count[live[0]] if len(live) == 1 else leaf_count[live].sum(axis=0)
             node_class = classes.node_class
+            if len(row) > _FEW_LEAVES:  # many leaves: NumPy over them
+                leaves = np.flatnonzero(row).tolist()
+                low_leaf = -1
+                if self._leaves_in_order and len(leaves) > 1:
+                    self._leaf_keys(ctx, m_leaf, m_spine)  # brings the array up to date
+                    keys = self._per_leaf_array
+                    assert keys is not None
+                    low_leaf = int(np.where(row > 0, keys, _NO_LEAF).argmin())  # first of the lowest keys
+            else:
+                leaves = [i for i, n in enumerate(row.tolist()) if n]  # leaves holding a node of the group
+                low_leaf = -1
             if self._leaves_in_order:  # the lowest leaf of the lowest key = the lowest node of the tie
                 if len(leaves) == 1:
                     leaf = leaves[0]
+                elif low_leaf >= 0:
+                    leaf = low_leaf
                 else:  # min keeps the first of equals: the lowest leaf
                     leaf = min(leaves, key=self._leaf_keys(ctx, m_leaf, m_spine).__getitem__)
                 nodes = self._leaf_nodes[leaf]
@@ -323,11 +338,17 @@ class EBinpack(Place):
         cached = self._per_leaf
         if cached is not None and cached[0] is state and cached[1] == state.version:
             return cached[2]
-        spine_free = state.spine_free.tolist()
-        keys = [
-            lf * m_leaf + spine_free[sp] * m_spine
-            for lf, sp in zip(state.leaf_free.tolist(), self._leaf_spine, strict=True)
-        ]
+        if state.cluster.n_leaves > _FEW_LEAVES:
+            array = state.leaf_free * m_leaf + state.spine_free[state.cluster.leaf_spine] * m_spine
+            self._per_leaf_array = array
+            keys = array.tolist()
+        else:
+            self._per_leaf_array = None
+            spine_free = state.spine_free.tolist()
+            keys = [
+                lf * m_leaf + spine_free[sp] * m_spine
+                for lf, sp in zip(state.leaf_free.tolist(), self._leaf_spine, strict=True)
+            ]
         self._per_leaf = (state, state.version, keys)
         return keys
 
