@@ -167,7 +167,7 @@ class EBinpack(Place):
         self._leaf_first: list[int] = []
         self._leaves_in_order = False
         self._per_leaf: tuple[object, int, list[int]] | None = None  # (state, version, key per leaf)
-        self._per_leaf_array: IntArray | None = None  # the same keys as an array (many leaves only)
+        self._per_leaf_array: tuple[object, int, IntArray] | None = None  # the same, as an array
         self._leaf_spine: list[int] = []
         self._cols: _JobColumns | None = None  # the job table's columns as lists (see _job_columns)
 
@@ -192,6 +192,7 @@ class EBinpack(Place):
         # lowest node of tied leaves is in the lowest-numbered leaf
         self._leaves_in_order = bool(np.all(np.diff(cluster.leaf) >= 0))
         self._per_leaf = None
+        self._per_leaf_array = None
         self._leaf_spine = cluster.leaf_spine.tolist()
         bound = {"leaf": int(cluster.leaf_gpus.max()) + 1, "spine": int(cluster.spine_gpus.max()) + 1}
         radices = [3, int(cluster.gpus.max()) + 1, *(bound[t] for t in self._args.tie_break)]
@@ -279,22 +280,18 @@ class EBinpack(Place):
                     return head
             row = leaf_count[live[0]] if len(live) == 1 else leaf_count[live].sum(axis=0)
             node_class = classes.node_class
-            if len(row) > _FEW_LEAVES:  # many leaves: NumPy over them
+            many = len(row) > _FEW_LEAVES  # then NumPy over the leaves
+            if many and self._leaves_in_order:
+                leaves = []
+            elif many:
                 leaves = np.flatnonzero(row).tolist()
-                low_leaf = -1
-                if self._leaves_in_order and len(leaves) > 1:
-                    self._leaf_keys(ctx, m_leaf, m_spine)  # brings the array up to date
-                    keys = self._per_leaf_array
-                    assert keys is not None
-                    low_leaf = int(np.where(row > 0, keys, _NO_LEAF).argmin())  # first of the lowest keys
             else:
                 leaves = [i for i, n in enumerate(row.tolist()) if n]  # leaves holding a node of the group
-                low_leaf = -1
             if self._leaves_in_order:  # the lowest leaf of the lowest key = the lowest node of the tie
-                if len(leaves) == 1:
+                if many:  # argmin keeps the first of equals: the lowest leaf
+                    leaf = int(np.where(row > 0, self._leaf_key_array(ctx, m_leaf, m_spine), _NO_LEAF).argmin())
+                elif len(leaves) == 1:
                     leaf = leaves[0]
-                elif low_leaf >= 0:
-                    leaf = low_leaf
                 else:  # min keeps the first of equals: the lowest leaf
                     leaf = min(leaves, key=self._leaf_keys(ctx, m_leaf, m_spine).__getitem__)
                 nodes = self._leaf_nodes[leaf]
@@ -339,17 +336,24 @@ class EBinpack(Place):
         if cached is not None and cached[0] is state and cached[1] == state.version:
             return cached[2]
         if state.cluster.n_leaves > _FEW_LEAVES:
-            array = state.leaf_free * m_leaf + state.spine_free[state.cluster.leaf_spine] * m_spine
-            self._per_leaf_array = array
-            keys = array.tolist()
+            keys = self._leaf_key_array(ctx, m_leaf, m_spine).tolist()
         else:
-            self._per_leaf_array = None
             spine_free = state.spine_free.tolist()
             keys = [
                 lf * m_leaf + spine_free[sp] * m_spine
                 for lf, sp in zip(state.leaf_free.tolist(), self._leaf_spine, strict=True)
             ]
         self._per_leaf = (state, state.version, keys)
+        return keys
+
+    def _leaf_key_array(self, ctx: CycleContext, m_leaf: int, m_spine: int) -> IntArray:
+        """:meth:`_leaf_keys` as an array (for clusters with many leaves), cached alike."""
+        state = ctx.state
+        cached = self._per_leaf_array
+        if cached is not None and cached[0] is state and cached[1] == state.version:
+            return cached[2]
+        keys: IntArray = state.leaf_free * m_leaf + state.spine_free[state.cluster.leaf_spine] * m_spine
+        self._per_leaf_array = (state, state.version, keys)
         return keys
 
     def _job_columns(self, jobs: JobTable) -> _JobColumns:
