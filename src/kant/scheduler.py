@@ -54,7 +54,7 @@ class Scheduler:
     # --- driver calls ------------------------------------------------------------------------
     def submit(self, job: int, now: float) -> Status:
         """A job arrives. Returns why it can never run (and does not queue it), or success."""
-        status = self.framework.feasible(job, int(self.shapes[job]))
+        status = self.framework.feasible(job, self.queue.shape_of[job])
         if status.ok:
             self.queue.push(job)
         return status

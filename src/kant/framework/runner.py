@@ -72,10 +72,10 @@ class Framework:
     # --- ordering ----------------------------------------------------------------------------
     def _key(self, job: int, now: float) -> SortKey:
         env = self.env
-        return (*[p.key(env, job, now) for p in self.sorters], float(env.jobs.submit[job]), float(job))
+        return (*[p.key(env, job, now) for p in self.sorters], env.jobs.submit.item(job), float(job))
 
     def static_key(self, job: int) -> SortKey:
-        return self._key(job, float(self.env.jobs.submit[job]))
+        return self._key(job, self.env.jobs.submit.item(job))
 
     def dynamic_key(self, now: float) -> Callable[[int], SortKey] | None:
         if not self.dynamic:

@@ -16,7 +16,7 @@ class Fifo(QueueSort):
     NAME = NAME
 
     def key(self, env: SchedulerEnv, job: int, now: float) -> float:
-        return float(env.jobs.submit[job])
+        return float(env.jobs.submit.item(job))
 
     def keys(self, env: SchedulerEnv, jobs: IntArray, now: float) -> FloatArray:
         return env.jobs.submit[jobs].astype(np.float64)

@@ -16,7 +16,7 @@ class Priority(QueueSort):
     NAME = NAME
 
     def key(self, env: SchedulerEnv, job: int, now: float) -> float:
-        return -float(env.jobs.priority[job])
+        return -float(env.jobs.priority.item(job))
 
     def keys(self, env: SchedulerEnv, jobs: IntArray, now: float) -> FloatArray:
         return -env.jobs.priority[jobs].astype(np.float64)
