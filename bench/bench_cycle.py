@@ -106,7 +106,9 @@ def main() -> None:
     rows = []
     for policy in args.policy or ["kant", "kant-nobackfill", "volcano-binpack"]:
         cycles, ok_lat, all_lat = [], [], []
+        by_workers: dict[int, list[float]] = {}  # successful placements by gang size
         started = need = gpus = 0
+        workers = build(policy, args.seed)[0].env.jobs.workers
         for _ in range(args.runs):
             r = run(policy, args.seed, timed_places=False)
             cycles.append(r["cycle_s"])
@@ -114,12 +116,17 @@ def main() -> None:
             t = run(policy, args.seed, timed_places=True)
             ok_lat += [ns / 1e3 for _, ns, ok in t["latencies"] if ok]
             all_lat += [ns / 1e3 for _, ns, _ in t["latencies"]]
+            for job, ns, ok in t["latencies"]:
+                if ok:
+                    by_workers.setdefault(int(workers[job]), []).append(ns / 1e3)
         rows.append({
             "policy": policy, "pending": PENDING, "started": started, "gpus_started": gpus, "free_nodes": need,
             "cycle_s": round(statistics.median(cycles), 4), "cycle_all_s": [round(c, 4) for c in cycles],
             "place_ok_p50_us": round(pct(ok_lat, 50), 1), "place_ok_p99_us": round(pct(ok_lat, 99), 1),
             "place_calls": len(all_lat) // args.runs, "place_all_p50_us": round(pct(all_lat, 50), 1),
             "place_all_p99_us": round(pct(all_lat, 99), 1),
+            "place_ok_p50_us_by_workers": {w: round(pct(v, 50), 1) for w, v in sorted(by_workers.items())},
+            "placed_by_workers": {w: len(v) // args.runs for w, v in sorted(by_workers.items())},
         })
     print(f"One cycle: {PENDING:,} pending gangs, {N_NODES * GPUS:,} GPUs ({N_NODES:,} nodes), median of "
           f"{args.runs} run(s); Python {platform.python_version()}, loadavg {os.getloadavg()[0]:.2f}")
@@ -129,6 +136,10 @@ def main() -> None:
         print(f"{r['policy']:<18}{r['started']:>8}{r['cycle_s']:>9}{TARGET_S:>8g}{r['cycle_s'] / TARGET_S:>7.2f}"
               f"{r['place_ok_p50_us']:>14}{r['place_ok_p99_us']:>9}{r['place_calls']:>7}{r['place_all_p50_us']:>9}"
               f"{r['place_all_p99_us']:>9}")
+    print("placement P50 by gang size (workers: placements per run, P50 us)")
+    for r in rows:
+        split = ", ".join(f"{w}: {r['placed_by_workers'][w]}, {p}" for w, p in r["place_ok_p50_us_by_workers"].items())
+        print(f"{r['policy']:<18}{split}")
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
     (out / "cycle.json").write_text(json.dumps({
