@@ -42,6 +42,9 @@ class Allocate(Action):
         self._failed = FailedRequests()  # kept across cycles; see kant.framework.memo
         # "is every pending request failed?", last answered for (failure changes, request changes)
         self._within: tuple[int, int, bool] = (-1, -1, False)
+        # (failure changes, shape changes) when every shape's reason was last set from the memo;
+        # None once a walk (or anything else) may have set some other way
+        self._filled: tuple[int, int] | None = None
 
     def execute(self, ctx: CycleContext, fw: Framework) -> None:
         args = self.args
@@ -49,22 +52,44 @@ class Allocate(Action):
         queue = ctx.queue
         failed = self._failed
         failed.refresh(ctx.state)
+        self._filled = None
         if args.blocking:  # must still stop at the first job known to fail
             self._walk(ctx, fw, args, queue, failed, (), None)
             return
         # Non-blocking: requests known to fail are skipped without walking their jobs, and the walk
         # ends once every pending request is known to fail.
-        f, q, within = self._within
-        if f == failed.changes and q == queue.request_changes and within:
-            unfailed: set[int] = set()
-        else:
-            unfailed = queue.requests_outside(failed.request_keys())
-            self._within = (failed.changes, queue.request_changes, not unfailed)
+        unfailed = self._unfailed(queue, failed)
         if not unfailed:
             # nothing can start: keep each shape's reason fresh
             failed.fill_reasons(queue.shape_requests(), ctx.reasons, _CLUSTER_FULL)
+            self._filled = (failed.changes, queue.shape_changes)
             return
         self._walk(ctx, fw, args, queue, failed, failed.request_keys(), unfailed)
+
+    def _unfailed(self, queue: PendingQueue, failed: FailedRequests) -> set[int]:
+        """The pending requests not known to fail (empty: remembered while nothing changes)."""
+        f, q, within = self._within
+        if f == failed.changes and q == queue.request_changes and within:
+            return set()
+        unfailed = queue.requests_outside(failed.request_keys())
+        self._within = (failed.changes, queue.request_changes, not unfailed)
+        return unfailed
+
+    def idle(self, ctx: CycleContext) -> bool:
+        """Non-blocking and the only action: nothing starts while every pending request is known
+        to fail and no capacity came back since the memo's last refresh; each shape's reason is then
+        its request's failure, as :meth:`execute` would set it (rewritten only when the memo or the
+        set of shapes changed since this action last wrote them all)."""
+        args = self.args
+        assert isinstance(args, AllocateArgs)
+        failed, queue = self._failed, ctx.queue
+        if args.blocking or failed.seen != ctx.state.release_count or self._unfailed(queue, failed):
+            return False
+        mark = (failed.changes, queue.shape_changes)
+        if mark != self._filled:
+            failed.fill_reasons(queue.shape_requests(), ctx.reasons, _CLUSTER_FULL)
+            self._filled = mark
+        return True
 
     def _walk(self, ctx: CycleContext, fw: Framework, args: AllocateArgs, queue: PendingQueue,
               failed: FailedRequests, skip: Container[int], unfailed: set[int] | None) -> None:

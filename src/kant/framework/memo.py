@@ -53,6 +53,11 @@ class FailedRequests:
         self._due: dict[Kind, list[tuple[int, int, int]]] = {}  # per kind: (gained total, serial, request)
         self._kinds: dict[tuple[int, int, bool], Kind] = {}  # (GPUs, job GPU-type code, other) -> kind
 
+    @property
+    def seen(self) -> int:
+        """The release count the memo has replayed up to (see :meth:`refresh`)."""
+        return self._seen
+
     def __contains__(self, request: object) -> bool:
         return request in self._entries
 

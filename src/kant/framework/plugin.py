@@ -156,3 +156,11 @@ class Action:
 
     def execute(self, ctx: CycleContext, fw: Framework) -> None:
         raise NotImplementedError
+
+    def idle(self, ctx: CycleContext) -> bool:
+        """Optional fast path, for a policy whose only action this is: called instead of
+        :meth:`execute` when nothing but arrivals happened since the last cycle (no capacity or
+        state changed). Return True only if ``execute`` would now start nothing and change nothing
+        but ``ctx.reasons`` (which this call must then leave as ``execute`` would); False runs the
+        full cycle. The default never claims idleness."""
+        return False

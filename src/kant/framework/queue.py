@@ -96,6 +96,8 @@ class PendingQueue:
         self.pending_gpus = 0
         #: bumped whenever a request id starts or stops having pending jobs
         self.request_changes = 0
+        #: bumped whenever a shape starts or stops having pending jobs
+        self.shape_changes = 0
         self._blocked: set[int] = set()
 
     def __len__(self) -> int:
@@ -155,6 +157,7 @@ class PendingQueue:
         if lst is None:
             lst = self._by_shape[shape] = deque()
             self._shape_request[shape] = request
+            self.shape_changes += 1
         if not lst or keys[lst[-1]] <= key:
             lst.append(job)
         else:
@@ -183,6 +186,7 @@ class PendingQueue:
         if not lst:
             del self._by_shape[shape]
             del self._shape_request[shape]
+            self.shape_changes += 1
         del keys[job]
         self.pending_gpus -= self._total_gpus[job]
         request = self.request_of[job]
