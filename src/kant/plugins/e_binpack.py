@@ -267,9 +267,14 @@ class EBinpack(Place):
         _, _, m_leaf, m_spine = self._mult
         count = classes.count
         for group in plan:
-            live = [c for c in group if count[c]]
-            if not live:
-                continue
+            if len(group) == 1:  # one class per group: one GPU type and capacity (the usual case)
+                if not count[group[0]]:
+                    continue
+                live = group
+            else:
+                live = [c for c in group if count[c]]
+                if not live:
+                    continue
             if not (m_leaf or m_spine):
                 return min(classes.head(c) for c in live)
             leaf_count = classes.leaf_count
