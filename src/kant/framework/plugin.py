@@ -158,9 +158,11 @@ class Action:
         raise NotImplementedError
 
     def idle(self, ctx: CycleContext) -> bool:
-        """Optional fast path, for a policy whose only action this is: called instead of
-        :meth:`execute` when nothing but arrivals happened since the last cycle (no capacity or
-        state changed). Return True only if ``execute`` would now start nothing and change nothing
-        but ``ctx.reasons`` (which this call must then leave as ``execute`` would); False runs the
-        full cycle. The default never claims idleness."""
+        """Optional fast path, for a policy whose only action this is (and that has no admission
+        plugin and a static order): called instead of :meth:`execute` when the cluster state has not
+        changed since the last cycle (jobs may have joined or left the queue). Return True only if
+        ``execute`` would now start nothing and change nothing but ``ctx.reasons`` (which this call
+        must then leave as ``execute`` would); False runs the full cycle. ``ctx`` is the cycle's
+        context without a statement of its own: do not change the state. The default never claims
+        idleness."""
         return False

@@ -164,7 +164,7 @@ class Framework:
         t = self.job_type[job]
         room = self._room.get((g, t))
         if room is None:
-            hist, width = state._hist, state._hist_width
+            hist, width = state.hist_counts
             codes = self.env.cluster_types_of(t) if t >= 0 else range(len(hist) // width)
             room = 0
             for code in codes:
