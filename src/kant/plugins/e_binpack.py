@@ -262,7 +262,8 @@ class EBinpack(Place):
         """The node with the lowest :meth:`_node_key` among the nodes of ``plan``'s classes, or -1:
         the first group with a node, then the lowest tie-break value per leaf (leaves holding nodes of
         the group, from the per-leaf class counts), then the lowest node index in those leaves.
-        Plain Python over the leaves: there are few, and NumPy calls on so small arrays cost more."""
+        Plain Python over the leaves on small clusters (NumPy calls on so small arrays cost more),
+        NumPy over them beyond ``_FEW_LEAVES``."""
         assert self._mult is not None
         _, _, m_leaf, m_spine = self._mult
         count = classes.count
