@@ -112,42 +112,26 @@ class Schedule:
         return out
 
 
-def _limit_up(current: int, rules: ScalingRules, ups: deque[tuple[float, int]], downs: deque[tuple[float, int]],
-              now: float) -> int:
+def _limit(current: int, rules: ScalingRules, ups: deque[tuple[float, int]], downs: deque[tuple[float, int]],
+           now: float, *, up: bool) -> int:
+    """The furthest count from ``current`` the rules' policies allow in one direction: each policy
+    counts from what the count was ``period_s`` ago (changes since then undone) and allows ``value``
+    pods or percent more (``up``) or fewer; ``Max`` takes the policy allowing the largest change."""
     if rules.select_policy == "Disabled":
         return current
-    best: int | None = None
+    proposals: list[int] = []
     for p in rules.policies:
         cutoff = now - p.period_s
         added = sum(n for t, n in ups if t > cutoff)
         removed = sum(n for t, n in downs if t > cutoff)
         start = current - added + removed
-        proposed = start + p.value if p.type == "Pods" else math.ceil(start * (1 + p.value / 100) - _EPS)
-        if best is None:
-            best = proposed
+        if up:
+            proposals.append(start + p.value if p.type == "Pods" else math.ceil(start * (1 + p.value / 100) - _EPS))
         else:
-            best = max(best, proposed) if rules.select_policy == "Max" else min(best, proposed)
-    assert best is not None
-    return best
-
-
-def _limit_down(current: int, rules: ScalingRules, ups: deque[tuple[float, int]], downs: deque[tuple[float, int]],
-                now: float) -> int:
-    if rules.select_policy == "Disabled":
-        return current
-    best: int | None = None
-    for p in rules.policies:
-        cutoff = now - p.period_s
-        added = sum(n for t, n in ups if t > cutoff)
-        removed = sum(n for t, n in downs if t > cutoff)
-        start = current - added + removed
-        proposed = start - p.value if p.type == "Pods" else math.floor(start * (1 - p.value / 100) + _EPS)
-        if best is None:
-            best = proposed
-        else:  # Max = the largest change = the lowest count
-            best = min(best, proposed) if rules.select_policy == "Max" else max(best, proposed)
-    assert best is not None
-    return best
+            proposals.append(start - p.value if p.type == "Pods" else math.floor(start * (1 - p.value / 100) + _EPS))
+    assert proposals
+    # the largest change is the highest count going up and the lowest going down
+    return max(proposals) if (rules.select_policy == "Max") == up else min(proposals)
 
 
 def autoscale(tick_times: npt.ArrayLike, load: npt.ArrayLike, *, min_replicas: int, max_replicas: int,
@@ -205,10 +189,10 @@ def autoscale(tick_times: npt.ArrayLike, load: npt.ArrayLike, *, min_replicas: i
             desired = min(desired, high[0][1])
             # rate limits and bounds
             if desired > cur:
-                limit = max(_limit_up(cur, up, ups, downs, now), cur)
+                limit = max(_limit(cur, up, ups, downs, now, up=True), cur)
                 desired = min(desired, limit, max_replicas)
             elif desired < cur:
-                limit = min(_limit_down(cur, down, ups, downs, now), cur)
+                limit = min(_limit(cur, down, ups, downs, now, up=False), cur)
                 desired = max(desired, limit, min_replicas)
         if desired != cur:
             if desired > cur:
