@@ -4,47 +4,22 @@ bundled policy files of the Kant and baseline policies."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 import yaml
 
+from cycle_helpers import make_ctx
 from kant.config.policy import bundled_policies, load_policy
-from kant.framework.context import CycleContext, SchedulerEnv
-from kant.framework.plugin import Plugin
-from kant.framework.queue import PendingQueue, shape_ids
 from kant.framework.registry import action_class
-from kant.framework.runner import Framework
-from kant.framework.statement import Statement
 from kant.metrics.summary import summarize
 from kant.model.cluster import Cluster, NodeSpec
 from kant.model.job import JobTable, JobTableBuilder
-from kant.model.state import ClusterState, Placement
+from kant.model.state import Placement
 from kant.plugins.best_fit import BestFit, best_fit
 from kant.plugins.binpack import Binpack, most_allocated
 from kant.plugins.random_score import RandomScore
 from kant.sim import simulate
-
-
-def make_ctx(
-    cluster: Cluster, jobs_spec: list[dict[str, Any]], used: dict[int, int], plugins: list[Plugin], seed: int = 0
-) -> tuple[CycleContext, Framework]:
-    """A cycle context where job i is ``jobs_spec[i]`` and filler jobs hold ``used`` GPUs per node."""
-    b = JobTableBuilder()
-    for i, spec in enumerate(jobs_spec):
-        b.add(f"job{i}", submit=0.0, duration=10.0, **spec)
-    for node, gpus in used.items():
-        b.add(f"fill{node}", submit=0.0, duration=10.0, gpus_per_worker=gpus)
-    jobs = b.build()
-    env = SchedulerEnv(cluster, jobs, seed)
-    fw = Framework(env, plugins)
-    state = ClusterState(cluster)
-    for k, (node, gpus) in enumerate(used.items()):
-        state.allocate(len(jobs_spec) + k, Placement((node,), gpus))
-    queue = PendingQueue(jobs, shape_ids(jobs), fw.static_key)
-    return CycleContext(env, state, queue, 0.0, {}, Statement(state)), fw
-
 
 # --- best-fit -------------------------------------------------------------------------------------------
 BEST_FIT_CASES = [

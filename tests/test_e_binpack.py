@@ -19,42 +19,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cycle_helpers import make_ctx
 from kant.config.policy import load_policy, parse_policy
 from kant.errors import ConfigError
 from kant.framework.context import CycleContext, SchedulerEnv
-from kant.framework.plugin import BoolArray, Filter, Plugin
-from kant.framework.queue import PendingQueue, shape_ids
-from kant.framework.runner import Framework
-from kant.framework.statement import Statement
+from kant.framework.plugin import BoolArray, Filter
 from kant.framework.status import Code, Status
 from kant.metrics.summary import summarize
 from kant.model.cluster import Cluster
 from kant.model.job import JobTableBuilder
-from kant.model.state import ClusterState, Placement
+from kant.model.state import Placement
 from kant.plugins.e_binpack import EMPTY, EXACT, PARTIAL, EBinpack, EBinpackArgs, ebinpack_key, node_class
 from kant.plugins.topology import CLUSTER, LEAF, SPINE, best_group, home_tier, node_slots
 from kant.sim import simulate
 
 C12 = Cluster.uniform(12, 8, nodes_per_leaf=3, leaves_per_spine=2)
-
-
-def make_ctx(
-    cluster: Cluster, jobs_spec: list[dict[str, Any]], used: dict[int, int], plugins: list[Plugin]
-) -> tuple[CycleContext, Framework]:
-    """A cycle context where job i is ``jobs_spec[i]`` and filler jobs hold ``used`` GPUs per node."""
-    b = JobTableBuilder()
-    for i, spec in enumerate(jobs_spec):
-        b.add(f"job{i}", submit=0.0, duration=10.0, **spec)
-    for node, gpus in used.items():
-        b.add(f"fill{node}", submit=0.0, duration=10.0, gpus_per_worker=gpus)
-    jobs = b.build()
-    env = SchedulerEnv(cluster, jobs)
-    fw = Framework(env, plugins)
-    state = ClusterState(cluster)
-    for k, (node, gpus) in enumerate(used.items()):
-        state.allocate(len(jobs_spec) + k, Placement((node,), gpus))
-    queue = PendingQueue(jobs, shape_ids(jobs), fw.static_key)
-    return CycleContext(env, state, queue, 0.0, {}, Statement(state)), fw
 
 
 def place(

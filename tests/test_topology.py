@@ -18,18 +18,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cycle_helpers import make_ctx
 from kant.config.policy import load_policy, parse_policy
 from kant.errors import ConfigError
-from kant.framework.context import CycleContext, SchedulerEnv
-from kant.framework.plugin import Plugin
-from kant.framework.queue import PendingQueue, shape_ids
-from kant.framework.runner import Framework
-from kant.framework.statement import Statement
+from kant.framework.context import SchedulerEnv
 from kant.framework.status import Code, Status
 from kant.metrics.summary import summarize
 from kant.model.cluster import Cluster, NodeSpec
 from kant.model.job import JobTableBuilder
-from kant.model.state import ClusterState, Placement
+from kant.model.state import Placement
 from kant.plugins.binpack import Binpack
 from kant.plugins.topology import (
     CLUSTER,
@@ -47,25 +44,6 @@ from kant.sim import ExecutionModel, simulate
 
 C12 = Cluster.uniform(12, 8, nodes_per_leaf=3, leaves_per_spine=2)
 ONE_EMPTY_PER_LEAF = {n: 1 for n in (0, 1, 3, 4, 6, 7, 9, 10)}  # empty nodes: 2 5 8 11
-
-
-def make_ctx(
-    cluster: Cluster, jobs_spec: list[dict[str, Any]], used: dict[int, int], plugins: list[Plugin]
-) -> tuple[CycleContext, Framework]:
-    """A cycle context where job i is ``jobs_spec[i]`` and filler jobs hold ``used`` GPUs per node."""
-    b = JobTableBuilder()
-    for i, spec in enumerate(jobs_spec):
-        b.add(f"job{i}", submit=0.0, duration=10.0, **spec)
-    for node, gpus in used.items():
-        b.add(f"fill{node}", submit=0.0, duration=10.0, gpus_per_worker=gpus)
-    jobs = b.build()
-    env = SchedulerEnv(cluster, jobs)
-    fw = Framework(env, plugins)
-    state = ClusterState(cluster)
-    for k, (node, gpus) in enumerate(used.items()):
-        state.allocate(len(jobs_spec) + k, Placement((node,), gpus))
-    queue = PendingQueue(jobs, shape_ids(jobs), fw.static_key)
-    return CycleContext(env, state, queue, 0.0, {}, Statement(state)), fw
 
 
 # --- home tier ---------------------------------------------------------------------------------------

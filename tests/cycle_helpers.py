@@ -1,0 +1,33 @@
+"""A hand-built cycle context for placement tests (shared by the plugin test modules)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kant.framework.context import CycleContext, SchedulerEnv
+from kant.framework.plugin import Plugin
+from kant.framework.queue import PendingQueue, shape_ids
+from kant.framework.runner import Framework
+from kant.framework.statement import Statement
+from kant.model.cluster import Cluster
+from kant.model.job import JobTableBuilder
+from kant.model.state import ClusterState, Placement
+
+
+def make_ctx(
+    cluster: Cluster, jobs_spec: list[dict[str, Any]], used: dict[int, int], plugins: list[Plugin], seed: int = 0
+) -> tuple[CycleContext, Framework]:
+    """A cycle context where job i is ``jobs_spec[i]`` and filler jobs hold ``used`` GPUs per node."""
+    b = JobTableBuilder()
+    for i, spec in enumerate(jobs_spec):
+        b.add(f"job{i}", submit=0.0, duration=10.0, **spec)
+    for node, gpus in used.items():
+        b.add(f"fill{node}", submit=0.0, duration=10.0, gpus_per_worker=gpus)
+    jobs = b.build()
+    env = SchedulerEnv(cluster, jobs, seed)
+    fw = Framework(env, plugins)
+    state = ClusterState(cluster)
+    for k, (node, gpus) in enumerate(used.items()):
+        state.allocate(len(jobs_spec) + k, Placement((node,), gpus))
+    queue = PendingQueue(jobs, shape_ids(jobs)[0], fw.static_key)
+    return CycleContext(env, state, queue, 0.0, {}, Statement(state)), fw
