@@ -342,12 +342,11 @@ class Backfill(Action):
         self._modelled = np.stack(modelled)
         self._total_gpus = cluster.total_gpus
         self._jobs = jobs
-        self._g = jobs.gpus_per_worker.tolist()
-        self._w = jobs.workers.tolist()
-        self._type = jobs.gpu_type.tolist()
+        # per-job columns as lists: the framework's (bound on the first cycle, see execute)
+        self._g: list[int] = []
+        self._w: list[int] = []
+        self._type: list[int] = []
         self._cpu_jobs = bool((jobs.gpus_per_worker == 0).any())
-        # env.estimate's default (estimate column, else duration), for when no estimator is installed
-        self._default_est: list[float] = np.where(np.isnan(jobs.estimate), jobs.duration, jobs.estimate).tolist()
         self._req_list: list[int] | None = None
         self._releases = _Releases(self._modelled)
         self._unsynced: list[list[tuple[int, Placement]]] = []
@@ -460,6 +459,8 @@ class Backfill(Action):
 
     # --- the cycle -----------------------------------------------------------------------------
     def execute(self, ctx: CycleContext, fw: Framework) -> None:
+        if self._g is not fw.job_gpus:
+            self._g, self._w, self._type = fw.job_gpus, fw.job_workers, fw.job_type
         # jobs enter ctx.running only through a cycle's ctx.started (filled by every action)
         if self._current is not None:
             self._unsynced.append(self._current)
@@ -851,7 +852,7 @@ class _EasyCycle:
         if bf._req_list is None:
             bf._req_list = ctx.queue.requests.tolist()
         self.requests: list[int] = bf._req_list
-        self.estimate = ctx.env.estimate if ctx.env.estimator is not None else bf._default_est.__getitem__
+        self.estimate = ctx.env.estimate if ctx.env.estimator is not None else ctx.env.default_estimates().__getitem__
 
     def is_long(self, job: int) -> bool:
         return self.now + self.estimate(job) > self.shadow

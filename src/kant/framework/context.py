@@ -35,6 +35,7 @@ class SchedulerEnv:
         self.estimator: Callable[[int], float] | None = None
         self._type_masks: dict[int, BoolArray] = {}
         self._type_codes: dict[int, list[int]] = {}
+        self._default_estimates: list[float] | None = None
         self.cpu_unmodelled = cluster.cpu_milli == 0
         self.mem_unmodelled = cluster.memory_mib == 0
 
@@ -56,6 +57,14 @@ class SchedulerEnv:
             codes = sorted({c for c in (self.cluster.gpu_type_code(t.strip()) for t in allowed) if c >= 0})
             self._type_codes[type_code] = codes
         return codes
+
+    def default_estimates(self) -> list[float]:
+        """Every job's :meth:`estimate` without an estimator (the estimate column, else the
+        duration), as a list built on first use: for callers that read many."""
+        if self._default_estimates is None:
+            jobs = self.jobs
+            self._default_estimates = np.where(np.isnan(jobs.estimate), jobs.duration, jobs.estimate).tolist()
+        return self._default_estimates
 
     def estimate(self, job: int) -> float:
         if self.estimator is not None:

@@ -63,7 +63,6 @@ from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import IntArray, Place
 from kant.framework.registry import register_plugin
 from kant.framework.status import SUCCESS, Status
-from kant.model.job import JobTable
 from kant.model.state import NodeClasses, Placement
 from kant.plugins.topology import (
     CLUSTER,
@@ -93,10 +92,6 @@ NAME = "e-binpack"
 EXACT, PARTIAL, EMPTY = 0, 1, 2
 
 TieBreak = Literal["leaf", "spine"]
-
-#: (job table, workers, GPUs per worker, CPU milli, memory MiB, GPU type): per-job numbers as lists
-_JobColumns = tuple[JobTable, list[int], list[int], list[int], list[int], list[int]]
-
 
 def node_class(capacity: IntArray, free: IntArray, request: int) -> IntArray:
     """EXACT where ``free == request``, else PARTIAL on partly used nodes, else EMPTY."""
@@ -169,7 +164,6 @@ class EBinpack(Place):
         self._per_leaf: tuple[object, int, list[int]] | None = None  # (state, version, key per leaf)
         self._per_leaf_array: tuple[object, int, IntArray] | None = None  # the same, as an array
         self._leaf_spine: list[int] = []
-        self._cols: _JobColumns | None = None  # the job table's columns as lists (see _job_columns)
 
     @property
     def _args(self) -> EBinpackArgs:
@@ -362,21 +356,9 @@ class EBinpack(Place):
         self._per_leaf_array = (state, state.version, keys)
         return keys
 
-    def _job_columns(self, jobs: JobTable) -> _JobColumns:
-        cols = self._cols
-        if cols is None or cols[0] is not jobs:
-            cols = self._cols = (
-                jobs, jobs.workers.tolist(), jobs.gpus_per_worker.tolist(), jobs.cpu_milli.tolist(),
-                jobs.memory_mib.tolist(), jobs.gpu_type.tolist(),
-            )
-        return cols
-
     def place(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
         jobs = ctx.env.jobs
-        cols = self._cols
-        if cols is None or cols[0] is not jobs:
-            cols = self._job_columns(jobs)
-        w, g, c, m = cols[1][job], cols[2][job], cols[3][job], cols[4][job]
+        w, g, c, m = fw.job_workers[job], fw.job_gpus[job], fw.job_cpu[job], fw.job_mem[job]
         # the class index when it gives the same answer as the node scan: no filters, the live state,
         # a GPU job, CPU and memory not asked for (or not modelled), an exact single-node key
         classes = ctx.state.classes
@@ -386,7 +368,7 @@ class EBinpack(Place):
         ):
             classes = None
         if classes is not None:
-            t = cols[5][job]
+            t = fw.job_type[job]
             best = self._pick(ctx, classes, self._class_plan(ctx.env, classes, w * g, t))
             if best >= 0:  # one worker, or the whole gang on one node
                 return Placement((best,) * w, g, c, m)
