@@ -96,13 +96,6 @@ class Scheduler:
         """Run the policy's actions once and commit what they decided."""
         self.cycles += 1
         ctx = self._ctx
-        if self._idle_ok and ctx is not None and self.state.version == self._version_after:
-            ctx.now = now
-            ctx.state, ctx.queue, ctx.running, ctx.reasons = self.state, self.queue, self.running, self._reasons
-            if ctx.started or ctx.evicted or ctx.wakeups:  # the last cycle's; not this one's
-                ctx.started, ctx.evicted, ctx.wakeups = [], [], []
-            if self.actions[0].idle(ctx):
-                return CycleResult()
         if ctx is None:
             ctx = self._ctx = CycleContext(
                 env=self.env,
@@ -116,10 +109,10 @@ class Scheduler:
         else:  # the same object each cycle (its fields are cheaper to reset than a new one to build)
             ctx.now = now
             ctx.state, ctx.queue, ctx.running, ctx.reasons = self.state, self.queue, self.running, self._reasons
+            if self._idle_ok and self.state.version == self._version_after and self.actions[0].idle(ctx):
+                return CycleResult()
             ctx.statement = Statement(self.state)
-            ctx.started = []
-            ctx.evicted = []
-            ctx.wakeups = []
+            ctx.started, ctx.evicted, ctx.wakeups = [], [], []  # fresh: an action may keep the last ones
         for action in self.actions:
             action.execute(ctx, self.framework)
         ctx.statement.commit()

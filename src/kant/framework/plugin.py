@@ -162,7 +162,7 @@ class Action:
         plugin and a static order): called instead of :meth:`execute` when the cluster state has not
         changed since the last cycle (jobs may have joined or left the queue). Return True only if
         ``execute`` would now start nothing and change nothing but ``ctx.reasons`` (which this call
-        must then leave as ``execute`` would); False runs the full cycle. ``ctx`` is the cycle's
-        context without a statement of its own: do not change the state. The default never claims
-        idleness."""
+        must then leave as ``execute`` would); False runs the full cycle. ``ctx`` has this cycle's
+        time, state, queue and reasons, but its statement and started/evicted/wakeup lists are the
+        last cycle's: do not change the state or use them. The default never claims idleness."""
         return False

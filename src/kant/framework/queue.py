@@ -112,20 +112,9 @@ class PendingQueue:
     def n_shapes(self) -> int:
         return len(self._by_shape)
 
-    def n_requests(self) -> int:
-        """Distinct resource requests among pending jobs."""
-        return len(self._request_count)
-
-    def shape_ids(self) -> list[int]:
-        """Shapes with at least one pending job."""
-        return list(self._by_shape)
-
     def shape_requests(self) -> Mapping[int, int]:
         """Request id of each shape with pending jobs (read only)."""
         return self._shape_request
-
-    def shape_request(self, shape: int) -> int:
-        return self._shape_request[shape]
 
     def requests_outside(self, requests: Container[int]) -> set[int]:
         """Request ids of pending jobs that are not in ``requests``."""

@@ -181,9 +181,8 @@ class ClusterState:
         self.free_hist = hist
         # per-node constants as Python lists: the per-event bookkeeping below reads them one at a time
         self._cap: list[int] = cluster.gpus.tolist()
-        self._type: list[int] = cluster.gpu_type.tolist()
         #: each node's GPU-type code as a Python list (read-only; for per-node loops)
-        self.node_types = self._type
+        self.node_types: list[int] = cluster.gpu_type.tolist()
         self._leaf: list[int] = cluster.leaf.tolist()
         self._spine: list[int] = cluster.spine.tolist()
         self._has_cpu: list[bool] = (cluster.cpu_milli != 0).tolist()
@@ -235,7 +234,7 @@ class ClusterState:
         if cap == 0 or not self.up[node]:
             return
         free = int(self.free[node])
-        i = self._type[node] * self._hist_width + free
+        i = self.node_types[node] * self._hist_width + free
         self._hist[i] -= 1
         if free == cap:
             self.empty_nodes -= 1
@@ -250,7 +249,7 @@ class ClusterState:
         if cap == 0 or not self.up[node]:
             return
         free = int(self.free[node])
-        i = self._type[node] * self._hist_width + free
+        i = self.node_types[node] * self._hist_width + free
         self._hist[i] += 1
         if free == cap:
             self.empty_nodes += 1
@@ -311,7 +310,7 @@ class ClusterState:
         g = placement.gpus
         free, leaf_free, spine_free = self.free, self.leaf_free, self.spine_free
         leaf_list, spine_list = self._leaf_free, self._spine_free
-        caps, leaf, spine, up, types = self._cap, self._leaf, self._spine, self._up, self._type
+        caps, leaf, spine, up, types = self._cap, self._leaf, self._spine, self._up, self.node_types
         hist, width = self._hist, self._hist_width
         has_cpu, has_mem = self._has_cpu, self._has_mem
         classes = self.classes
