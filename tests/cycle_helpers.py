@@ -6,7 +6,7 @@ from typing import Any
 
 from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import Plugin
-from kant.framework.queue import PendingQueue, shape_ids
+from kant.framework.queue import PendingQueue, ShapeIndex
 from kant.framework.runner import Framework
 from kant.framework.statement import Statement
 from kant.model.cluster import Cluster
@@ -29,5 +29,7 @@ def make_ctx(
     state = ClusterState(cluster)
     for k, (node, gpus) in enumerate(used.items()):
         state.allocate(len(jobs_spec) + k, Placement((node,), gpus))
-    queue = PendingQueue(jobs, shape_ids(jobs)[0], fw.static_key)
+    index = ShapeIndex()
+    index.extend(env.jobs)
+    queue = PendingQueue(env.jobs, index, fw.static_key)
     return CycleContext(env, state, queue, 0.0, {}, Statement(state)), fw

@@ -56,6 +56,7 @@ def estimator(finished: list[int], **args: Any) -> RuntimeEstimator:
     plugin.setup(env)
     assert env.estimator is not None
     for job in finished:
+        env.jobs.set_runtime(job, float(jobs.duration[job]))  # what Scheduler.finish records first
         plugin.job_stopped(env, job, 0.0, ANY, True)
     return plugin
 
@@ -100,12 +101,33 @@ def test_fallback_chain(args: dict[str, Any], finished: list[int], job: int, exp
 
 
 def test_only_finished_jobs_teach() -> None:
-    plugin = estimator([])
     env = SchedulerEnv(CLUSTER, history_table())
+    plugin = RuntimeEstimator(RuntimeEstimatorArgs())
+    plugin.setup(env)
     plugin.job_stopped(env, 0, 5.0, ANY, False)  # preempted, not finished: learns nothing
     assert plugin.predict(5) == 3600.0
+    env.jobs.set_runtime(0, 100.0)  # the run time the driver reports at the finish
     plugin.job_stopped(env, 0, 9.0, ANY, True)
     assert plugin.predict(5) == 100.0
+
+
+def test_learns_the_reported_run_time_not_the_trace_duration() -> None:
+    """The scheduler's finish records the run time the driver reports (a live executor measures it);
+    the estimator learns that, never the trace's duration column."""
+    from kant.config.policy import parse_policy as parse
+    from kant.scheduler import Scheduler
+
+    jobs = history_table()
+    policy = parse({"name": "p", "actions": ["allocate"], "plugins": [{"name": "runtime-estimator"}]}, "p")
+    sched = Scheduler(policy, CLUSTER, jobs)
+    for job in (0, 5):
+        assert sched.submit(job, 0.0).ok
+    result = sched.cycle(0.0)
+    assert [j for j, _ in result.started] == [0, 5]
+    sched.finish(0, 250.0)  # no run time given: since its start, 250 s (the trace says 100 s)
+    assert sched.env.estimate(9) == 250.0  # u4 has no history: tenant t1 median of [250]
+    sched.finish(5, 260.0, runtime=30.0)  # the driver says it ran 30 s
+    assert sched.env.estimate(9) == 140.0  # median(250, 30)
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import Plugin
-from kant.framework.queue import PendingQueue, shape_ids
+from kant.framework.queue import PendingQueue, ShapeIndex
 from kant.framework.runner import Framework
 from kant.framework.statement import Statement
 from kant.model.cluster import Cluster, NodeSpec
@@ -59,7 +59,9 @@ def build(cluster: Cluster, job: dict[str, Any], used: list[int], down: list[boo
             state.set_down(n)
         elif u:
             state.allocate(1 + n, Placement((n,), u))
-    queue = PendingQueue(jobs, shape_ids(jobs)[0], fw.static_key)
+    index = ShapeIndex()
+    index.extend(env.jobs)
+    queue = PendingQueue(env.jobs, index, fw.static_key)
     return CycleContext(env, state, queue, 0.0, {}, Statement(state)), fw
 
 

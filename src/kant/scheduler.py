@@ -1,28 +1,46 @@
 """One scheduler for simulated and live clusters.
 
 :class:`Scheduler` owns the cluster state and the pending queue and knows nothing about whether time
-is simulated: a driver (the simulator, or a live adapter) calls :meth:`submit` when a job arrives,
-:meth:`finish` when one ends, and :meth:`cycle` with the current time to get the jobs to start. A
-cycle runs the policy's actions in order on a :class:`~kant.framework.statement.Statement` and
-commits it.
+is simulated: a driver (the simulator, or the live service) adds jobs to the store and calls
+:meth:`submit` when one arrives, :meth:`finish` when one ends, and :meth:`cycle` with the current
+time to get the jobs to start. A cycle runs the policy's actions in order on a
+:class:`~kant.framework.statement.Statement` and commits it; the commit is where binds happen (a
+driver that runs work sets :attr:`Scheduler.binder`).
+
+What a live cluster adds is here too: jobs added at any time (the store grows; plugins hear
+:meth:`~kant.framework.plugin.Plugin.jobs_added`), cancel, node cordon / fail / repair, a bind that
+failed (the job returns to the queue with the reason), and a snapshot to restore from (after a
+restart, or to rebuild on a changed cluster: running jobs keep their placements).
+
+The scheduler never reads a job's true duration: it plans with the store's ``estimate`` column (or
+a runtime estimator's prediction). Only oracle baselines read the simulated workload
+(``env.trace``), and a live scheduler has none.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from kant.config.policy import Policy
+from kant.errors import SchedulingError
 from kant.framework.context import CycleContext, RunningJob, SchedulerEnv
 from kant.framework.plugin import Action
-from kant.framework.queue import PendingQueue, shape_ids
+from kant.framework.queue import PendingQueue, ShapeIndex
 from kant.framework.runner import Framework
-from kant.framework.statement import Statement
+from kant.framework.statement import Binder, Statement
 from kant.framework.status import Status
 from kant.model.cluster import Cluster
 from kant.model.job import JobTable
 from kant.model.state import ClusterState, Placement
+from kant.model.store import JobStore
 
-__all__ = ["Scheduler", "CycleResult"]
+__all__ = ["Scheduler", "CycleResult", "SchedulerSnapshot", "RunningRecord", "CORDONED", "DOWN"]
+
+#: node flags (see :meth:`Scheduler.node_flags`): a node takes work only with no flag set
+CORDONED = 1
+DOWN = 2
 
 
 @dataclass(slots=True)
@@ -32,24 +50,86 @@ class CycleResult:
     wakeups: list[float] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class RunningRecord:
+    """A running job in a snapshot: its workers' nodes by name, per-worker request, run times."""
+
+    nodes: tuple[str, ...]
+    gpus: int
+    cpu_milli: int
+    memory_mib: int
+    start: float
+    expected_end: float
+
+
+@dataclass(frozen=True)
+class SchedulerSnapshot:
+    """What a scheduler holds beyond its inputs, by job row and node name: enough to rebuild it (after
+    a restart, or on a cluster with nodes added or removed). Plugin state that is not derived from
+    the running jobs (a runtime estimator's history, attained service of finished runs) is not kept.
+    """
+
+    now: float
+    pending: tuple[int, ...]
+    running: Mapping[int, RunningRecord]
+    node_flags: Mapping[str, int]  # nodes with a flag set (CORDONED, DOWN)
+    bind_failures: Mapping[int, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (infinite expected ends become None)."""
+        def end(x: float) -> float | None:
+            return x if x != float("inf") else None
+
+        return {
+            "now": self.now,
+            "pending": list(self.pending),
+            "running": {str(j): {"nodes": list(r.nodes), "gpus": r.gpus, "cpu_milli": r.cpu_milli,
+                                 "memory_mib": r.memory_mib, "start": r.start, "expected_end": end(r.expected_end)}
+                        for j, r in self.running.items()},
+            "node_flags": dict(self.node_flags),
+            "bind_failures": {str(j): why for j, why in self.bind_failures.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SchedulerSnapshot:
+        def end(x: float | None) -> float:
+            return float("inf") if x is None else float(x)
+
+        return cls(
+            now=float(data["now"]),
+            pending=tuple(int(j) for j in data["pending"]),
+            running={int(j): RunningRecord(tuple(r["nodes"]), int(r["gpus"]), int(r["cpu_milli"]),
+                                           int(r["memory_mib"]), float(r["start"]), end(r["expected_end"]))
+                     for j, r in data["running"].items()},
+            node_flags={str(n): int(f) for n, f in data["node_flags"].items()},
+            bind_failures={int(j): str(w) for j, w in data.get("bind_failures", {}).items()},
+        )
+
+
 class Scheduler:
-    def __init__(self, policy: Policy, cluster: Cluster, jobs: JobTable, *, seed: int = 0) -> None:
+    def __init__(self, policy: Policy, cluster: Cluster, jobs: JobStore | JobTable, *, seed: int = 0,
+                 trace: JobTable | None = None) -> None:
         self.policy = policy
-        self.env = SchedulerEnv(cluster, jobs, seed)
+        self.seed = seed
+        self.env = SchedulerEnv(cluster, jobs, seed, trace)
+        self.jobs: JobStore = self.env.jobs
         self.framework = Framework(self.env, policy.build_plugins())
         self.actions = policy.build_actions()
         for action in self.actions:
             action.setup(self.env)
         self.state = ClusterState(cluster)
         fw = self.framework
-        self.shapes, self.requests = shape_ids(jobs, by_tenant=bool(fw.admitters) or not fw.request_only)
-        if not fw.request_only:
-            # a filter or placer looks beyond the request: remember failures per shape instead
-            self.requests = self.shapes
-        self.queue = PendingQueue(jobs, self.shapes, self.framework.static_key, self.requests)
+        # a filter or placer that looks beyond the request: failures are remembered per shape
+        self.index = ShapeIndex(by_tenant=bool(fw.admitters) or not fw.request_only, per_shape=not fw.request_only)
+        self.index.extend(self.jobs)
+        self.queue = PendingQueue(self.jobs, self.index, self.framework.static_key)
         self.running: dict[int, RunningJob] = {}
         self.cycles = 0
+        #: told of every committed start and eviction (a live executor); None in a simulation
+        self.binder: Binder | None = None
         self._reasons: dict[int, Status] = {}
+        self._bind_failures: dict[int, str] = {}
+        self._flags: dict[int, int] = {}  # node -> CORDONED | DOWN, nodes with a flag only
         self._ctx: CycleContext | None = None
         # A policy with one action that has an idle test, no admission and a static order: after a
         # cycle, while only arrivals happen (the state's version is unchanged), a cycle may be the
@@ -59,39 +139,103 @@ class Scheduler:
                          and not fw.dynamic)
         self._version_after = -1  # the state's version at the end of the last cycle
 
-    # --- driver calls ------------------------------------------------------------------------
+    @property
+    def cluster(self) -> Cluster:
+        return self.env.cluster
+
+    # --- jobs ----------------------------------------------------------------------------------
+    def _sync_jobs(self) -> None:
+        """Index the jobs added to the store since the last call; plugins and actions grow."""
+        start = len(self.index)
+        if start < len(self.jobs):
+            self.index.extend(self.jobs)
+            self.framework.jobs_added(start)
+            for action in self.actions:
+                action.jobs_added(self.env, start)
+
     def submit(self, job: int, now: float) -> Status:
-        """A job arrives. Returns why it can never run (and does not queue it), or success."""
+        """A job (a row of the store) arrives. Returns why it can never run (and does not queue it),
+        or success."""
+        if job >= len(self.queue.shape_of):
+            self._sync_jobs()
         status = self.framework.feasible(job, self.queue.shape_of[job])
         if status.ok:
             self.queue.push(job)
         return status
 
-    def finish(self, job: int, now: float) -> Placement:
-        """A running job ended; its resources are free for the next cycle."""
+    def finish(self, job: int, now: float, runtime: float | None = None) -> Placement:
+        """A running job ended; its resources are free for the next cycle. ``runtime``: how long it
+        really ran (the simulator knows its work; a live driver measures it; None: since its last
+        start), which a runtime estimator learns from."""
         placement = self.state.release(job)
-        del self.running[job]
+        run = self.running.pop(job)
+        self.jobs.set_runtime(job, now - run.start if runtime is None else runtime)
         self.framework.job_stopped(job, now, placement, True)
         return placement
 
     def interrupt(self, job: int, now: float) -> Placement:
-        """A running job was killed from outside (node failure); it goes back in the queue."""
+        """A running job was killed from outside (node failure, lost worker); it goes back in the queue."""
         placement = self.state.release(job)
         del self.running[job]
         self.framework.job_stopped(job, now, placement, False)
         self.queue.push(job)
         return placement
 
-    def withdraw(self, job: int, now: float) -> Placement | None:
-        """The driver takes a job away (an inference replica scaled down): a running job releases its
-        resources (listeners hear ``finished=True``: it does not come back on its own) and returns its
-        placement; a queued job leaves the queue (returns None)."""
+    def bind_failed(self, job: int, now: float, reason: str) -> Placement:
+        """The executor could not start ``job`` where the last commit put it: the job returns to the
+        queue, and :meth:`why_pending` tells the reason until it starts."""
+        if job not in self.running:
+            raise SchedulingError(f"job {job} is not running: no bind of it can fail")
+        self._bind_failures[job] = reason
+        return self.interrupt(job, now)
+
+    def cancel(self, job: int, now: float) -> Placement | None:
+        """The driver takes a job away (a user's cancel, an inference replica scaled down): a running
+        job releases its resources (listeners hear ``finished=True``: it does not come back on its
+        own) and returns its placement; a queued job leaves the queue (returns None)."""
+        self._bind_failures.pop(job, None)
         if job in self.running:
-            return self.finish(job, now)
+            placement = self.state.release(job)
+            del self.running[job]
+            self.framework.job_stopped(job, now, placement, True)
+            return placement
         if job in self.queue:
             self.queue.remove(job)
         return None
 
+    # --- nodes ---------------------------------------------------------------------------------
+    def node_flags(self, node: int) -> int:
+        """``CORDONED | DOWN`` bits of a node (0: it takes work)."""
+        return self._flags.get(node, 0)
+
+    def _set_flags(self, node: int, flags: int) -> None:
+        if not 0 <= node < self.cluster.n_nodes:
+            raise SchedulingError(f"no node {node}: the cluster has {self.cluster.n_nodes}")
+        if flags:
+            self._flags[node] = flags
+            self.state.set_unschedulable(node)
+        else:
+            self._flags.pop(node, None)
+            self.state.set_schedulable(node)
+
+    def cordon(self, node: int) -> None:
+        """No new work on ``node``; what runs there goes on (drain = cordon, then wait)."""
+        self._set_flags(node, self.node_flags(node) | CORDONED)
+
+    def uncordon(self, node: int) -> None:
+        self._set_flags(node, self.node_flags(node) & ~CORDONED)
+
+    def fail_node(self, node: int, now: float) -> list[tuple[int, Placement]]:
+        """``node`` is lost: every job on it is interrupted (back to the queue) and it takes no work
+        until :meth:`repair_node`. Returns the interrupted jobs with their placements."""
+        hit = [(job, self.interrupt(job, now)) for job in self.state.jobs_on(node)]
+        self._set_flags(node, self.node_flags(node) | DOWN)
+        return hit
+
+    def repair_node(self, node: int) -> None:
+        self._set_flags(node, self.node_flags(node) & ~DOWN)
+
+    # --- the cycle -----------------------------------------------------------------------------
     def cycle(self, now: float) -> CycleResult:
         """Run the policy's actions once and commit what they decided."""
         self.cycles += 1
@@ -115,18 +259,108 @@ class Scheduler:
             ctx.started, ctx.evicted, ctx.wakeups = [], [], []  # fresh: an action may keep the last ones
         for action in self.actions:
             action.execute(ctx, self.framework)
-        ctx.statement.commit()
+        ctx.statement.commit(self.binder)
+        estimate = self.env.estimate
         for job, _ in ctx.started:
-            self.running[job] = RunningJob(now, now + self.env.estimate(job))
+            self.running[job] = RunningJob(now, now + estimate(job))
+        if self._bind_failures:
+            for job, _ in ctx.started:
+                self._bind_failures.pop(job, None)
         self._version_after = self.state.version
         return CycleResult(started=ctx.started, evicted=ctx.evicted, wakeups=ctx.wakeups)
 
-    # --- introspection -----------------------------------------------------------------------
+    # --- introspection -------------------------------------------------------------------------
     def why_pending(self, job: int) -> str:
         """The last reason a job of this shape could not start ("why is my job pending?")."""
         if job in self.running:
             return "running"
         if job not in self.queue:
             return "not queued"
-        status = self._reasons.get(int(self.shapes[job]))
-        return str(status) if status is not None else "not yet considered"
+        status = self._reasons.get(self.queue.shape_of[job])
+        why = str(status) if status is not None else "not yet considered"
+        failed = self._bind_failures.get(job)
+        return why if failed is None else f"{why}; its last start failed: {failed}"
+
+    def pending_status(self, job: int) -> Status | None:
+        """The Status behind :meth:`why_pending` (None: not looked at since it was queued)."""
+        return self._reasons.get(self.queue.shape_of[job]) if job in self.queue else None
+
+    # --- snapshot and restore ------------------------------------------------------------------
+    def snapshot(self, now: float) -> SchedulerSnapshot:
+        """The scheduler's state by job row and node name (see :class:`SchedulerSnapshot`)."""
+        names = self.cluster.names
+        allocations = self.state.allocations
+        running = {}
+        for job, run in self.running.items():
+            p = allocations[job]
+            running[job] = RunningRecord(tuple(names[n] for n in p.nodes), p.gpus, p.cpu_milli, p.memory_mib,
+                                         run.start, run.expected_end)
+        return SchedulerSnapshot(
+            now=now,
+            pending=tuple(sorted(self.queue)),
+            running=running,
+            node_flags={names[n]: f for n, f in sorted(self._flags.items())},
+            bind_failures=dict(self._bind_failures),
+        )
+
+    def restore(self, snap: SchedulerSnapshot) -> None:
+        """Load ``snap`` into this scheduler, which must be fresh (nothing queued or running, no
+        cycle run). Running jobs get their placements back (node names are looked up in this
+        cluster, which may have other nodes than the snapshot's), listeners hear them start again at
+        their start times, in start order; then node flags are set and pending jobs queued.
+        Raises :class:`SchedulingError` naming the job or node that does not fit."""
+        if self.running or len(self.queue) or self.cycles:
+            raise SchedulingError("restore needs a fresh scheduler")
+        self._sync_jobs()
+        index = {name: i for i, name in enumerate(self.cluster.names)}
+
+        def node_of(name: str, what: str) -> int:
+            node = index.get(name)
+            if node is None:
+                raise SchedulingError(f"{what}: node {name!r} is not in the cluster")
+            return node
+
+        n_jobs = len(self.jobs)
+        for job, rec in sorted(snap.running.items(), key=lambda item: (item[1].start, item[0])):
+            if not 0 <= job < n_jobs:
+                raise SchedulingError(f"snapshot names job {job}, but the store has {n_jobs} jobs")
+            placement = Placement(tuple(node_of(n, f"running job {job}") for n in rec.nodes), rec.gpus,
+                                  rec.cpu_milli, rec.memory_mib)
+            self.state.allocate(job, placement)
+            self.running[job] = RunningJob(rec.start, rec.expected_end)
+            self.framework.job_started(job, rec.start, placement)
+        for name, flags in snap.node_flags.items():
+            node = node_of(name, "node flags")
+            if flags & DOWN and self.state.jobs_on(node):
+                raise SchedulingError(f"node {name!r} is down but running jobs are placed on it")
+            self._set_flags(node, flags)
+        for job in snap.pending:
+            if not 0 <= job < n_jobs:
+                raise SchedulingError(f"snapshot names job {job}, but the store has {n_jobs} jobs")
+            if job in self.running:
+                raise SchedulingError(f"job {job} is both pending and running in the snapshot")
+            status = self.submit(job, snap.now)
+            if not status.ok:
+                raise SchedulingError(f"pending job {job} can no longer run here: {status}")
+        self._bind_failures.update(snap.bind_failures)
+
+    @classmethod
+    def from_snapshot(cls, policy: Policy, cluster: Cluster, jobs: JobStore, snap: SchedulerSnapshot, *,
+                      seed: int = 0, trace: JobTable | None = None) -> Scheduler:
+        """A new scheduler with ``snap`` restored (see :meth:`restore`)."""
+        sched = cls(policy, cluster, jobs, seed=seed, trace=trace)
+        sched.restore(snap)
+        return sched
+
+    def rebuilt(self, cluster: Cluster, now: float, *, policy: Policy | None = None) -> Scheduler:
+        """This scheduler on another cluster (nodes added or removed, by name) or under another
+        policy, with its jobs, placements and node flags: a snapshot restored into a new one. Jobs
+        on nodes the new cluster lacks must have been interrupted or finished first."""
+        return Scheduler.from_snapshot(policy or self.policy, cluster, self.jobs, self.snapshot(now), seed=self.seed,
+                                       trace=self.env.trace)
+
+    def pending_in_order(self, limit: int | None = None) -> list[int]:
+        """Pending jobs in the order the next cycle would look at them (static order: sort keys;
+        a dynamic order is taken at the last cycle's time)."""
+        return self.queue.ordered(self.framework.dynamic_key(self._ctx.now if self._ctx else 0.0), limit)
+

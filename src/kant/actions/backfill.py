@@ -86,6 +86,7 @@ from kant.framework.registry import register_action
 from kant.framework.runner import Framework
 from kant.framework.status import Status
 from kant.model.state import ClusterState, Placement
+from kant.model.store import grow
 
 __all__ = ["Backfill", "BackfillArgs", "BackfillStats", "backfill_action", "backfill_stats"]
 
@@ -317,10 +318,6 @@ class Backfill(Action):
     NAME = NAME
     Args = BackfillArgs
 
-    #: per job: the shadow time of its first reservation as the head (NaN: never reserved as head)
-    head_shadow: FloatArray
-    #: per job: the start time of its first reservation in any position (conservative reserves many)
-    first_planned: FloatArray
     #: jobs started by this action
     backfilled: int
     #: reservations computed from scratch (EASY) / profiles built (conservative)
@@ -347,7 +344,6 @@ class Backfill(Action):
         self._w: list[int] = []
         self._type: list[int] = []
         self._cpu_jobs = bool((jobs.gpus_per_worker == 0).any())
-        self._req_list: list[int] | None = None
         self._releases = _Releases(self._modelled)
         self._unsynced: list[list[tuple[int, Placement]]] = []
         self._checked = 0  # hand-over lists already checked against the EASY reservation
@@ -360,10 +356,26 @@ class Backfill(Action):
         self._serial = 0  # reservations computed so far (their serial numbers)
         self._modelled_rows: list[list[int]] = self._modelled.tolist()
         self._long_blocked: set[int] = set()
-        self.head_shadow = np.full(len(jobs), np.nan)
-        self.first_planned = np.full(len(jobs), np.nan)
+        self._head_shadow = np.full(len(jobs), np.nan)
+        self._first_planned = np.full(len(jobs), np.nan)
         self.backfilled = 0
         self.computed = 0
+
+    def jobs_added(self, env: SchedulerEnv, start: int) -> None:
+        n = len(env.jobs)
+        self._head_shadow = grow(self._head_shadow, n, np.nan)
+        self._first_planned = grow(self._first_planned, n, np.nan)
+        self._cpu_jobs = self._cpu_jobs or bool((env.jobs.gpus_per_worker[start:] == 0).any())
+
+    @property
+    def head_shadow(self) -> FloatArray:
+        """Per job: the shadow time of its first reservation as the head (NaN: never reserved as head)."""
+        return self._head_shadow[: len(self._jobs)]
+
+    @property
+    def first_planned(self) -> FloatArray:
+        """Per job: the start time of its first reservation in any position (conservative reserves many)."""
+        return self._first_planned[: len(self._jobs)]
 
     # --- small helpers ---------------------------------------------------------------------------
     def _free_gpus(self, state: ClusterState) -> int:
@@ -400,10 +412,10 @@ class Backfill(Action):
         return dataclasses.replace(ctx, state=ctx.state.what_if(**kw))
 
     def _record(self, job: int, when: float, head: bool) -> None:
-        if head and self.head_shadow[job] != self.head_shadow[job]:
-            self.head_shadow[job] = when
-        if self.first_planned[job] != self.first_planned[job]:
-            self.first_planned[job] = when
+        if head and self._head_shadow[job] != self._head_shadow[job]:
+            self._head_shadow[job] = when
+        if self._first_planned[job] != self._first_planned[job]:
+            self._first_planned[job] = when
 
     def _start(self, ctx: CycleContext, fw: Framework, job: int, placement: Placement) -> None:
         start_job(ctx, fw, job, placement)
@@ -849,9 +861,7 @@ class _EasyCycle:
         self.room_ok.clear()  # requests with room now (until the next start)
         self.x_free: IntArray | None = None
         self.x_whole = False
-        if bf._req_list is None:
-            bf._req_list = ctx.queue.requests.tolist()
-        self.requests: list[int] = bf._req_list
+        self.requests: list[int] = ctx.queue.request_of
         self.estimate = ctx.env.estimate if ctx.env.estimator is not None else ctx.env.default_estimates().__getitem__
 
     def is_long(self, job: int) -> bool:

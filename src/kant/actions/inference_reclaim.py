@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kant.actions.common import start_job
 from kant.actions.preempt import Candidates, choose_victims, execute_plan, running_jobs, work_lost
-from kant.framework.context import CycleContext
+from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import Action
 from kant.framework.registry import register_action
 from kant.framework.runner import Framework
@@ -77,6 +77,10 @@ class InferenceReclaim(Action):
         self.lost_gpu_seconds = 0.0
         self.reclaims = 0
         self.reclaim_starts: list[tuple[int, float]] = []
+
+    def jobs_added(self, env: SchedulerEnv, start: int) -> None:
+        if (env.jobs.kind[start:] == JobKind.INFERENCE).any():
+            self._inf_shapes = None  # a new inference shape may have come
 
     def execute(self, ctx: CycleContext, fw: Framework) -> None:
         args = self.args

@@ -42,11 +42,11 @@ from kant.actions.preempt import (
     select,
     work_lost,
 )
-from kant.framework.context import CycleContext
+from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import Action
 from kant.framework.registry import register_action
 from kant.framework.runner import Framework
-from kant.model.job import JobTable
+from kant.model.store import JobStore
 from kant.plugins.quota import Quota
 
 __all__ = ["NAME", "Reclaim", "ReclaimArgs"]
@@ -79,6 +79,9 @@ class Reclaim(Action):
         self._allocate: Allocate | None = None
         self.evictions = 0
         self.reclaims = 0
+
+    def jobs_added(self, env: SchedulerEnv, start: int) -> None:
+        self._shape_tenant = None  # new jobs may bring new shapes
 
     def execute(self, ctx: CycleContext, fw: Framework) -> None:
         args = self.args
@@ -211,7 +214,7 @@ class Reclaim(Action):
         return started
 
 
-def _per_shape(shapes: IntArray, jobs: JobTable) -> tuple[IntArray, IntArray, IntArray]:
+def _per_shape(shapes: IntArray, jobs: JobStore) -> tuple[IntArray, IntArray, IntArray]:
     """Tenant, total GPUs and GPUs per worker of each shape id (the same for every job of a shape)."""
     n = int(shapes.max()) + 1 if len(shapes) else 0
     s_tenant = np.zeros(n, dtype=np.int64)

@@ -8,12 +8,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from kant.errors import ConfigError
 from kant.framework.queue import PendingQueue
 from kant.framework.statement import Statement
 from kant.framework.status import Status
 from kant.model.cluster import Cluster
 from kant.model.job import JobTable
 from kant.model.state import ClusterState, Placement
+from kant.model.store import JobStore
 
 __all__ = ["SchedulerEnv", "CycleContext", "RunningJob"]
 
@@ -23,19 +25,26 @@ BoolArray = npt.NDArray[np.bool_]
 class SchedulerEnv:
     """Run-wide, read-mostly inputs: cluster, jobs, a seeded RNG, and cached per-type node masks.
 
-    ``estimate(job)`` gives the runtime estimate that reservations use (backfill): by default the
-    job's ``estimate`` column, else its true duration (a policy can install a runtime estimator).
+    ``jobs`` is the :class:`~kant.model.store.JobStore` (a :class:`JobTable` is turned into one with
+    :meth:`JobStore.from_table`). ``estimate(job)`` gives the run time that reservations use
+    (backfill): a runtime estimator's prediction when a policy installs one, else the store's
+    ``estimate`` column. ``trace`` is the whole workload when a simulator drives the scheduler (for
+    oracle baselines and quotas derived from a trace); a live scheduler has none.
     """
 
-    def __init__(self, cluster: Cluster, jobs: JobTable, seed: int = 0) -> None:
+    def __init__(self, cluster: Cluster, jobs: JobStore | JobTable, seed: int = 0,
+                 trace: JobTable | None = None) -> None:
+        if isinstance(jobs, JobTable):
+            trace = jobs if trace is None else trace
+            jobs = JobStore.from_table(jobs)
         self.cluster = cluster
-        self.jobs = jobs
+        self.jobs: JobStore = jobs
+        self.trace = trace
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         self.estimator: Callable[[int], float] | None = None
         self._type_masks: dict[int, BoolArray] = {}
         self._type_codes: dict[int, list[int]] = {}
-        self._default_estimates: list[float] | None = None
         self.cpu_unmodelled = cluster.cpu_milli == 0
         self.mem_unmodelled = cluster.memory_mib == 0
 
@@ -59,18 +68,21 @@ class SchedulerEnv:
         return codes
 
     def default_estimates(self) -> list[float]:
-        """Every job's :meth:`estimate` without an estimator (the estimate column, else the
-        duration), as a list built on first use: for callers that read many."""
-        if self._default_estimates is None:
-            jobs = self.jobs
-            self._default_estimates = np.where(np.isnan(jobs.estimate), jobs.duration, jobs.estimate).tolist()
-        return self._default_estimates
+        """Every job's :meth:`estimate` without an estimator (the store's ``estimate`` column), as the
+        store's own list: for callers that read many."""
+        return self.jobs.list_of("estimate")
 
     def estimate(self, job: int) -> float:
         if self.estimator is not None:
             return self.estimator(job)
-        est = float(self.jobs.estimate[job])
-        return est if est == est else float(self.jobs.duration[job])
+        return self.jobs.estimate.item(job)
+
+    def require_trace(self, who: str, why: str) -> JobTable:
+        """The simulated workload, for ``who`` (a plugin) that needs it for ``why``; a clear error
+        in a live scheduler, which knows no future and no true run times."""
+        if self.trace is None:
+            raise ConfigError(f"{who} plugin", "", f"{why}, which only a simulation knows; not usable live")
+        return self.trace
 
 
 @dataclass(slots=True)

@@ -60,7 +60,12 @@ class Plugin:
         self.weight = weight
 
     def setup(self, env: SchedulerEnv) -> None:
-        """Called once before the first cycle, with the cluster and job table."""
+        """Called once before the first cycle, with the cluster and the jobs known so far."""
+
+    def jobs_added(self, env: SchedulerEnv, start: int) -> None:
+        """Jobs ``start .. len(env.jobs) - 1`` were added to the store (a live submit): grow any
+        per-job (or per-tenant: the store's vocabularies may have grown too) state kept since
+        :meth:`setup`. Called before any of them is queued."""
 
 
 class QueueSort(Plugin):
@@ -153,6 +158,9 @@ class Action:
 
     def setup(self, env: SchedulerEnv) -> None:
         pass
+
+    def jobs_added(self, env: SchedulerEnv, start: int) -> None:
+        """As :meth:`Plugin.jobs_added`: jobs ``start ..`` were added to the store."""
 
     def execute(self, ctx: CycleContext, fw: Framework) -> None:
         raise NotImplementedError

@@ -22,51 +22,105 @@ from itertools import chain
 import numpy as np
 import numpy.typing as npt
 
-from kant.model.job import JobTable
+from kant.model.store import JobStore, grow
 
-__all__ = ["PendingQueue", "shape_ids"]
+__all__ = ["PendingQueue", "ShapeIndex"]
 
 IntArray = npt.NDArray[np.int64]
 SortKey = tuple[float, ...]
 
 
-def shape_ids(jobs: JobTable, *, by_tenant: bool = True) -> tuple[IntArray, IntArray]:
-    """Dense ids per job: ``(shape, request)``.
+_REQUEST_COLUMNS = ("workers", "gpus_per_worker", "gpu_milli", "cpu_milli", "memory_mib", "gpu_type", "kind")
+
+
+class ShapeIndex:
+    """Dense *shape* and *request* ids per job, interned in order of first appearance as jobs arrive.
 
     Equal *request* ids mean identical resource requests (workers, GPUs and GPU share per worker,
     CPU, memory, GPU type) of the same kind (training or inference: a filter may place the two
     kinds on different nodes): whether such a job can be placed depends only on the cluster state.
     Equal *shape* ids additionally share tenant, priority and kind, which admission may look at;
-    with ``by_tenant=False`` (a policy without admission plugins) shapes are just requests.
+    with ``by_tenant=False`` (a policy without admission plugins) shapes are just requests. With
+    ``per_shape=True`` (a filter or placer that looks beyond the request) request ids are shape ids,
+    so placement failures are remembered per shape.
+
+    ``shape_of``/``request_of`` are Python lists (read one job at a time); ``shapes``/``requests``
+    the same ids as read-only NumPy views, replaced as jobs are added.
     """
-    if len(jobs) == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty.copy()
-    request_cols = [jobs.workers, jobs.gpus_per_worker, jobs.gpu_milli, jobs.cpu_milli, jobs.memory_mib, jobs.gpu_type,
-                    jobs.kind]
-    request = _row_ids(request_cols)
-    if not by_tenant:
-        return request, request
-    return _row_ids([request, jobs.tenant, jobs.priority, jobs.kind]), request
+
+    def __init__(self, *, by_tenant: bool = True, per_shape: bool = False) -> None:
+        self.by_tenant = by_tenant
+        self.per_shape = per_shape
+        self._request_ids: dict[tuple[int, ...], int] = {}
+        self._shape_ids: dict[tuple[int, ...], int] = {}
+        self.shape_of: list[int] = []
+        self.request_of: list[int] = []
+        self._shape_buf = np.zeros(16, dtype=np.int64)
+        self._request_buf = np.zeros(16, dtype=np.int64)
+        self.shapes: IntArray = self._shape_buf[:0]
+        self.requests: IntArray = self._request_buf[:0]
+
+    def __len__(self) -> int:
+        return len(self.shape_of)
+
+    def extend(self, jobs: JobStore) -> range:
+        """Give ids to the jobs of ``jobs`` not indexed yet; returns their rows."""
+        start, stop = len(self.shape_of), len(jobs)
+        if start >= stop:
+            return range(start, start)
+        part = slice(start, stop)
+        request = _intern(self._request_ids, [getattr(jobs, c)[part] for c in _REQUEST_COLUMNS])
+        shape = request
+        if self.by_tenant:
+            shape = _intern(self._shape_ids, [request, jobs.tenant[part], jobs.priority[part], jobs.kind[part]])
+        if self.per_shape:
+            request = shape
+        self._shape_buf = grow(self._shape_buf, stop)
+        self._request_buf = grow(self._request_buf, stop)
+        self._shape_buf[part] = shape
+        self._request_buf[part] = request
+        self.shapes = self._shape_buf[:stop]
+        self.requests = self._request_buf[:stop]
+        self.shapes.setflags(write=False)
+        self.requests.setflags(write=False)
+        self.shape_of.extend(shape.tolist())
+        self.request_of.extend(request.tolist())
+        return range(start, stop)
 
 
-def _row_ids(cols: list[IntArray]) -> IntArray:
-    """Dense id per row of the columns ``cols``: the rank of the row among the distinct rows in
-    lexicographic order, i.e. ``np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)[1]``,
-    computed from one int64 key per row (column codes in mixed radix) when their product fits."""
+def _intern(table: dict[tuple[int, ...], int], cols: list[IntArray]) -> IntArray:
+    """Id per row of the columns ``cols`` from ``table`` (row values -> id), new rows getting the next
+    ids in order of first appearance. Vectorised: one dict lookup per distinct row."""
+    n = len(cols[0])
+    if n == 1:
+        key = tuple(int(c[0]) for c in cols)
+        return np.array([table.setdefault(key, len(table))], dtype=np.int64)
+    group, first = _row_groups(cols)
+    ids = np.empty(len(first), dtype=np.int64)
+    for g in np.argsort(first, kind="stable").tolist():
+        row = int(first[g])
+        ids[g] = table.setdefault(tuple(int(c[row]) for c in cols), len(table))
+    out: IntArray = ids[group]
+    return out
+
+
+def _row_groups(cols: list[IntArray]) -> tuple[IntArray, IntArray]:
+    """``(group, first)``: a dense group id per row of the columns ``cols`` (equal rows, equal ids)
+    and the first row of each group, from one int64 key per row (column codes in mixed radix) when
+    their product fits."""
     codes, sizes = [], []
     for col in cols:
         values, code = np.unique(col, return_inverse=True)
         codes.append(code.reshape(-1).astype(np.int64))
         sizes.append(len(values))
     if math.prod(sizes) >= (1 << 62):  # pragma: no cover - thousands of distinct values in every column
-        _, ids = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
-        return ids.reshape(-1).astype(np.int64)
+        _, first, group = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
+        return group.reshape(-1).astype(np.int64), first.astype(np.int64)
     key = codes[0]
     for code, size in zip(codes[1:], sizes[1:], strict=True):
         key = key * size + code
-    _, ids = np.unique(key, return_inverse=True)
-    return ids.reshape(-1).astype(np.int64)
+    _, first, group = np.unique(key, return_index=True, return_inverse=True)
+    return group.reshape(-1).astype(np.int64), first.astype(np.int64)
 
 
 _EMPTY: deque[int] = deque()
@@ -76,16 +130,13 @@ _NEAR = 64  # removals this close to the front of a shape's list scan for the jo
 class PendingQueue:
     """Jobs waiting to run. ``static_key(job)`` gives each job's sort key once, on push."""
 
-    def __init__(
-        self, jobs: JobTable, shapes: IntArray, static_key: Callable[[int], SortKey], requests: IntArray | None = None
-    ) -> None:
+    def __init__(self, jobs: JobStore, index: ShapeIndex, static_key: Callable[[int], SortKey]) -> None:
         self.jobs = jobs
-        self.shapes = shapes
-        self.requests = requests if requests is not None else shapes
-        # the same ids as Python lists: the per-job bookkeeping reads them one at a time
-        self.shape_of: list[int] = np.asarray(shapes).tolist()
-        self.request_of: list[int] = self.shape_of if requests is None else np.asarray(requests).tolist()
-        self._total_gpus: list[int] = jobs.total_gpus.tolist()
+        self.index = index
+        # the ids as Python lists (the index's own, growing with it): read one job at a time
+        self.shape_of: list[int] = index.shape_of
+        self.request_of: list[int] = index.request_of
+        self._total_gpus: list[int] = jobs.list_of("total_gpus")
         self._static_key = static_key
         self._keys: dict[int, SortKey] = {}
         # per shape, its jobs in static-key order; a deque, so the usual removal (the shape's first
@@ -102,6 +153,16 @@ class PendingQueue:
 
     def __len__(self) -> int:
         return len(self._keys)
+
+    @property
+    def shapes(self) -> IntArray:
+        """Shape id per job (read-only NumPy view; see :class:`ShapeIndex`)."""
+        return self.index.shapes
+
+    @property
+    def requests(self) -> IntArray:
+        """Request id per job (read-only NumPy view; see :class:`ShapeIndex`)."""
+        return self.index.requests
 
     def __contains__(self, job: int) -> bool:
         return job in self._keys
@@ -185,6 +246,25 @@ class PendingQueue:
         else:
             del self._request_count[request]
             self.request_changes += 1
+
+    def ordered(self, dynamic_key: Callable[[int], SortKey] | None = None, limit: int | None = None) -> list[int]:
+        """Pending jobs in queue order (the first ``limit``): for "where is my job?" views, not cycles."""
+        if dynamic_key is not None:
+            order = sorted(self._keys, key=dynamic_key)
+            return order if limit is None else order[:limit]
+        keys = self._keys
+        merged = heapq.merge(*self._by_shape.values(), key=keys.__getitem__)
+        return list(merged) if limit is None else [job for job, _ in zip(merged, range(limit), strict=False)]
+
+    def position(self, job: int, dynamic_key: Callable[[int], SortKey] | None = None) -> int:
+        """How many pending jobs come before ``job`` in queue order (O(shapes log n) for a static
+        order, a full sort for a dynamic one)."""
+        if dynamic_key is not None:
+            key = dynamic_key(job)
+            return sum(1 for j in self._keys if dynamic_key(j) < key)
+        key = self._keys[job]
+        keys = self._keys
+        return sum(bisect_left(lst, key, key=keys.__getitem__) for lst in self._by_shape.values())
 
     # --- one cycle's walk --------------------------------------------------------------------
     def block(self, shape: int) -> None:

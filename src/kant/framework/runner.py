@@ -56,12 +56,12 @@ class Framework:
         self._class_plans: dict[tuple[int, int], ClassGroups | None] = {}
         self._no_fit_cache: dict[tuple[int, int, int, int, int], Status] = {}
         jobs = env.jobs
-        # per-job columns read one at a time on the hot path, as Python lists
-        self.job_gpus: list[int] = jobs.gpus_per_worker.tolist()
-        self.job_workers: list[int] = jobs.workers.tolist()
-        self.job_type: list[int] = jobs.gpu_type.tolist()
-        self.job_cpu: list[int] = jobs.cpu_milli.tolist()
-        self.job_mem: list[int] = jobs.memory_mib.tolist()
+        # per-job columns read one at a time on the hot path: the store's lists (they grow with it)
+        self.job_gpus: list[int] = jobs.list_of("gpus_per_worker")
+        self.job_workers: list[int] = jobs.list_of("workers")
+        self.job_type: list[int] = jobs.list_of("gpu_type")
+        self.job_cpu: list[int] = jobs.list_of("cpu_milli")
+        self.job_mem: list[int] = jobs.list_of("memory_mib")
         # room_for's results for one state at one version, by (GPUs per worker, GPU type)
         self._room: dict[tuple[int, int], int] = {}
         self._room_state: object = None
@@ -336,6 +336,12 @@ class Framework:
             if len(self._no_fit_cache) < 65536:
                 self._no_fit_cache[key] = status
         return status
+
+    # --- growth ------------------------------------------------------------------------------
+    def jobs_added(self, start: int) -> None:
+        """Jobs ``start ..`` joined the store: every plugin grows its per-job state."""
+        for p in self.plugins:
+            p.jobs_added(self.env, start)
 
     # --- listeners ---------------------------------------------------------------------------
     def job_started(self, job: int, now: float, placement: Placement) -> None:

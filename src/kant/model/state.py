@@ -188,6 +188,9 @@ class ClusterState:
         self._has_cpu: list[bool] = (cluster.cpu_milli != 0).tolist()
         self._has_mem: list[bool] = (cluster.memory_mib != 0).tolist()
         self._up: list[bool] = [True] * cluster.n_nodes  # the same as ``up``, cheap to read one at a time
+        # free GPUs of nodes that take no work (``up`` False: failed or cordoned), which ``free``
+        # shows as 0; what jobs on such a node release comes back here, and to ``free`` when it is up
+        self._idle_off: list[int] = [0] * cluster.n_nodes
         self._mirror()
         #: nodes by (GPU type, capacity, free GPUs), for the class-based placement paths; None on a
         #: planning copy (:meth:`what_if`), which then uses the vectorised paths
@@ -318,6 +321,14 @@ class ClusterState:
         empty = partial = on_partial = 0
         for node, count in placement.per_node.items():
             delta = sign * g * count
+            if not up[node]:  # a node that takes no work (cordoned): its capacity comes back to nobody
+                self._idle_off[node] += delta
+                self.down_gpus += delta
+                if has_cpu[node]:
+                    self.free_cpu[node] += sign * placement.cpu_milli * count
+                if has_mem[node]:
+                    self.free_mem[node] += sign * placement.memory_mib * count
+                continue
             before = free.item(node)
             after = before + delta
             if log is not None:
@@ -362,29 +373,42 @@ class ClusterState:
         self.leaf_free[lf] = self._leaf_free[lf] = self._leaf_free[lf] + delta
         self.spine_free[sp] = self._spine_free[sp] = self._spine_free[sp] + delta
 
-    def set_down(self, node: int) -> None:
-        """Mark a node failed. The caller must first release every job on it."""
+    def set_unschedulable(self, node: int) -> None:
+        """The node takes no new work (cordoned, or failed once its jobs are released); jobs on it go
+        on. Its free GPUs count as down and come back with :meth:`set_schedulable`."""
         if not self.up[node]:
             return
-        cap = int(self.cluster.gpus[node])
-        if int(self.free[node]) != cap:
-            raise SchedulingError(f"node {self.cluster.names[node]} still holds work; release it first")
+        free = self.free.item(node)
         self._unclassify(node)
         self.up[node] = self._up[node] = False
         self.free[node] = 0
-        self._add_group_free(node, -cap)
-        self.down_gpus += cap
+        self._idle_off[node] = free
+        self._add_group_free(node, -free)
+        self.down_gpus += free
 
-    def set_up(self, node: int) -> None:
+    def set_schedulable(self, node: int) -> None:
+        """The node takes work again, with the GPUs its jobs do not hold."""
         if self.up[node]:
             return
-        cap = int(self.cluster.gpus[node])
+        free = self._idle_off[node]
+        self._idle_off[node] = 0
         self.up[node] = self._up[node] = True
-        self.free[node] = cap
-        self._add_group_free(node, cap)
-        self.down_gpus -= cap
+        self.free[node] = free
+        self._add_group_free(node, free)
+        self.down_gpus -= free
         self._classify(node)
-        self._log_release(node, 0, cap)
+        self._log_release(node, 0, free)
+
+    def set_down(self, node: int) -> None:
+        """Mark a node failed. The caller must first release every job on it."""
+        cap = self._cap[node]
+        if (self.free.item(node) if self.up[node] else self._idle_off[node]) != cap:
+            raise SchedulingError(f"node {self.cluster.names[node]} still holds work; release it first")
+        self.set_unschedulable(node)
+
+    def set_up(self, node: int) -> None:
+        """A failed node is back (see :meth:`set_schedulable`)."""
+        self.set_schedulable(node)
 
     def jobs_on(self, node: int) -> list[int]:
         return [j for j, p in self.allocations.items() if node in p.per_node]
@@ -405,7 +429,8 @@ class ClusterState:
         view.leaf_free = np.bincount(cluster.leaf, weights=f, minlength=cluster.n_leaves).astype(np.int64)
         view.spine_free = np.bincount(cluster.spine, weights=f, minlength=cluster.n_spines).astype(np.int64)
         gpu_up = self.up & (cluster.gpus > 0)
-        view.allocated_gpus = int((cluster.gpus - f)[self.up].sum())
+        held_off = int(cluster.gpus[~self.up].sum()) - self.down_gpus  # held by jobs on nodes taking no work
+        view.allocated_gpus = int((cluster.gpus - f)[self.up].sum()) + held_off
         partial = gpu_up & (f > 0) & (f < cluster.gpus)
         view.partial_nodes = int(partial.sum())
         view.free_on_partial = int(f[partial].sum())
@@ -424,18 +449,21 @@ class ClusterState:
         """
         cluster = self.cluster
         used = np.zeros(cluster.n_nodes, dtype=np.int64)
-        for job, p in self.allocations.items():
+        for p in self.allocations.values():
             for node, count in p.per_node.items():
-                if not self.up[node]:
-                    raise SchedulingError(f"job {job} holds GPUs on down node {node}")
                 used[node] += p.gpus * count
+        if np.any(used > cluster.gpus):
+            bad = int(np.flatnonzero(used > cluster.gpus)[0])
+            raise SchedulingError(f"node {cluster.names[bad]} double-booked: {used[bad]} > {cluster.gpus[bad]}")
         cap = np.where(self.up, cluster.gpus, 0)
-        if np.any(used > cap):
-            bad = int(np.flatnonzero(used > cap)[0])
-            raise SchedulingError(f"node {cluster.names[bad]} double-booked: {used[bad]} > {cap[bad]}")
-        if not np.array_equal(self.free, cap - used):
+        off = np.asarray(self._idle_off, dtype=np.int64)
+        if not np.array_equal(np.where(self.up, 0, cluster.gpus - used), off):
+            raise SchedulingError("idle GPUs of nodes taking no work out of step with allocations")
+        if self.down_gpus != int(off.sum()):
+            raise SchedulingError("down_gpus aggregate out of step")
+        if not np.array_equal(self.free, np.where(self.up, cluster.gpus - used, 0)):
             raise SchedulingError("free GPU array out of step with allocations")
-        free = cap - used
+        free = self.free
         if not np.array_equal(self.leaf_free, np.bincount(cluster.leaf, weights=free, minlength=cluster.n_leaves)):
             raise SchedulingError("leaf aggregates out of step")
         if not np.array_equal(self.spine_free, np.bincount(cluster.spine, weights=free, minlength=cluster.n_spines)):

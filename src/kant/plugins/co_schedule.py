@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 __all__ = ["NAME", "CoSchedule", "CoScheduleArgs"]
 
 NAME = "co-schedule"
+_INFERENCE = int(JobKind.INFERENCE)
 
 
 class CoScheduleArgs(BaseModel):
@@ -83,8 +84,12 @@ class CoSchedule(Admit, Filter, JobListener):
         assert isinstance(args, CoScheduleArgs)
         jobs, cluster = env.jobs, env.cluster
         self.mode = args.mode
-        self.is_inference = np.asarray(jobs.kind == JobKind.INFERENCE)
-        want = args.inference_gpus if args.inference_gpus is not None else int(jobs.total_gpus[self.is_inference].sum())
+        self._kind: list[int] = jobs.list_of("kind")  # the store's list: it grows with the store
+        if args.inference_gpus is not None:
+            want = args.inference_gpus
+        else:
+            trace = env.require_trace(NAME, "without inference_gpus the pool is sized from the trace's replicas")
+            want = int(trace.total_gpus[trace.kind == JobKind.INFERENCE].sum())
         want = min(want, cluster.total_gpus)
         # pool = the last nodes, highest index first, until they hold `want` GPUs
         from_end = np.cumsum(cluster.gpus[::-1])
@@ -118,7 +123,7 @@ class CoSchedule(Admit, Filter, JobListener):
 
     # --- admission -------------------------------------------------------------------------------
     def admit(self, ctx: CycleContext, job: int) -> Status:
-        if self.mode != "unified" or self.is_inference[job]:
+        if self.mode != "unified" or self._kind[job] == _INFERENCE:
             return SUCCESS
         r = int(ctx.env.jobs.total_gpus[job])
         h = self.headroom()
@@ -135,23 +140,23 @@ class CoSchedule(Admit, Filter, JobListener):
         g = int(jobs.gpus_per_worker[job])
         w = int(jobs.workers[job])
         if self.mode == "unified":
-            if not self.is_inference[job] and w * g > cluster.total_gpus - args.headroom_gpus:
+            if self._kind[job] != _INFERENCE and w * g > cluster.total_gpus - args.headroom_gpus:
                 return Status.unresolvable(f"needs {w * g} GPUs; the headroom guard leaves training at most "
                                            f"{cluster.total_gpus - args.headroom_gpus}", NAME)
             return SUCCESS
-        nodes = self.pool if self.is_inference[job] else self.not_pool
+        nodes = self.pool if self._kind[job] == _INFERENCE else self.not_pool
         slots = int((cluster.gpus[nodes] // g).sum()) if g > 0 else w * int(nodes.any())
         if slots < w:
-            side = "inference pool" if self.is_inference[job] else "training partition"
+            side = "inference pool" if self._kind[job] == _INFERENCE else "training partition"
             return Status.unresolvable(f"needs {jobs.describe_request(job)}; the {side} "
                                        f"({int(cluster.gpus[nodes].sum())} GPUs) has room for {slots}", NAME)
         return SUCCESS
 
     def filter(self, ctx: CycleContext, job: int, mask: BoolArray) -> BoolArray:
         if self.mode == "separate":
-            return mask & (self.pool if self.is_inference[job] else self.not_pool)
+            return mask & (self.pool if self._kind[job] == _INFERENCE else self.not_pool)
         k = self.headroom_nodes
-        if not k or self.is_inference[job]:
+        if not k or self._kind[job] == _INFERENCE:
             return mask
         state = ctx.state
         empty = np.flatnonzero(state.up & self.gpu_nodes & (state.free == ctx.env.cluster.gpus))
@@ -163,9 +168,9 @@ class CoSchedule(Admit, Filter, JobListener):
 
     # --- accounting ------------------------------------------------------------------------------
     def job_started(self, env: SchedulerEnv, job: int, now: float, placement: Placement) -> None:
-        if self.is_inference[job]:
+        if self._kind[job] == _INFERENCE:
             self.inference_in_use += placement.total_gpus
 
     def job_stopped(self, env: SchedulerEnv, job: int, now: float, placement: Placement, finished: bool) -> None:
-        if self.is_inference[job]:
+        if self._kind[job] == _INFERENCE:
             self.inference_in_use -= placement.total_gpus

@@ -60,7 +60,10 @@ class Drf(QueueSort, JobListener):
         jobs, cluster = env.jobs, env.cluster
         n_t = len(jobs.tenant_names)
         index = {name: i for i, name in enumerate(jobs.tenant_names)}
-        weights = gpu_time_share(jobs) if args.weights_from == "gpu-time-share" else np.ones(n_t)
+        if args.weights_from == "gpu-time-share":
+            weights = gpu_time_share(env.require_trace(NAME, "weights_from: gpu-time-share reads the trace's GPU-time"))
+        else:
+            weights = np.ones(n_t)
         for name, w in args.weights.items():
             if name not in index:
                 raise ConfigError(f"{NAME} plugin", f"args.weights.{name}",
@@ -78,6 +81,18 @@ class Drf(QueueSort, JobListener):
         self._cap = [float(c) for c in self.capacity]
         self.usage = np.zeros((n_t, 3), dtype=np.float64)  # GPUs, CPU milli, memory MiB
         self.shares = np.zeros(n_t, dtype=np.float64)
+
+    def jobs_added(self, env: SchedulerEnv, start: int) -> None:
+        """New tenants (a live submit) weigh their configured weight, else 1, and hold nothing yet."""
+        names = env.jobs.tenant_names
+        n_old = len(self.shares)
+        if len(names) > n_old:
+            args = self.args
+            assert isinstance(args, DrfArgs)
+            extra = np.array([args.weights.get(name, 1.0) for name in names[n_old:]], dtype=np.float64)
+            self.weights = np.concatenate((self.weights, extra))
+            self.usage = np.concatenate((self.usage, np.zeros((len(extra), 3))))
+            self.shares = np.concatenate((self.shares, np.zeros(len(extra))))
 
     def _change(self, env: SchedulerEnv, job: int, placement: Placement, sign: float) -> None:
         t = int(env.jobs.tenant[job])

@@ -17,7 +17,8 @@ has an answer:
 and ``default_s`` when none has. The default order puts the job's own estimate after the user's
 history and before the tenant and global averages. A job's run time is learned when it finishes
 (``job_stopped`` with ``finished=True``), so a prediction made at time ``t`` only uses jobs that had
-finished by ``t``: no future leakage. Run times are the jobs' ``duration`` (work at full speed).
+finished by ``t``: no future leakage. Run times are what the driver reports when a job finishes
+(the store's ``runtime``: the simulator reports the job's work at full speed).
 
 ``estimates_used(sim)`` returns, per job, the prediction in force when the job first started (NaN if
 it never started), for ``summarize(result, estimates=...)``'s JTTED.
@@ -37,6 +38,7 @@ from kant.framework.context import SchedulerEnv
 from kant.framework.plugin import JobListener
 from kant.framework.registry import register_plugin
 from kant.model.state import Placement
+from kant.model.store import grow
 
 __all__ = ["RuntimeEstimator", "RuntimeEstimatorArgs", "estimates_used"]
 
@@ -80,23 +82,30 @@ class RuntimeEstimator(JobListener):
     NAME = NAME
     Args = RuntimeEstimatorArgs
 
-    #: per job: the prediction when it first started (NaN: never started)
-    at_start: npt.NDArray[np.float64]
-
     def setup(self, env: SchedulerEnv) -> None:
         args = self.args
         assert isinstance(args, RuntimeEstimatorArgs)
         jobs = env.jobs
         self._args = args
         self._median = args.statistic == "median"
-        self._user = jobs.user.tolist()
-        self._tenant = jobs.tenant.tolist()
-        self._gpus = jobs.total_gpus.tolist()
-        self._estimate = jobs.estimate.tolist()
-        self._duration = jobs.duration.tolist()
+        self._user = jobs.list_of("user")
+        self._tenant = jobs.list_of("tenant")
+        self._gpus = jobs.list_of("total_gpus")
+        self._estimate = jobs.list_of("user_estimate")
+        self._runtime = jobs.list_of("runtime")
         self._tables: dict[str, dict[object, _History]] = {level: {} for level in _HISTORY_LEVELS}
-        self.at_start = np.full(len(jobs), np.nan)
+        self._at_start = np.full(len(jobs), np.nan)
+        self._n = len(jobs)
         env.estimator = self.predict
+
+    def jobs_added(self, env: SchedulerEnv, start: int) -> None:
+        self._n = len(env.jobs)
+        self._at_start = grow(self._at_start, self._n, np.nan)
+
+    @property
+    def at_start(self) -> npt.NDArray[np.float64]:
+        """Per job: the prediction when it first started (NaN: never started)."""
+        return self._at_start[: self._n]
 
     def _key(self, level: str, job: int) -> object:
         if level == "user-gpus":
@@ -124,13 +133,13 @@ class RuntimeEstimator(JobListener):
         return args.default_s
 
     def job_started(self, env: SchedulerEnv, job: int, now: float, placement: Placement) -> None:
-        if self.at_start[job] != self.at_start[job]:
-            self.at_start[job] = self.predict(job)
+        if self._at_start[job] != self._at_start[job]:
+            self._at_start[job] = self.predict(job)
 
     def job_stopped(self, env: SchedulerEnv, job: int, now: float, placement: Placement, finished: bool) -> None:
         if not finished:
             return
-        value = self._duration[job]
+        value = self._runtime[job]
         if not math.isfinite(value):
             return
         size = self._args.history

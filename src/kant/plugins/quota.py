@@ -53,6 +53,7 @@ from kant.framework.registry import register_plugin
 from kant.framework.status import SUCCESS, Status
 from kant.model.job import JobTable
 from kant.model.state import Placement
+from kant.model.store import grow
 
 if TYPE_CHECKING:
     from kant.framework.runner import Framework
@@ -169,37 +170,11 @@ class Quota(Admit, Filter, JobListener):
         if unknown:
             raise ConfigError(f"{NAME} plugin", f"args.tenants.{unknown[0]}",
                               f"no such tenant in the trace; tenants: {', '.join(jobs.tenant_names)}")
-        guaranteed = np.full((n_t, n_c), np.inf)
-        maximum = np.full((n_t, n_c), np.inf)
         derived = None
         if args.guarantees_from is not None:
-            derived = derive_guarantees(jobs, cluster.total_gpus, args.guarantees_from, args.guaranteed_fraction)
-        for t, name in enumerate(jobs.tenant_names):
-            spec = args.tenants.get(name, args.default)
-            g: float
-            if spec.guaranteed is not None:
-                g = spec.guaranteed
-            elif derived is not None:
-                g = float(derived[t])
-            elif args.default.guaranteed is not None:
-                g = args.default.guaranteed
-            else:
-                g = 0.0
-            m = spec.max if spec.max is not None else args.default.max
-            guaranteed[t, 0] = g
-            maximum[t, 0] = math.inf if m is None else float(m)
-            per_type = spec.per_type or args.default.per_type
-            for tname, tq in per_type.items():
-                code = cluster.gpu_type_code(tname)
-                if code < 0:
-                    raise ConfigError(f"{NAME} plugin", f"args.tenants.{name}.per_type.{tname}",
-                                      f"no such GPU type in the cluster; types: {', '.join(cluster.gpu_type_names)}")
-                guaranteed[t, 1 + code] = tq.guaranteed
-                maximum[t, 1 + code] = math.inf if tq.max is None else float(tq.max)
-        if np.any(maximum[:, 0] < guaranteed[:, 0]):
-            t = int(np.flatnonzero(maximum[:, 0] < guaranteed[:, 0])[0])
-            raise ConfigError(f"{NAME} plugin", f"args.tenants.{jobs.tenant_names[t]}.max",
-                              f"max ({maximum[t, 0]:g}) is below the guarantee ({guaranteed[t, 0]:g})")
+            trace = env.require_trace(NAME, f"guarantees_from: {args.guarantees_from} reads the trace's tenants")
+            derived = derive_guarantees(trace, cluster.total_gpus, args.guarantees_from, args.guaranteed_fraction)
+        guaranteed, maximum = self._limits(jobs.tenant_names, derived)
         self.guaranteed = guaranteed
         self.maximum = maximum
         self.per_type_limited = np.isfinite(guaranteed[:, 1:]) | np.isfinite(maximum[:, 1:])  # [tenant, type]
@@ -226,6 +201,68 @@ class Quota(Admit, Filter, JobListener):
         self.tracks_types = bool(self.per_type_limited.any())
         # job-side type code -> cluster type codes (cached)
         self._types: dict[int, list[int]] = {}
+
+    def _limits(self, names: tuple[str, ...], derived: IntArray | None) -> tuple[FloatArray, FloatArray]:
+        """(guaranteed, maximum) rows for the tenants ``names`` (``derived``: guarantees from the
+        trace, indexed like ``names``)."""
+        args = self.args
+        assert isinstance(args, QuotaArgs)
+        cluster = self.env.cluster
+        n_c = 1 + len(cluster.gpu_type_names)
+        guaranteed = np.full((len(names), n_c), np.inf)
+        maximum = np.full((len(names), n_c), np.inf)
+        for t, name in enumerate(names):
+            spec = args.tenants.get(name, args.default)
+            g: float
+            if spec.guaranteed is not None:
+                g = spec.guaranteed
+            elif derived is not None:
+                g = float(derived[t])
+            elif args.default.guaranteed is not None:
+                g = args.default.guaranteed
+            else:
+                g = 0.0
+            m = spec.max if spec.max is not None else args.default.max
+            guaranteed[t, 0] = g
+            maximum[t, 0] = math.inf if m is None else float(m)
+            per_type = spec.per_type or args.default.per_type
+            for tname, tq in per_type.items():
+                code = cluster.gpu_type_code(tname)
+                if code < 0:
+                    raise ConfigError(f"{NAME} plugin", f"args.tenants.{name}.per_type.{tname}",
+                                      f"no such GPU type in the cluster; types: {', '.join(cluster.gpu_type_names)}")
+                guaranteed[t, 1 + code] = tq.guaranteed
+                maximum[t, 1 + code] = math.inf if tq.max is None else float(tq.max)
+        if np.any(maximum[:, 0] < guaranteed[:, 0]):
+            t = int(np.flatnonzero(maximum[:, 0] < guaranteed[:, 0])[0])
+            raise ConfigError(f"{NAME} plugin", f"args.tenants.{names[t]}.max",
+                              f"max ({maximum[t, 0]:g}) is below the guarantee ({guaranteed[t, 0]:g})")
+        return guaranteed, maximum
+
+    def jobs_added(self, env: SchedulerEnv, start: int) -> None:
+        """New jobs get empty borrowing records; new tenants (a live submit) get the configured quota
+        (their own entry, else ``default``) and no usage."""
+        n = len(env.jobs)
+        self.job_borrowed = grow(self.job_borrowed, n)
+        self.ever_borrowed = grow(self.ever_borrowed, n, False)
+        names = env.jobs.tenant_names
+        n_old = len(self.tenant_names)
+        if len(names) == n_old:
+            return
+        guaranteed, maximum = self._limits(names[n_old:], None)
+        k = len(names) - n_old
+        self.tenant_names = names
+        self.guaranteed = np.concatenate((self.guaranteed, guaranteed))
+        self.maximum = np.concatenate((self.maximum, maximum))
+        self.per_type_limited = np.isfinite(self.guaranteed[:, 1:]) | np.isfinite(self.maximum[:, 1:])
+        self.tracks_types = bool(self.per_type_limited.any())
+        self.usage = np.concatenate((self.usage, np.zeros((k, self.usage.shape[1]))))
+        self.borrowed = np.concatenate((self.borrowed, np.zeros((k, self.borrowed.shape[1]))))
+        self._borrowing.extend({} for _ in range(k))
+        for counter in ("borrowed_gpu_seconds", "peak_borrowed", "borrowing_starts", "reclaim_evictions",
+                        "reclaims_for", "_since"):
+            arr = getattr(self, counter)
+            setattr(self, counter, np.concatenate((arr, np.zeros(k, dtype=arr.dtype))))
 
     # --- lookups -------------------------------------------------------------------------------
     @staticmethod

@@ -8,6 +8,7 @@ recorded (preemption, node failure), so the key computed when it is queued stays
 waits: the order is kept incrementally (``DYNAMIC = False``). This plugin only orders the queue;
 *preemptive* SRTF also needs a preempt action that evicts a running job with more remaining time.
 With checkpointing the simulator may redo lost work; attained time counts time run, not progress kept.
+It reads the simulated workload's durations (``env.trace``), so a live scheduler refuses it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class Srtf(QueueSort, JobListener):
     NAME = NAME
 
     def setup(self, env: SchedulerEnv) -> None:
+        self._duration = env.require_trace(NAME, "it orders jobs by their true remaining run times").duration
         n = len(env.jobs)
         self.attained = np.zeros(n)
         self._since = np.full(n, np.nan)
@@ -41,4 +43,4 @@ class Srtf(QueueSort, JobListener):
             self._since[job] = np.nan
 
     def key(self, env: SchedulerEnv, job: int, now: float) -> float:
-        return float(env.jobs.duration[job]) - float(self.attained[job])
+        return float(self._duration[job]) - float(self.attained[job])

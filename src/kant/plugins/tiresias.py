@@ -38,6 +38,7 @@ from kant.framework.context import SchedulerEnv
 from kant.framework.plugin import JobListener, QueueSort
 from kant.framework.registry import register_plugin
 from kant.model.state import Placement
+from kant.model.store import grow
 
 __all__ = ["NAME", "TiresiasArgs", "TiresiasLas"]
 
@@ -79,6 +80,13 @@ class TiresiasLas(QueueSort, JobListener):
         self.run_gpus = np.zeros(n, dtype=np.float64)
         self.last_stop = env.jobs.submit.astype(np.float64).copy()  # end of the last run, or submit
         self.promotions = 0
+
+    def jobs_added(self, env: SchedulerEnv, start: int) -> None:
+        n = len(env.jobs)
+        for name, fill in (("attained", 0.0), ("executed", 0.0), ("offset", 0.0), ("run_start", np.nan),
+                           ("run_gpus", 0.0), ("last_stop", 0.0)):
+            setattr(self, name, grow(getattr(self, name), n, fill))
+        self.last_stop[start:n] = env.jobs.submit[start:]
 
     # --- listening -----------------------------------------------------------------------------
     def job_started(self, env: SchedulerEnv, job: int, now: float, placement: Placement) -> None:

@@ -29,6 +29,7 @@ from kant.metrics.recorder import JobStatus, Recorder, SimResult
 from kant.model.cluster import Cluster
 from kant.model.job import JobTable
 from kant.model.state import Placement
+from kant.model.store import JobStore
 from kant.scheduler import Scheduler
 from kant.sim.execution import ExecutionModel
 from kant.sim.kernel import EventKernel
@@ -83,7 +84,8 @@ class Simulator:
         self.failures = sorted(failures, key=lambda f: (f.time, f.node))
         self.check_every = check_every
         self.progress = progress
-        self.scheduler = Scheduler(policy, cluster, jobs, seed=seed)
+        # the scheduler sees the jobs' requests and estimates, never their durations (kept here)
+        self.scheduler = Scheduler(policy, cluster, JobStore.from_table(jobs), seed=seed, trace=jobs)
         self.kernel = EventKernel(start=float(jobs.submit.min()) if len(jobs) else 0.0)
         self.recorder = Recorder(len(jobs))
         n = len(jobs)
@@ -106,7 +108,7 @@ class Simulator:
         if gen != self.generation.item(job):
             return  # stale: the run was interrupted
         now = self.kernel.now
-        placement = self.scheduler.finish(job, now)
+        placement = self.scheduler.finish(job, now, self.jobs.duration.item(job))
         self.recorder.job_stopped(job, now, placement, finished=True)
         self.remaining[job] = 0.0
         if self._slowdown:
@@ -119,14 +121,12 @@ class Simulator:
     def _on_node(self, payload: tuple[int, bool, float]) -> None:
         node, fail, repair_s = payload
         now = self.kernel.now
-        state = self.scheduler.state
         if fail:
-            for job in state.jobs_on(node):
-                self._interrupted(job, now, self.scheduler.interrupt(job, now))
-            state.set_down(node)
+            for job, placement in self.scheduler.fail_node(node, now):
+                self._interrupted(job, now, placement)
             self.kernel.schedule(now + repair_s, _NODE, self._on_node, (node, False, 0.0))
         else:
-            state.set_up(node)
+            self.scheduler.repair_node(node)
         self._dirty = True
         self.events += 1
 
@@ -170,7 +170,7 @@ class Simulator:
         if job not in sched.running and job not in sched.queue:
             return False
         now = self.kernel.now
-        placement = sched.withdraw(job, now)
+        placement = sched.cancel(job, now)
         if placement is not None:
             self.generation[job] += 1  # its finish event, if any, is now stale
             self._slowdown.pop(job, None)
