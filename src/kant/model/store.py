@@ -99,21 +99,28 @@ class JobStore:
         self._slice()
 
     @classmethod
-    def from_table(cls, table: JobTable) -> JobStore:
-        """A store holding every row of a trace, row ``i`` = table row ``i``. A job without an
-        estimate plans with its true duration (the oracle estimate the simulator has always used:
-        say so when reporting); ``user_estimate`` keeps the trace's own estimates."""
+    def from_table(cls, table: JobTable, rows: int | None = None) -> JobStore:
+        """A store holding the first ``rows`` (default all) rows of a trace, row ``i`` = table row
+        ``i``, with the table's vocabularies. A job without an estimate plans with its true duration
+        (the oracle estimate the simulator has always used: say so when reporting); ``user_estimate``
+        keeps the trace's own estimates."""
         store = cls(gpu_type_names=table.gpu_type_names, tenant_names=table.tenant_names,
                     user_names=table.user_names, source=table.source, origin_epoch=table.origin_epoch)
-        est = table.estimate
-        store.extend(
-            table.names,
-            planning=np.where(np.isnan(est), table.duration, est),
-            user_estimate=est,
-            **{c: getattr(table, c) for c in ("submit", "workers", "gpus_per_worker", "gpu_milli", "cpu_milli",
-                                              "memory_mib", "gpu_type", "priority", "tenant", "user", "kind")},
-        )
+        store.append_table_rows(table, len(table) if rows is None else rows)
         return store
+
+    def append_table_rows(self, table: JobTable, stop: int) -> range:
+        """Append rows ``len(self) .. stop - 1`` of ``table`` (a store made by :meth:`from_table`, the
+        jobs arriving one after another)."""
+        part = slice(self._n, stop)
+        est = table.estimate[part]
+        return self.extend(
+            table.names[part],
+            planning=np.where(np.isnan(est), table.duration[part], est),
+            user_estimate=est,
+            **{c: getattr(table, c)[part] for c in ("submit", "workers", "gpus_per_worker", "gpu_milli", "cpu_milli",
+                                                    "memory_mib", "gpu_type", "priority", "tenant", "user", "kind")},
+        )
 
     # --- sizes and views -----------------------------------------------------------------------
     def __len__(self) -> int:

@@ -68,6 +68,7 @@ class Simulator:
         check_every: int = 0,
         progress: Progress | None = None,
         held: Sequence[int] | npt.NDArray[np.int64] = (),
+        incremental: bool = False,
     ) -> None:
         if len(jobs) and (np.any(np.isnan(jobs.submit)) or np.any(jobs.duration < 0)):
             raise KantError("job table has NaN submit times or negative durations")
@@ -84,8 +85,14 @@ class Simulator:
         self.failures = sorted(failures, key=lambda f: (f.time, f.node))
         self.check_every = check_every
         self.progress = progress
-        # the scheduler sees the jobs' requests and estimates, never their durations (kept here)
-        self.scheduler = Scheduler(policy, cluster, JobStore.from_table(jobs), seed=seed, trace=jobs)
+        # The scheduler sees the jobs' requests and estimates, never their durations (kept here).
+        # incremental: its store starts empty and each job joins it when it arrives, as in a live
+        # service (rows stay table rows: the table must be in submit order, with no held rows).
+        self.incremental = incremental
+        if incremental and (len(held) or np.any(np.diff(jobs.submit) < 0)):
+            raise KantError("an incremental simulation needs a table sorted by submit time and no held rows")
+        store = JobStore.from_table(jobs, 0 if incremental else None)
+        self.scheduler = Scheduler(policy, cluster, store, seed=seed, trace=jobs)
         self.kernel = EventKernel(start=float(jobs.submit.min()) if len(jobs) else 0.0)
         self.recorder = Recorder(len(jobs))
         n = len(jobs)
@@ -223,6 +230,7 @@ class Simulator:
         arrival_times = arrivals.tolist()
         arrival_times.append(math.inf)  # sentinel: no arrival left
         queue, state, progress = sched.queue, sched.state, self.progress
+        incremental, store = self.incremental, sched.jobs
         ticks, sample = self._ticks, rec.sample
         heap = kernel.heap
         inf = math.inf
@@ -246,6 +254,8 @@ class Simulator:
                 ptr += 1
                 t_arrival = arrival_times[ptr]
                 self.events += 1
+                if incremental:
+                    store.append_table_rows(jobs, job + 1)
                 status = sched.submit(job, now)
                 if status.ok:
                     self._dirty = True
