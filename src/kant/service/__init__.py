@@ -1,0 +1,1 @@
+"""``kant serve``: the live scheduler service (database, scheduling loop, REST API)."""
