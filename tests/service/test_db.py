@@ -277,7 +277,7 @@ def test_insert_jobs_round_trip_and_events(db: Database) -> None:
     assert "bob" in ev.message
 
 
-def test_insert_jobs_idempotent_and_ordered(db: Database) -> None:
+def test_insert_jobs_idempotent_and_ordered(db: Database, backend: str) -> None:
     db.create_tenant("acme")
     db.create_tenant("beta")
     out = db.insert_jobs(
@@ -295,6 +295,9 @@ def test_insert_jobs_idempotent_and_ordered(db: Database) -> None:
         db.insert_jobs([_job("z"), _job("z", tenant="nope")], now_time=3.0, now_wall=3.0)
     with pytest.raises(NotFound, match="service 42"):
         db.insert_jobs([_job("z", service_id=42)], now_time=3.0, now_wall=3.0)
+    if backend == "postgresql":  # SQLite does not enforce lengths
+        with pytest.raises(DatabaseError, match="too long"):
+            db.insert_jobs([_job("z"), _job("z" * 257)], now_time=3.0, now_wall=3.0)
     assert db.count_jobs() == 5  # nothing of a failed batch is written
     ids = [i for i, _ in db.insert_jobs([_job(f"n{k}") for k in range(60)], now_time=4.0, now_wall=4.0)]
     assert ids == sorted(ids) and len(set(ids)) == 60 and ids[0] > 5

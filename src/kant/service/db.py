@@ -587,6 +587,8 @@ class Database:
                     yield conn
         except sa_exc.OperationalError as e:
             raise DatabaseError(f"database {self.safe_url}: {_reason(e)}") from None
+        except sa_exc.DataError as e:  # a value the column cannot hold (too long, out of range)
+            raise DatabaseError(f"invalid value: {_reason(e)}") from None
 
     def ping(self) -> None:
         """Run ``SELECT 1``; raise :class:`DatabaseError` if the database cannot be reached."""
@@ -862,7 +864,8 @@ class Database:
         """Write job updates, events and node states in one transaction.
 
         With ``epoch``, nothing is written and :class:`Fenced` is raised unless meta['leader_epoch']
-        is ``str(epoch)``. Several updates of one job apply in order.
+        is ``str(epoch)``. Several updates of one job apply in order; updates of unknown ids and
+        nodes change nothing.
         """
         with self._tx(write=True, ordered=True) as conn:
             self._check_epoch(conn, epoch)
@@ -936,9 +939,16 @@ class Database:
         return self._engine.dialect.identifier_preparer.quote(name)
 
     def _pg_arrays(self, table: sa.Table, cols: Sequence[str]) -> str:
-        """``CAST(:p0 AS type[]), ...``: one array parameter per column."""
+        """``CAST(:p0 AS type[]), ...``: one array parameter per column.
+
+        Strings travel as ``text[]``: a cast to ``varchar(n)`` would cut long values silently, while
+        storing text in the column checks the length.
+        """
         dialect = self._engine.dialect
-        return ", ".join(f"CAST(:p{i} AS {table.c[c].type.compile(dialect=dialect)}[])" for i, c in enumerate(cols))
+        return ", ".join(
+            f"CAST(:p{i} AS {'text' if isinstance(t, sa.String) else t.compile(dialect=dialect)}[])"
+            for i, t in enumerate(table.c[c].type for c in cols)
+        )
 
     def load_active(self) -> list[JobRow]:
         """Every pending or running job, by id."""
