@@ -602,11 +602,14 @@ class Database:
 
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-        with self._tx(write=True) as conn:
-            if self.dialect == "postgresql":
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+        try:
+            with self._tx(write=True) as conn:
+                if self.dialect == "postgresql":
+                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+        except sa_exc.DBAPIError as e:  # e.g. no right to create tables
+            raise DatabaseError(f"cannot migrate database {self.safe_url}: {_reason(e)}") from None
 
     # --- tenants ---
 
