@@ -302,9 +302,11 @@ def list_policies() -> None:
 
 def _register_groups() -> None:
     from kant.cli.experiment import experiment
+    from kant.cli.serve import serve
     from kant.cli.trace import trace
 
     cli.add_command(experiment)
+    cli.add_command(serve)
     cli.add_command(trace)
 
 

@@ -410,6 +410,11 @@ class ClusterState:
         """A failed node is back (see :meth:`set_schedulable`)."""
         self.set_schedulable(node)
 
+    def used_gpus(self) -> npt.NDArray[np.int64]:
+        """GPUs held by jobs on each node (a new array; O(nodes), for views, not the hot path)."""
+        held_off = self.cluster.gpus - np.asarray(self._idle_off, dtype=np.int64)
+        return np.where(self.up, self.cluster.gpus - self.free, held_off)
+
     def jobs_on(self, node: int) -> list[int]:
         return [j for j, p in self.allocations.items() if node in p.per_node]
 

@@ -1026,6 +1026,12 @@ class Database:
         with self._tx() as conn:
             return int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(events.c.id), 0))).scalar_one())
 
+    def last_event_time(self) -> float | None:
+        """The service time of the latest event (where a restarted non-wall clock resumes), None if none."""
+        with self._tx() as conn:
+            last = conn.execute(sa.select(events.c.time).order_by(events.c.id.desc()).limit(1)).scalar()
+        return None if last is None else float(last)
+
     # --- nodes ---
 
     def upsert_nodes(self, rows: Sequence[NodeRow]) -> None:

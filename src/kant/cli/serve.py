@@ -1,0 +1,93 @@
+"""``kant serve``: run the live scheduler (see docs/service.md)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import click
+
+from kant.cli._common import fail
+from kant.errors import KantError
+
+__all__ = ["serve"]
+
+
+def _duration(value: str) -> float:
+    """Seconds from '90', '90s', '15m', '2h' or '1d'."""
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+    text = value.strip().lower()
+    scale = units.get(text[-1:])
+    number = text[:-1] if scale is not None else text
+    try:
+        out = float(number) * (scale or 1.0)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a duration (e.g. 3600, 90m, 24h, 2d)") from None
+    if not out > 0 or out == float("inf"):
+        raise click.BadParameter(f"{value!r} must be a positive, finite duration")
+    return out
+
+
+@click.command()
+@click.option("--db", "db_url", default="sqlite:///kant.db", show_default=True, envvar="KANT_DB",
+              help="SQLAlchemy URL: sqlite:///PATH (embedded, one service) or postgresql+psycopg://... "
+                   "(several services, leader election).")
+@click.option("--cluster", default=None,
+              help="Nodes to register on the first start (as in `kant simulate`; default philly); later "
+                   "starts use the database's nodes.")
+@click.option("--policy", default="kant", show_default=True, help="Bundled policy name or policy YAML file.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--executor", type=click.Choice(["simulated"]), default="simulated", show_default=True,
+              help="Where jobs run: simulated (a job runs for its duration_s).")
+@click.option("--clock", type=click.Choice(["wall", "accelerated", "manual"]), default=None,
+              help="Service time: wall (default), accelerated (--speed x wall time; default with --demo) or "
+                   "manual (moved by POST /v1/clock; for tests and exact replays).")
+@click.option("--speed", type=click.FloatRange(min=0, min_open=True, max=1e9), default=1.0, show_default=True,
+              help="Seconds of service time per wall second with the accelerated clock.")
+@click.option("--clock-start", type=float, default=None,
+              help="Start time of an accelerated or manual clock (default: where the database left off).")
+@click.option("--demo", default=None, metavar="TRACE",
+              help="Replay a trace into the service (e.g. philly) at --speed; jobs run for their trace durations.")
+@click.option("--demo-limit", type=click.IntRange(min=1), default=None, help="Only the first N jobs of the demo trace.")
+@click.option("--admin-token-file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="A file holding an admin token to accept (or set KANT_ADMIN_TOKEN).")
+@click.option("--token-out", type=click.Path(dir_okay=False, path_type=Path), default=Path("kant-admin.token"),
+              show_default=True, help="Where a generated admin token is written when none is configured.")
+@click.option("--advertise-url", default=None, help="URL other services and clients reach this one at.")
+@click.option("--default-estimate", default="24h", show_default=True,
+              help="Run time the scheduler plans with for a job submitted without estimate_s.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+              show_default=True)
+def serve(db_url: str, cluster: str | None, policy: str, host: str, port: int, executor: str, clock: str | None,
+          speed: float, clock_start: float | None, demo: str | None, demo_limit: int | None,
+          admin_token_file: Path | None, token_out: Path, advertise_url: str | None, default_estimate: str,
+          seed: int, log_level: str) -> None:
+    """Run the live scheduler: the REST API (/v1, /docs), /metrics, and the scheduling loop."""
+    from kant.service.server import ServeConfig, Service
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    token = os.environ.get("KANT_ADMIN_TOKEN") or None
+    if admin_token_file is not None:
+        try:
+            token = admin_token_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            fail(f"{admin_token_file}: {exc.strerror or exc}")
+        if not token:
+            fail(f"{admin_token_file}: the file is empty")
+    if demo is not None and clock == "manual":
+        fail("--demo replays on a moving clock: use --clock accelerated (the default with --demo) or wall")
+    if clock is None:
+        clock = "accelerated" if demo is not None else "wall"
+    if cluster is None:
+        cluster = "philly"
+    config = ServeConfig(db_url=db_url, cluster=cluster, policy=policy, host=host, port=port, executor=executor,
+                         clock=clock, speed=speed, clock_start=clock_start, admin_token=token, token_out=token_out,
+                         advertise_url=advertise_url, default_estimate=_duration(default_estimate), seed=seed,
+                         demo=demo, demo_limit=demo_limit, log_level=log_level)
+    try:
+        Service(config).run()
+    except KantError as exc:
+        fail(str(exc))

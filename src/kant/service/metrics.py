@@ -1,0 +1,68 @@
+"""Prometheus metrics of the live service (``GET /metrics``, text format, ``prometheus_client``).
+
+Gauges are the cluster now, with the definitions of docs/metrics.md taken at one instant (GAR, SOR,
+both GFR forms, queue length by tenant, GPUs in use by tenant); counters count jobs by outcome;
+histograms give the wait before a job's first start by gang size and the scheduling cycle time.
+Each service has its own registry (several services in one process, as in tests, do not clash).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+if TYPE_CHECKING:
+    from kant.service.loop import LiveView
+
+__all__ = ["ServiceMetrics", "CONTENT_TYPE"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+_WAIT_BUCKETS = (1, 10, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 86400, 259200, 604800)
+_CYCLE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class ServiceMetrics:
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
+        self.gar = Gauge("kant_gar", "GPU allocation ratio now: allocated GPUs / all GPUs", registry=r)
+        self.sor = Gauge("kant_sor", "Scheduling occupancy rate now: allocated / min(schedulable, demand)",
+                         registry=r)
+        self.gfr_nodes = Gauge("kant_gfr_nodes", "Share of up GPU nodes that are partly used", registry=r)
+        self.gfr_gpus = Gauge("kant_gfr_gpus", "Share of free GPUs stranded on partly used nodes", registry=r)
+        self.gpus = Gauge("kant_gpus", "GPUs by state", ["state"], registry=r)
+        self.queue = Gauge("kant_queue_length", "Jobs waiting, by tenant", ["tenant"], registry=r)
+        self.running_gpus = Gauge("kant_running_gpus", "GPUs held by running jobs, by tenant", ["tenant"],
+                                  registry=r)
+        self.cycles = Gauge("kant_cycles", "Scheduling cycles run by this leader", registry=r)
+        self.submitted = Counter("kant_jobs_submitted", "Jobs accepted", registry=r)
+        self.started = Counter("kant_jobs_started", "Job starts (runs)", registry=r)
+        self.finished = Counter("kant_jobs_finished", "Jobs that ended with exit code 0", registry=r)
+        self.failed = Counter("kant_jobs_failed", "Jobs that ended with another exit code", registry=r)
+        self.requeued = Counter("kant_jobs_requeued", "Runs that ended and went back to the queue, by cause",
+                                ["cause"], registry=r)
+        self.wait_seconds = Histogram("kant_wait_seconds", "Wait from submit to first start, by gang size (GPUs)",
+                                      ["gang"], buckets=_WAIT_BUCKETS, registry=r)
+        self.cycle_seconds = Histogram("kant_cycle_seconds", "Wall time of one scheduling cycle",
+                                       buckets=_CYCLE_BUCKETS, registry=r)
+        self._tenants: set[str] = set()
+
+    def observe_view(self, view: LiveView) -> None:
+        nan = float("nan")
+        self.gar.set(nan if view.gar is None else view.gar)
+        self.sor.set(nan if view.sor is None else view.sor)
+        self.gfr_nodes.set(nan if view.gfr_nodes is None else view.gfr_nodes)
+        self.gfr_gpus.set(nan if view.gfr_gpus is None else view.gfr_gpus)
+        self.gpus.labels("allocated").set(view.allocated_gpus)
+        self.gpus.labels("down").set(view.down_gpus)
+        self.gpus.labels("free").set(view.total_gpus - view.allocated_gpus - view.down_gpus)
+        self.cycles.set(view.cycles)
+        tenants = set(view.pending_by_tenant) | set(view.running_gpus_by_tenant) | self._tenants
+        for t in tenants:
+            self.queue.labels(t).set(view.pending_by_tenant.get(t, 0))
+            self.running_gpus.labels(t).set(view.running_gpus_by_tenant.get(t, 0))
+        self._tenants = tenants
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

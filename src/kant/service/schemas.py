@@ -1,0 +1,313 @@
+"""Request and response bodies of the REST API (pydantic): every field typed and bounded, unknown
+fields rejected, so a bad payload is answered 422 with the field's path and the reason."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from kant.service.db import EventRow, JobRow, NodeRow, ServiceRow, TenantRow, TokenRow
+
+__all__ = [
+    "JobSubmit", "JobBatch", "JobOut", "JobPage", "SubmitOut", "BatchOut", "WhyOut", "EventOut", "JobDetail",
+    "NodeIn", "NodeOut", "NodeAction", "TenantIn", "TenantPatch", "TenantOut", "TokenIn", "TokenOut",
+    "TokenCreated", "ServiceIn", "ServiceOut", "ScaleIn", "ClusterOut", "TenantUse", "ClockIn", "ClockOut",
+    "Message",
+]
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+NodeName = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")]
+GpuType = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._|-]+$")]
+Label = Annotated[str, StringConstraints(max_length=256)]
+_STRICT = ConfigDict(extra="forbid")
+
+
+class Message(BaseModel):
+    detail: str
+
+
+# --- jobs --------------------------------------------------------------------------------------------
+class JobSubmit(BaseModel):
+    """A training gang: ``workers`` workers, each with ``gpus_per_worker`` GPUs (and CPU, memory) on one
+    node; all of them start together or none."""
+
+    model_config = _STRICT
+    name: str = Field(default="", max_length=256)
+    tenant: Name | None = Field(default=None, description="admins only: whose job (a tenant token submits its own)")
+    user: str | None = Field(default=None, max_length=128)
+    workers: int = Field(default=1, ge=1, le=65536)
+    gpus_per_worker: int = Field(default=1, ge=0, le=1024)
+    gpu_milli: int = Field(default=1000, ge=1, le=1000, description="share of one GPU, for 1-GPU workers")
+    gpu_type: GpuType | None = None
+    cpu_milli: int = Field(default=0, ge=0, le=10**9)
+    memory_mib: int = Field(default=0, ge=0, le=10**9)
+    priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
+    estimate_s: float | None = Field(default=None, gt=0, le=10**9, allow_inf_nan=False,
+                                     description="the user's run-time estimate (backfill plans with it)")
+    duration_s: float | None = Field(default=None, ge=0, le=10**9, allow_inf_nan=False,
+                                     description="how long the simulated executor runs the job")
+    command: str | None = Field(default=None, max_length=65536)
+    labels: dict[Annotated[str, StringConstraints(min_length=1, max_length=63)], Label] = Field(default_factory=dict)
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=128,
+                                        description="a retried submit with the same key makes no second job")
+
+    @field_validator("labels")
+    @classmethod
+    def _few_labels(cls, v: dict[str, str]) -> dict[str, str]:
+        if len(v) > 64:
+            raise ValueError("at most 64 labels")
+        return v
+
+
+class JobBatch(BaseModel):
+    model_config = _STRICT
+    jobs: list[JobSubmit] = Field(min_length=1, max_length=1000)
+
+
+class SubmitOut(BaseModel):
+    id: int
+    created: bool
+
+
+class BatchOut(BaseModel):
+    jobs: list[SubmitOut]
+
+
+class JobOut(BaseModel):
+    id: int
+    name: str
+    tenant: str
+    user: str
+    kind: Literal["training", "inference"]
+    service_id: int | None
+    workers: int
+    gpus_per_worker: int
+    gpu_milli: int
+    gpu_type: str | None
+    cpu_milli: int
+    memory_mib: int
+    priority: int
+    estimate_s: float | None
+    duration_s: float | None
+    command: str | None
+    labels: dict[str, Any]
+    state: str
+    reason: str | None
+    submit_time: float
+    first_start_time: float | None
+    start_time: float | None
+    end_time: float | None
+    placement: list[str] | None
+    runs: int
+    exit_code: int | None
+
+    @classmethod
+    def of(cls, row: JobRow, reason: str | None = None) -> JobOut:
+        return cls(
+            id=row.id, name=row.name, tenant=row.tenant, user=row.user,
+            kind="inference" if row.kind == 1 else "training", service_id=row.service_id, workers=row.workers,
+            gpus_per_worker=row.gpus_per_worker, gpu_milli=row.gpu_milli, gpu_type=row.gpu_type,
+            cpu_milli=row.cpu_milli, memory_mib=row.memory_mib, priority=row.priority, estimate_s=row.estimate_s,
+            duration_s=row.duration_s, command=row.command, labels=row.labels, state=row.state,
+            reason=reason if reason is not None else row.reason, submit_time=row.submit_time,
+            first_start_time=row.first_start_time, start_time=row.start_time, end_time=row.end_time,
+            placement=row.placement, runs=row.runs, exit_code=row.exit_code,
+        )
+
+
+class JobPage(BaseModel):
+    items: list[JobOut]
+    next: int | None = Field(description="pass as `after` for the next page (null: no more)")
+
+
+class WhyOut(BaseModel):
+    id: int
+    state: str
+    reason: str
+    plugin: str | None = None
+    position: int | None = Field(default=None, description="pending jobs ahead of this one in queue order")
+    queue_len: int | None = None
+
+
+class EventOut(BaseModel):
+    id: int
+    time: float
+    wall: float
+    kind: str
+    job_id: int | None
+    node: str | None
+    tenant: str | None
+    message: str
+
+    @classmethod
+    def of(cls, ev: EventRow) -> EventOut:
+        return cls(id=ev.id, time=ev.time, wall=ev.wall, kind=ev.kind, job_id=ev.job_id, node=ev.node,
+                   tenant=ev.tenant, message=ev.message)
+
+
+class JobDetail(JobOut):
+    events: list[EventOut]
+    why: WhyOut | None = None
+
+
+# --- nodes -------------------------------------------------------------------------------------------
+class NodeIn(BaseModel):
+    model_config = _STRICT
+    name: NodeName
+    gpu_type: GpuType
+    gpus: int = Field(ge=0, le=1024)
+    cpu_milli: int = Field(default=0, ge=0, le=10**9)
+    memory_mib: int = Field(default=0, ge=0, le=10**9)
+    leaf: NodeName | None = None
+    spine: NodeName | None = None
+
+
+class NodeAction(BaseModel):
+    model_config = _STRICT
+    reason: str | None = Field(default=None, max_length=1024)
+
+
+class NodeOut(BaseModel):
+    name: str
+    gpu_type: str
+    gpus: int
+    used_gpus: int | None = None
+    state: str
+    reason: str | None = None
+    leaf: str | None
+    spine: str | None
+    cpu_milli: int
+    memory_mib: int
+
+    @classmethod
+    def of_row(cls, row: NodeRow) -> NodeOut:
+        return cls(name=row.name, gpu_type=row.gpu_type, gpus=row.gpus, state=row.state, reason=row.reason,
+                   leaf=row.leaf, spine=row.spine, cpu_milli=row.cpu_milli, memory_mib=row.memory_mib)
+
+
+# --- tenants and tokens ---------------------------------------------------------------------------------
+class TenantIn(BaseModel):
+    model_config = _STRICT
+    name: Name
+    guaranteed_gpus: int | None = Field(default=None, ge=0, le=10**7)
+    max_gpus: int | None = Field(default=None, ge=0, le=10**7)
+
+
+class TenantPatch(BaseModel):
+    model_config = _STRICT
+    guaranteed_gpus: int | None = Field(default=None, ge=0, le=10**7)
+    max_gpus: int | None = Field(default=None, ge=0, le=10**7)
+
+
+class TenantOut(BaseModel):
+    name: str
+    guaranteed_gpus: int | None
+    max_gpus: int | None
+    quota_enforced: bool
+    running_gpus: int = 0
+    pending_jobs: int = 0
+
+    @classmethod
+    def of(cls, row: TenantRow, enforced: bool, running: int = 0, pending: int = 0) -> TenantOut:
+        return cls(name=row.name, guaranteed_gpus=row.guaranteed_gpus, max_gpus=row.max_gpus,
+                   quota_enforced=enforced, running_gpus=running, pending_jobs=pending)
+
+
+class TokenIn(BaseModel):
+    model_config = _STRICT
+    name: str = Field(default="", max_length=128)
+    ttl_s: float | None = Field(default=None, gt=0, le=10 * 365 * 86400, allow_inf_nan=False)
+
+
+class TokenOut(BaseModel):
+    id: int
+    name: str
+    role: str
+    tenant: str | None
+    created_wall: float
+    expires_wall: float | None
+    revoked_wall: float | None
+
+    @classmethod
+    def of(cls, row: TokenRow) -> TokenOut:
+        return cls(id=row.id, name=row.name, role=row.role, tenant=row.tenant, created_wall=row.created_wall,
+                   expires_wall=row.expires_wall, revoked_wall=row.revoked_wall)
+
+
+class TokenCreated(TokenOut):
+    token: str = Field(description="the token itself: shown this once, stored only as a hash")
+
+
+# --- inference services ------------------------------------------------------------------------------
+class ServiceIn(BaseModel):
+    model_config = _STRICT
+    name: Name
+    tenant: Name | None = Field(default=None, description="admins only")
+    gpus_per_replica: int = Field(ge=1, le=1024)
+    gpu_type: GpuType | None = None
+    priority: int = Field(default=100, ge=-1_000_000, le=1_000_000)
+    replicas: int = Field(default=1, ge=0, le=10_000)
+    min_replicas: int = Field(default=0, ge=0, le=10_000)
+    max_replicas: int = Field(default=10_000, ge=0, le=10_000)
+
+
+class ScaleIn(BaseModel):
+    model_config = _STRICT
+    replicas: int = Field(ge=0, le=10_000)
+
+
+class ServiceOut(BaseModel):
+    id: int
+    tenant: str
+    name: str
+    gpus_per_replica: int
+    gpu_type: str | None
+    priority: int
+    replicas: int
+    min_replicas: int
+    max_replicas: int
+    state: str
+
+    @classmethod
+    def of(cls, row: ServiceRow) -> ServiceOut:
+        return cls(id=row.id, tenant=row.tenant, name=row.name, gpus_per_replica=row.gpus_per_replica,
+                   gpu_type=row.gpu_type, priority=row.priority, replicas=row.replicas,
+                   min_replicas=row.min_replicas, max_replicas=row.max_replicas, state=row.state)
+
+
+# --- the cluster now ---------------------------------------------------------------------------------
+class TenantUse(BaseModel):
+    running_gpus: int
+    pending_jobs: int
+    guaranteed_gpus: int | None = None
+    max_gpus: int | None = None
+
+
+class ClusterOut(BaseModel):
+    now: float
+    policy: str
+    total_gpus: int
+    allocated_gpus: int
+    down_gpus: int
+    free_gpus: int
+    gar: float | None = Field(description="allocated / all GPUs (docs/metrics.md)")
+    sor: float | None = Field(description="allocated / min(schedulable, allocated + pending demand)")
+    gfr_nodes: float | None = Field(description="partly used up GPU nodes / up GPU nodes")
+    gfr_gpus: float | None = Field(description="free GPUs on partly used nodes / free GPUs")
+    queue_len: int
+    pending_gpus: int
+    running_jobs: int
+    cycles: int
+    tenants: dict[str, TenantUse]
+    others: TenantUse | None = Field(default=None, description="for a tenant: every other tenant together")
+
+
+class ClockIn(BaseModel):
+    model_config = _STRICT
+    to: float = Field(ge=0, allow_inf_nan=False)
+
+
+class ClockOut(BaseModel):
+    now: float
+    kind: str

@@ -1,0 +1,340 @@
+"""``kant serve``: the live service put together (database, leader election, scheduling loop, submit
+writer, event hub, metrics, the API on uvicorn).
+
+Several services may share one PostgreSQL database: they elect a leader with an advisory lock
+(:class:`~kant.service.db.LeaderLock`); only the leader schedules and accepts writes, the others
+stand by (``/readyz`` answers 503, writes are refused with the leader's address) and poll the lock.
+When the leader dies its connection closes, PostgreSQL frees the lock and a standby takes over: it
+bumps the leader epoch (writes of an older leader are then refused: fencing) and rebuilds the
+scheduler from the database. A leader that loses the lock stops at once (the process exits) rather
+than schedule next to another leader. SQLite allows one service per file (a file lock).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+import math
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import HTTPException
+
+import kant
+from kant.config.policy import load_policy
+from kant.errors import KantError
+from kant.plugins.quota import Quota
+from kant.service.api import create_app
+from kant.service.auth import Authenticator
+from kant.service.clock import make_clock
+from kant.service.db import Database, LeaderLock, NewJob
+from kant.service.events import EventHub
+from kant.service.executors import make_executor
+from kant.service.loop import LiveView, ServiceLoop
+from kant.service.metrics import ServiceMetrics
+from kant.service.schemas import JobSubmit, WhyOut
+from kant.service.writer import SubmitWriter
+
+__all__ = ["ServeConfig", "Service", "is_loopback"]
+
+log = logging.getLogger("kant.serve")
+
+DEFAULT_PORT = 8787
+
+
+@dataclass
+class ServeConfig:
+    db_url: str = "sqlite:///kant.db"
+    cluster: str | None = None
+    policy: str = "kant"
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    executor: str = "simulated"
+    clock: str = "wall"  # wall | accelerated | manual
+    speed: float = 1.0
+    clock_start: float | None = None
+    admin_token: str | None = None
+    token_out: Path | None = None  # where a generated admin token is written
+    advertise_url: str | None = None
+    default_estimate: float = 86400.0
+    seed: int = 0
+    demo: str | None = None  # a trace to replay into the service
+    demo_limit: int | None = None
+    max_body: int = 1 << 20
+    standby_poll_s: float = 0.5
+    log_level: str = "info"
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        try:
+            return all(ipaddress.ip_address(a[4][0]).is_loopback for a in socket.getaddrinfo(host, None))
+        except OSError:
+            return False
+
+
+class Service:
+    version = kant.__version__
+
+    def __init__(self, config: ServeConfig) -> None:
+        self.config = config
+        self.policy = load_policy(config.policy)
+        self.policy_name = self.policy.name
+        self.quota_enforced = any(issubclass(p.cls, Quota) for p in self.policy.plugins)
+        self.db = Database(config.db_url)
+        self.metrics = ServiceMetrics()
+        self.auth = Authenticator(self.db)
+        self.loop: ServiceLoop | None = None
+        self.clock = make_clock("wall")
+        self.writer = SubmitWriter(self.db, self.clock, lambda: self.loop)
+        self.hub: EventHub | None = None
+        self.lock = LeaderLock(self.db)
+        self._tenants: set[str] = set()
+        self._leader_url: tuple[float, str | None] = (0.0, None)
+        self._stop = threading.Event()
+        self._lead_thread: threading.Thread | None = None
+        self.took_over_at: float | None = None
+        self.became_leader_s: float | None = None
+
+    # --- start and stop ---------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Migrate the database, make sure an admin token exists, check the listen address."""
+        cfg = self.config
+        self.db.migrate()
+        if cfg.admin_token:
+            self.db.add_token_hash(cfg.admin_token, role="admin", name="operator")
+        if not is_loopback(cfg.host) and self.db.count_tokens() == 0:
+            raise KantError(f"refusing to listen on {cfg.host}, a non-loopback address, without tokens: give "
+                            "KANT_ADMIN_TOKEN or --admin-token-file")
+        if self.db.count_tokens() == 0:
+            path = cfg.token_out or Path("kant-admin.token")
+            token, _ = self.db.create_token(role="admin", name="generated")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(token + "\n")
+            log.warning("no token was configured: an admin token was written to %s (mode 600)", path)
+        self._tenants = {t.name for t in self.db.list_tenants()}
+        self.hub = EventHub(self.db)
+        self.writer.start()
+
+    def start(self) -> None:
+        """Begin leader election in the background (the API answers meanwhile)."""
+        self._lead_thread = threading.Thread(target=self._lead, name="kant-leader", daemon=True)
+        self._lead_thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self.loop is not None:
+            self.loop.stop()
+        self.writer.stop()
+        if self.hub is not None:
+            self.hub.close()
+        self.lock.release()
+        self.db.close()
+
+    def run(self) -> None:
+        """Serve until interrupted (uvicorn)."""
+        import uvicorn
+
+        self.prepare()
+        self.start()
+        app = create_app(self)
+        config = uvicorn.Config(app, host=self.config.host, port=self.config.port, log_level=self.config.log_level,
+                                access_log=False, server_header=False, timeout_graceful_shutdown=5)
+        try:
+            uvicorn.Server(config).run()
+        finally:
+            self.close()
+
+    # --- leadership ------------------------------------------------------------------------------
+    def _lead(self) -> None:
+        t0 = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                epoch = self.lock.try_acquire()
+            except KantError as exc:
+                log.warning("leader election: %s", exc)
+                epoch = None
+            if epoch is not None:
+                self.took_over_at = time.time()
+                try:
+                    self._become_leader(epoch)
+                except Exception:
+                    log.exception("could not start as leader")
+                    os._exit(3)
+                self.became_leader_s = time.monotonic() - t0
+                self._watch()
+                return
+            self._stop.wait(self.config.standby_poll_s)
+
+    def _become_leader(self, epoch: int) -> None:
+        cfg = self.config
+        url = cfg.advertise_url or f"http://{cfg.host}:{cfg.port}"
+        self.db.set_meta("leader_url", url)
+        cluster = None
+        if cfg.cluster is not None:
+            from kant.traces.registry import load_nodes
+
+            cluster = load_nodes(cfg.cluster)
+        self.clock = make_clock(cfg.clock, speed=cfg.speed, start=self._clock_start())
+        self.writer.clock = self.clock
+        executor = make_executor(cfg.executor)
+        assert self.hub is not None
+        loop = ServiceLoop(self.db, self.policy, self.clock, executor, epoch=epoch,
+                           default_estimate=cfg.default_estimate, seed=cfg.seed, on_events=self.hub.notify,
+                           metrics=self.metrics)
+        loop.load(cluster)
+        loop.start()
+        self.loop = loop
+        log.info("leader (epoch %d) with policy %s, %s clock, %s executor", epoch, self.policy_name, cfg.clock,
+                 cfg.executor)
+        if cfg.demo is not None:
+            threading.Thread(target=self._demo, name="kant-demo", daemon=True).start()
+
+    def _clock_start(self) -> float:
+        cfg = self.config
+        if cfg.clock == "wall":
+            return 0.0
+        if cfg.clock_start is not None:
+            return cfg.clock_start
+        last = self.db.last_event_time()
+        if last is not None:
+            return last
+        if cfg.demo is not None:
+            return float(self._demo_jobs().submit.min()) if self._demo_jobs() is not None else 0.0
+        return 0.0
+
+    def _watch(self) -> None:
+        """Stop the process if the leadership is lost or the loop died (never two schedulers)."""
+        while not self._stop.wait(0.5):
+            loop = self.loop
+            held = self.lock.still_held()
+            if held and loop is not None and loop.alive:
+                continue
+            why = "the leader lock was lost" if not held else f"the scheduling loop stopped: {loop and loop.failed}"
+            log.error("%s; exiting so that no second scheduler runs", why)
+            os._exit(3)
+
+    def leader_url(self) -> str | None:
+        t, url = self._leader_url
+        if time.monotonic() - t > 1.0:
+            try:
+                url = self.db.get_meta("leader_url")
+            except KantError:
+                url = None
+            self._leader_url = (time.monotonic(), url)
+        return url
+
+    # --- helpers for the API ----------------------------------------------------------------------
+    def view(self) -> LiveView | None:
+        loop = self.loop
+        return loop.view if loop is not None else None
+
+    def tenant_exists(self, name: str) -> bool:
+        if name in self._tenants:
+            return True
+        if self.db.get_tenant(name) is not None:
+            self._tenants.add(name)
+            return True
+        return False
+
+    def tenants_changed(self) -> None:
+        self._tenants = {t.name for t in self.db.list_tenants()}
+        loop = self.loop
+        if loop is not None and loop.alive:
+            loop.reload()
+
+    def check_request(self, body: JobSubmit) -> None:
+        """Refuse (422) a request no node of this cluster could ever hold; the policy's own rules
+        (quotas, topology) are checked by the scheduler, which marks such a job unschedulable."""
+        view = self.view()
+        if view is None:
+            return
+        if body.gpu_type is not None:
+            allowed = [t.strip() for t in body.gpu_type.split("|")]
+            if not any(t in view.gpu_types for t in allowed):
+                raise HTTPException(422, f"gpu_type: no node has GPU type {body.gpu_type}; the cluster has "
+                                         f"{', '.join(view.gpu_types)}")
+        if body.gpus_per_worker > view.max_gpus_per_node:
+            raise HTTPException(422, f"gpus_per_worker: {body.gpus_per_worker} GPUs, but the largest node has "
+                                     f"{view.max_gpus_per_node}")
+        if body.workers * body.gpus_per_worker > view.total_gpus:
+            raise HTTPException(422, f"workers: {body.workers} x {body.gpus_per_worker} GPUs is more than the "
+                                     f"cluster's {view.total_gpus} GPUs")
+
+    def pending_reasons(self, job_ids: list[int]) -> dict[int, str]:
+        loop = self.loop
+        if not job_ids or loop is None or not loop.alive:
+            return {}
+        result: dict[int, str] = loop.call(lambda lp: lp.reasons(job_ids))
+        return result
+
+    def why(self, job_id: int) -> WhyOut | None:
+        loop = self.loop
+        if loop is None or not loop.alive:
+            return None
+        try:
+            data: dict[str, Any] = loop.call(lambda lp: lp.why(job_id))
+        except KantError:
+            return None
+        return WhyOut(id=job_id, **data)
+
+    # --- demo: replay a trace into the service ----------------------------------------------------
+    def _demo_jobs(self) -> Any:
+        if not hasattr(self, "_demo_table"):
+            from kant.traces.registry import load_trace
+
+            jobs = load_trace(self.config.demo or "philly").sorted_by_submit()
+            if self.config.demo_limit is not None:
+                import numpy as np
+
+                jobs = jobs.take(np.arange(min(self.config.demo_limit, len(jobs))))
+            self._demo_table = jobs
+        return self._demo_table
+
+    def _demo(self) -> None:
+        """Submit the trace's jobs at their times on the service clock (idempotent: a restart resumes)."""
+        jobs = self._demo_jobs()
+        for name in jobs.tenant_names:
+            if not self.tenant_exists(name):
+                with contextlib.suppress(KantError):  # another service made it meanwhile
+                    self.db.create_tenant(name)
+        self.tenants_changed()
+        submit = jobs.submit.tolist()
+        i, n = 0, len(jobs)
+        log.info("demo: replaying %d jobs of %s", n, self.config.demo)
+        while i < n and not self._stop.is_set():
+            now = self.clock.now()
+            batch: list[NewJob] = []
+            while i < n and submit[i] <= now and len(batch) < 1000:
+                est = float(jobs.estimate[i])
+                dur = float(jobs.duration[i])
+                batch.append(NewJob(
+                    tenant=jobs.tenant_names[int(jobs.tenant[i])], user=jobs.user_names[int(jobs.user[i])],
+                    name=jobs.names[i], workers=int(jobs.workers[i]), gpus_per_worker=int(jobs.gpus_per_worker[i]),
+                    gpu_milli=int(jobs.gpu_milli[i]), gpu_type=jobs.gpu_type_name(i),
+                    cpu_milli=int(jobs.cpu_milli[i]), memory_mib=int(jobs.memory_mib[i]),
+                    priority=int(jobs.priority[i]), estimate_s=est if math.isfinite(est) else
+                    (dur if math.isfinite(dur) and dur > 0 else None),
+                    duration_s=dur if math.isfinite(dur) else None, idempotency_key=f"demo-{i}"))
+                i += 1
+            if batch:
+                try:
+                    self.writer.submit_sync(batch)
+                except KantError as exc:
+                    log.warning("demo: a submit failed: %s", exc)
+                continue
+            delay = self.clock.wall_delay(submit[i]) if i < n else 0.0
+            self._stop.wait(min(max(delay, 0.001), 1.0))
+        log.info("demo: every job of the trace was submitted")
