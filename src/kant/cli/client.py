@@ -458,7 +458,7 @@ def _job_table(jobs: Iterable[dict[str, Any]], clock: Clock, absolute: bool, his
             where = Text(job.get("reason") or "", style="dim")
         else:
             where = Text(_nodes(job.get("placement")) or (job.get("reason") or ""))
-        row: list[str | Text] = [str(job["id"]), Text(job["name"]), Text(job["tenant"]), _state(job["state"]),
+        row: list[str | Text] = [str(job["id"]), Text(job["name"] or "-"), Text(job["tenant"]), _state(job["state"]),
                                  _gang(job), clock.at(job["submit_time"], absolute),
                                  clock.at(job["start_time"], absolute)]
         if history:
@@ -552,7 +552,7 @@ def show(api: Client, job: str, absolute: bool, as_json: bool) -> None:
         gang += f"; {data['cpu_milli']} milli-CPU, {data['memory_mib']} MiB each"
     why = data.get("why")
     rows: list[tuple[str, str | Text]] = [
-        ("name", Text(data["name"])),
+        ("name", Text(data["name"] or "-")),
         ("tenant", Text(f"{data['tenant']} (user {data['user']})")),
         ("kind", data["kind"] + (f" (service {data['service_id']})" if data.get("service_id") is not None else "")),
         ("state", Text(_why_text(why) if why else
