@@ -20,8 +20,9 @@ row ``i``); a live service appends one job per submit.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -96,6 +97,7 @@ class JobStore:
                 self.code(vocab, name)
         #: bumped whenever rows are appended (a reader may cache what it derived from the columns)
         self.version = 0
+        self._batching = False
         self._slice()
 
     @classmethod
@@ -132,6 +134,17 @@ class JobStore:
             view = buf[:n]
             view.setflags(write=False)
             setattr(self, name, view)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[JobStore]:
+        """Append many rows with :meth:`add`: the NumPy views are refreshed once, at the end (inside
+        the block they lag behind; the lists of :meth:`list_of` do not)."""
+        self._batching = True
+        try:
+            yield self
+        finally:
+            self._batching = False
+            self._slice()
 
     def list_of(self, column: str) -> list[Any]:
         """Column ``column`` as the store's own Python list (grows with the store; read only)."""
@@ -202,7 +215,8 @@ class JobStore:
         self.names.append(name)
         self._n = row + 1
         self.version += 1
-        self._slice()
+        if not self._batching:
+            self._slice()
         return row
 
     def extend(self, names: Sequence[str], *, planning: npt.ArrayLike, user_estimate: npt.ArrayLike,

@@ -11,6 +11,7 @@ is answered after its commit) and reach the scheduler through the loop's inbox; 
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from typing import TYPE_CHECKING, Annotated, Any
@@ -76,15 +77,21 @@ class _BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        for name, value in scope.get("headers", ()):
+        declared = None
+        for name, value in scope["headers"]:
             if name == b"content-length":
-                try:
-                    too_big = int(value) > self.limit
-                except ValueError:
-                    too_big = True
-                if too_big:
-                    await _plain(send, 413, f"request body over {self.limit} bytes")
-                    return
+                declared = value
+                break
+        if declared is not None:  # the HTTP server holds the body to its declared length
+            try:
+                too_big = int(declared) > self.limit
+            except ValueError:
+                too_big = True
+            if too_big:
+                await _plain(send, 413, f"request body over {self.limit} bytes")
+            else:
+                await self.app(scope, receive, send)
+            return
         seen = 0
 
         async def limited() -> Message:
@@ -115,13 +122,15 @@ async def _plain(send: Send, status: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def _principal(request: Request,
-               creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Principal:
+async def _principal(request: Request,
+                     creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Principal:
+    # async: a sync dependency would cost a thread-pool hop per request (a cached token needs no I/O;
+    # a miss, once per token per 2 s, is one indexed query)
     svc: Service = request.app.state.svc
     return svc.auth.principal(request, creds)
 
 
-def _admin(request: Request, p: Annotated[Principal, Depends(_principal)]) -> Principal:
+async def _admin(request: Request, p: Annotated[Principal, Depends(_principal)]) -> Principal:
     svc: Service = request.app.state.svc
     svc.auth.require_admin(p)
     return p
@@ -132,8 +141,17 @@ Who = Annotated[Principal, Depends(_principal)]
 Admin = Annotated[Principal, Depends(_admin)]
 
 
+def _without_otel_hooks() -> dict[str, Any]:
+    """FastAPI 0.16x looks for OpenTelemetry providers on every request (environment lookups); kant
+    serves its own Prometheus metrics, so those hooks are off where FastAPI has the option."""
+    if "telemetry" not in inspect.signature(FastAPI.__init__).parameters:
+        return {}
+    return {"telemetry": {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}}
+
+
 def create_app(svc: Service) -> FastAPI:
     app = FastAPI(
+        **_without_otel_hooks(),
         title="kant",
         version=svc.version,
         description="The live kant scheduler: jobs (gangs), inference services, nodes, tenants, the cluster now.",

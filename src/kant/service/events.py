@@ -64,6 +64,9 @@ class EventHub:
                 return
             with self._lock:
                 subs = list(self._subs)
+                if not subs:  # nobody listens: no reads (a subscriber sets where reading resumes)
+                    self._last = -1
+                    continue
             try:
                 while True:
                     rows = self.db.events_after(self._last, limit=1000)
@@ -90,6 +93,8 @@ class EventHub:
         """SSE text: a replay of events after ``last_id`` (if given), then live events."""
         sub = _Subscriber(asyncio.get_running_loop(), asyncio.Queue(), tenant)
         with self._lock:
+            if self._last < 0:
+                self._last = self.db.max_event_id()  # one indexed query, once per connect
             self._subs.add(sub)
         try:
             seen = last_id if last_id is not None else self._last

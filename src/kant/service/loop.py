@@ -406,6 +406,8 @@ class ServiceLoop:
     def turn(self, commands: Sequence[_Command]) -> None:
         """Apply ``commands`` and the due executor events, cycle, persist, then act."""
         self.turns += 1
+        if self.metrics is not None:
+            self.metrics.loop_turns.inc()
         manual = isinstance(self.clock, ManualClock)
         if not manual:
             self._fire_due(self.clock.now())
@@ -485,11 +487,11 @@ class ServiceLoop:
     # --- arrivals, ends, cancels --------------------------------------------------------------
     def _arrive(self, arrivals: Iterable[Arrival], now: float) -> int:
         sched = self.sched
+        new = [a for a in arrivals if a.id not in self.active]  # (a retried submit is here already)
+        with sched.jobs.batch():
+            rows = [self._add_to_store(sched.jobs, a.id, a.job, a.submit_time) for a in new]
         n = 0
-        for a in arrivals:
-            if a.id in self.active:
-                continue  # a retried submit already here
-            row = self._add_to_store(sched.jobs, a.id, a.job, a.submit_time)
+        for a, row in zip(new, rows, strict=True):
             status = sched.submit(row, a.submit_time)
             if status.ok:
                 self._dirty = True
@@ -627,6 +629,8 @@ class ServiceLoop:
         """Write this turn's changes in one transaction, then act on them and answer the callers."""
         if self._updates or self._events or self._node_updates:
             self.db.apply(self._updates, self._events, self._node_updates, epoch=self.epoch)
+            if self.metrics is not None:
+                self.metrics.commits.labels("loop").inc()
         events = bool(self._events)
         self._updates, self._events, self._node_updates = [], [], []
         for job_id in self._stops:

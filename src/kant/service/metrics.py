@@ -44,6 +44,9 @@ class ServiceMetrics:
                                 ["cause"], registry=r)
         self.wait_seconds = Histogram("kant_wait_seconds", "Wait from submit to first start, by gang size (GPUs)",
                                       ["gang"], buckets=_WAIT_BUCKETS, registry=r)
+        self.commits = Counter("kant_db_commits", "Database transactions that wrote, by writer (submits, loop)",
+                               ["writer"], registry=r)
+        self.loop_turns = Counter("kant_loop_turns", "Turns of the scheduling loop", registry=r)
         self.cycle_seconds = Histogram("kant_cycle_seconds", "Wall time of one scheduling cycle",
                                        buckets=_CYCLE_BUCKETS, registry=r)
         self._tenants: set[str] = set()

@@ -96,7 +96,7 @@ class Service:
         self.auth = Authenticator(self.db)
         self.loop: ServiceLoop | None = None
         self.clock = make_clock("wall")
-        self.writer = SubmitWriter(self.db, self.clock, lambda: self.loop)
+        self.writer = SubmitWriter(self.db, self.clock, lambda: self.loop, metrics=self.metrics)
         self.hub: EventHub | None = None
         self.lock = LeaderLock(self.db)
         self._tenants: set[str] = set()

@@ -21,6 +21,7 @@ from kant.errors import KantError
 from kant.service.clock import Clock
 from kant.service.db import Database, NewJob
 from kant.service.loop import Arrival, ServiceLoop
+from kant.service.metrics import ServiceMetrics
 
 __all__ = ["SubmitWriter"]
 
@@ -31,12 +32,13 @@ Result = list[tuple[int, bool]]
 
 class SubmitWriter:
     def __init__(self, db: Database, clock: Clock, loop: Callable[[], ServiceLoop | None], *,
-                 max_batch: int = 1024) -> None:
+                 max_batch: int = 1024, metrics: ServiceMetrics | None = None) -> None:
         self.db = db
         self.clock = clock
         self._loop = loop
         self.max_batch = max_batch
-        self._queue: queue.SimpleQueue[tuple[Sequence[NewJob], Future[Result]] | None] = queue.SimpleQueue()
+        self.metrics = metrics
+        self._queue: queue.SimpleQueue[tuple[Sequence[NewJob], _Waiter] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="kant-writer", daemon=True)
         self._started = False
         self.commits = 0
@@ -60,7 +62,9 @@ class SubmitWriter:
 
     async def submit(self, jobs: Sequence[NewJob]) -> Result:
         """Insert ``jobs`` (ids and whether each was new), once committed."""
-        return await asyncio.wrap_future(self.submit_future(jobs))
+        fut: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        self._queue.put((jobs, fut))
+        return await fut
 
     def submit_sync(self, jobs: Sequence[NewJob], timeout: float = 60.0) -> Result:
         return self.submit_future(jobs).result(timeout)
@@ -84,7 +88,7 @@ class SubmitWriter:
                 size += len(nxt[0])
             self._write(items)
 
-    def _write(self, items: list[tuple[Sequence[NewJob], Future[Result]]]) -> None:
+    def _write(self, items: list[tuple[Sequence[NewJob], _Waiter]]) -> None:
         batch = [job for jobs, _ in items for job in jobs]
         try:
             results = self._insert(batch)
@@ -100,12 +104,18 @@ class SubmitWriter:
             for _, fut in items:
                 _fail(fut, KantError(f"the database failed: {exc}"))
             return
+        # answer every waiter of the batch; asyncio waiters with one wake-up of their event loop
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Result], Result]]] = {}
         k = 0
         for jobs, fut in items:
             part = results[k : k + len(jobs)]
             k += len(jobs)
-            if not fut.done():
+            if isinstance(fut, asyncio.Future):
+                by_loop.setdefault(fut.get_loop(), []).append((fut, part))
+            elif not fut.done():
                 fut.set_result(part)
+        for loop, done in by_loop.items():
+            loop.call_soon_threadsafe(_resolve_all, done)
 
     def _insert(self, batch: list[NewJob]) -> Result:
         loop = self._loop()
@@ -115,6 +125,8 @@ class SubmitWriter:
         results = self.db.insert_jobs(batch, now_time=now, now_wall=time.time(), epoch=loop.epoch)
         self.commits += 1
         self.jobs_written += len(batch)
+        if self.metrics is not None:
+            self.metrics.commits.labels("submits").inc()
         arrivals = [Arrival(job_id, job, now) for (job_id, created), job in zip(results, batch, strict=True)
                     if created]
         if arrivals:
@@ -122,6 +134,22 @@ class SubmitWriter:
         return results
 
 
-def _fail(fut: Future[Result], exc: BaseException) -> None:
+_Waiter = Future[Result] | asyncio.Future[Result]
+
+
+def _resolve_all(done: list[tuple[asyncio.Future[Result], Result]]) -> None:
+    for fut, result in done:
+        if not fut.done():
+            fut.set_result(result)
+
+
+def _fail(fut: _Waiter, exc: BaseException) -> None:
+    if isinstance(fut, asyncio.Future):
+        fut.get_loop().call_soon_threadsafe(_fail_now, fut, exc)
+    elif not fut.done():
+        fut.set_exception(exc)
+
+
+def _fail_now(fut: asyncio.Future[Result], exc: BaseException) -> None:
     if not fut.done():
         fut.set_exception(exc)
