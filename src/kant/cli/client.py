@@ -272,7 +272,11 @@ def _client_command(name: str, json_option: bool = True) -> Callable[[F], click.
         wrapped: Callable[..., Any] = run
         for option in reversed(options):
             wrapped = option(wrapped)
-        return click.command(name, cls=_Command)(wrapped)
+        command = click.command(name, cls=_Command)(wrapped)
+        shared = {"url", "token_file", "as_json"}  # listed after the command's own options in --help
+        command.params = ([p for p in command.params if p.name not in shared] +
+                          [p for p in command.params if p.name in shared])
+        return command
 
     return decorate
 
@@ -402,8 +406,11 @@ def _print_json(data: Any) -> None:
 def submit(api: Client, name: str | None, workers: int, gpus: int, gpu_type: str | None, cpu: int, memory: int,
            priority: int, estimate: float | None, duration: float | None, tenant: str | None, user: str | None,
            labels: dict[str, str], idempotency_key: str | None, command: tuple[str, ...], as_json: bool) -> None:
-    """Submit a job (a gang of WORKERS x GPUS); prints its id. Put the command after '--':
-    kant submit --workers 2 --gpus 8 -- python train.py --lr 0.1"""
+    """Submit a job (a gang of WORKERS x GPUS); prints its id. The command goes after '--':
+
+    \b
+        kant submit --workers 2 --gpus 8 --duration 2h -- python train.py --lr 0.1
+    """
     cmd = None
     if command:
         cmd = command[0] if len(command) == 1 else shlex.join(command)
@@ -517,8 +524,13 @@ def jobs(api: Client, states: tuple[str, ...], tenant: str | None, limit: int, d
 
 
 def _why_text(why: dict[str, Any]) -> str:
-    state, reason = why["state"], why.get("reason") or why["state"]
-    text = f"job {why['id']} is {state}"
+    """``job 42 is pending: [allocate] no free GPU in the cluster; 3 jobs ahead of it in a queue of 17``."""
+    return f"job {why['id']} is {_state_text(why)}"
+
+
+def _state_text(why: dict[str, Any]) -> str:
+    state, reason = str(why["state"]), str(why.get("reason") or why["state"])
+    text = state
     if reason != state:
         text += f": {reason}"
     position, queue_len = why.get("position"), why.get("queue_len")
@@ -555,7 +567,7 @@ def show(api: Client, job: str, absolute: bool, as_json: bool) -> None:
         ("name", Text(data["name"] or "-")),
         ("tenant", Text(f"{data['tenant']} (user {data['user']})")),
         ("kind", data["kind"] + (f" (service {data['service_id']})" if data.get("service_id") is not None else "")),
-        ("state", Text(_why_text(why) if why else
+        ("state", Text(_state_text(why) if why else
                        data["state"] + (f": {data['reason']}" if data.get("reason") else ""))),
         ("gang", gang),
         ("priority", str(data["priority"])),
@@ -669,7 +681,8 @@ def uncordon(api: Client, node: str, as_json: bool) -> None:
 
 
 # --- the cluster now -------------------------------------------------------------------------------
-def _frame(data: dict[str, Any], clock: Clock, url: str, problem: str | None = None) -> RenderableType:
+def _frame(data: dict[str, Any], clock: Clock, url: str, enforced: bool | None,
+           problem: str | None = None) -> RenderableType:
     head = Text.assemble(("kant", "bold"), f" at {url} · policy {data['policy']} · ",
                          f"{clock.reading(data['now'])} ({clock.kind} clock) · cycle {data['cycles']}")
     grid = Table.grid(padding=(0, 2))
@@ -692,6 +705,9 @@ def _frame(data: dict[str, Any], clock: Clock, url: str, problem: str | None = N
         tenants.add_row(Text("others", style="dim"), str(others["running_gpus"]), "-", "-",
                         str(others["pending_jobs"]))
     parts: list[RenderableType] = [head, grid, Text(""), tenants]
+    if enforced is False:
+        parts.append(Text(f"(policy {data['policy']} does not enforce quotas: they are shown, not applied)",
+                          style="dim"))
     if problem is not None:
         parts.append(Text.assemble(("error:", "bold red"), f" {problem} (retrying)"))
     return Group(*parts)
@@ -705,16 +721,21 @@ def top(api: Client, interval: float, once: bool, as_json: bool) -> None:
     """The cluster now: GAR, SOR, GFR, GPUs, the queue and each tenant's use against its quota, refreshed
     every --interval seconds until Ctrl-C (or once, with --once)."""
     kind = _clock(api).kind
+    tenants = api.get("/v1/tenants")  # whether quotas are enforced (the same for every tenant)
+    enforced = bool(tenants[0]["quota_enforced"]) if tenants else None
 
     def fetch() -> tuple[dict[str, Any], Clock]:
         data = api.get("/v1/cluster")
         return data, Clock(float(data["now"]), kind)
 
+    def frame(problem: str | None = None) -> RenderableType:
+        return _frame(data, clock, api.target.url, enforced, problem)
+
     data, clock = fetch()
     if as_json:
         click.echo(json.dumps(data))
     elif once or not out.is_terminal:
-        _emit(_frame(data, clock, api.target.url))
+        _emit(frame())
     if once:
         return
     try:
@@ -726,17 +747,17 @@ def top(api: Client, interval: float, once: bool, as_json: bool) -> None:
                     click.echo(json.dumps(data))
                 else:
                     click.echo("")
-                    _emit(_frame(data, clock, api.target.url))
+                    _emit(frame())
         from rich.live import Live
 
-        with Live(_frame(data, clock, api.target.url), console=out, auto_refresh=False) as live:
+        with Live(frame(), console=out, auto_refresh=False) as live:
             while True:
                 time.sleep(interval)
                 try:
                     data, clock = fetch()
-                    live.update(_frame(data, clock, api.target.url), refresh=True)
+                    live.update(frame(), refresh=True)
                 except ApiError as exc:
-                    live.update(_frame(data, clock, api.target.url, str(exc)), refresh=True)
+                    live.update(frame(str(exc)), refresh=True)
     except KeyboardInterrupt:
         return
 
