@@ -46,7 +46,7 @@ from kant.model.state import Placement
 from kant.model.store import JobStore
 from kant.plugins.quota import Quota, QuotaArgs, TenantQuota
 from kant.scheduler import CORDONED, DOWN, RunningRecord, Scheduler, SchedulerSnapshot
-from kant.service.clock import Clock, ManualClock
+from kant.service.clock import Clock, ManualClock, WallClock
 from kant.service.db import (
     UNSET,
     Conflict,
@@ -63,7 +63,10 @@ from kant.service.db import (
 )
 from kant.service.executors.base import ExecEvent, Executor, Launch
 
-__all__ = ["ServiceLoop", "Arrival", "LiveView", "NodeView", "Invalid", "gang_bucket"]
+__all__ = ["ServiceLoop", "Arrival", "LiveView", "NodeView", "Invalid", "gang_bucket", "CLOCK_KEY"]
+
+#: meta key of the last time of a manual or accelerated clock (where a restart resumes)
+CLOCK_KEY = "clock_now"
 
 log = logging.getLogger("kant.serve")
 
@@ -244,6 +247,7 @@ class ServiceLoop:
         self._dirty = False
         self._pending_by_tenant: dict[str, int] = {}
         self._running_gpus_by_tenant: dict[str, int] = {}
+        self._clock_saved = 0.0
         self.turns = 0
 
     # --- loading ------------------------------------------------------------------------------
@@ -417,6 +421,7 @@ class ServiceLoop:
                 continue
             if isinstance(cmd, _Advance) and manual:
                 self._advance(cmd.to)
+                self.db.set_meta(CLOCK_KEY, repr(self.clock.now()))  # a restart resumes here
                 self._answer(cmd, self.clock.now())
                 continue
             try:
@@ -430,6 +435,9 @@ class ServiceLoop:
             self._cycle(self.clock.now())
         self._flush()
         self.compact()
+        if not manual and not isinstance(self.clock, WallClock) and time.monotonic() - self._clock_saved > 1.0:
+            self._clock_saved = time.monotonic()
+            self.db.set_meta(CLOCK_KEY, repr(self.clock.now()))  # an accelerated clock resumes about here
 
     def _answer(self, cmd: _Command, result: Any) -> None:
         if cmd.reply is not None:

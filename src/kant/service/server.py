@@ -36,7 +36,7 @@ from kant.service.clock import make_clock
 from kant.service.db import Database, LeaderLock, NewJob
 from kant.service.events import EventHub
 from kant.service.executors import make_executor
-from kant.service.loop import LiveView, ServiceLoop
+from kant.service.loop import CLOCK_KEY, LiveView, ServiceLoop
 from kant.service.metrics import ServiceMetrics
 from kant.service.schemas import JobSubmit, WhyOut
 from kant.service.writer import SubmitWriter
@@ -69,6 +69,13 @@ class ServeConfig:
     max_body: int = 1 << 20
     standby_poll_s: float = 0.5
     log_level: str = "info"
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return None if text is None else float(text)
+    except ValueError:
+        return None
 
 
 def is_loopback(host: str) -> bool:
@@ -208,9 +215,9 @@ class Service:
             return 0.0
         if cfg.clock_start is not None:
             return cfg.clock_start
-        last = self.db.last_event_time()
-        if last is not None:
-            return last
+        known = [t for t in (self.db.last_event_time(), _float(self.db.get_meta(CLOCK_KEY))) if t is not None]
+        if known:
+            return max(known)
         if cfg.demo is not None:
             return float(self._demo_jobs().submit.min()) if self._demo_jobs() is not None else 0.0
         return 0.0
