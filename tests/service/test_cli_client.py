@@ -98,8 +98,8 @@ def test_submit_queue_why_show_jobs(srv: Server, tokens: dict[str, str]) -> None
         f"job {small} is pending: [allocate] no free GPU in the cluster; no job ahead of it in a queue of 1")
     assert ok(kant(srv, "why", str(big), token=a)).strip() == f"job {big} is running"
 
-    srv.advance(t0 + 100)  # big is done; small starts on two nodes (at t0 + 100, but the cycle after a finish
-    srv.advance(t0 + 100)  # at the clock's target comes with the next advance: see the report of this client)
+    srv.advance(t0 + 100)  # big is done; the cycle of the target instant runs with the next advance (arrivals
+    srv.advance(t0 + 100)  # at it may still come), and small starts then, at t0 + 100, on two nodes
     queue = ok(kant(srv, "queue", token=a))
     cells = row(queue, str(small))
     assert cells[3] == "running" and cells[-1].count("v100-") == 2
