@@ -119,8 +119,11 @@ class Client:
         headers = {"Accept": "application/json", "User-Agent": "kant-cli"}
         if target.token is not None:
             headers["Authorization"] = f"Bearer {target.token}"
-        self._http = httpx.Client(base_url=target.url, headers=headers,
-                                  timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
+        try:
+            self._http = httpx.Client(base_url=target.url, headers=headers,
+                                      timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
+        except (httpx.InvalidURL, ValueError) as exc:
+            raise ApiError(f"{target.url_source} {target.url!r} is not a URL: {exc}") from None
 
     def close(self) -> None:
         self._http.close()
