@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from kant.config.policy import Policy
@@ -207,6 +208,10 @@ class Scheduler:
     def node_flags(self, node: int) -> int:
         """``CORDONED | DOWN`` bits of a node (0: it takes work)."""
         return self._flags.get(node, 0)
+
+    def flagged_nodes(self) -> Mapping[int, int]:
+        """Nodes with a flag set, and their flags (read only)."""
+        return MappingProxyType(self._flags)
 
     def _set_flags(self, node: int, flags: int) -> None:
         if not 0 <= node < self.cluster.n_nodes:

@@ -90,8 +90,9 @@ class Server:
         assert r.status_code == 201, r.text
         return str(r.json()["token"])
 
-    def advance(self, to: float) -> None:
-        r = self.admin.post("/v1/clock", json={"to": to})
+    def advance(self, to: float, *, hold: bool = False) -> None:
+        """Move the manual clock to ``to`` (``hold``: leave that instant's cycle for the next move)."""
+        r = self.admin.post("/v1/clock", json={"to": to, "hold": hold})
         assert r.status_code == 200, r.text
 
 

@@ -213,6 +213,9 @@ def test_tenant_isolation_on_every_endpoint(srv: Server, tokens: dict[str, str])
         lines = _first_lines(stream, ": connected")
     assert all("team-a" not in line for line in lines)
     assert a.post(f"/v1/jobs/{job}/cancel").json()["state"] == "cancelled"
+    again = a.post(f"/v1/jobs/{job}/cancel")
+    assert again.status_code == 409 and again.json()["message"] == f"job {job} is cancelled: only pending or " \
+        "running jobs can be cancelled"
 
 
 def _first_lines(stream: httpx.Response, until: str) -> list[str]:
@@ -312,8 +315,9 @@ def test_services_scale(srv: Server, tokens: dict[str, str]) -> None:
 
 def test_cluster_and_metrics(srv: Server, tokens: dict[str, str]) -> None:
     c = srv.admin.get("/v1/cluster").json()
-    assert c["total_gpus"] == 32 and c["policy"] == "kant"
-    assert c["allocated_gpus"] + c["free_gpus"] + c["down_gpus"] == 32
+    assert c["total_gpus"] == 32 and c["policy"] == "kant" and c["clock"] == "manual"
+    assert c["quota_enforced"] is False
+    assert c["allocated_gpus"] + c["free_gpus"] + c["down_gpus"] + c["cordoned_gpus"] == 32
     text = srv.admin.get("/metrics").text
     for name in ("kant_gar", "kant_sor", "kant_gfr_nodes", "kant_queue_length", "kant_wait_seconds_bucket",
                  "kant_cycle_seconds_bucket", "kant_jobs_started_total", "kant_jobs_finished_total"):

@@ -219,7 +219,7 @@ def test_nodes_and_node_operations(srv: Server, tokens: dict[str, str]) -> None:
     assert row(table, "v100-1")[4:] == ["drained", "leaf-0", "spine-0", "new", "PSU"]
     assert row(table, "v100-2")[4] == "cordoned"
     cluster = ok(kant(srv, "top", "--once"))
-    assert "16 down or cordoned" in cluster
+    assert "0 down, 16 idle on cordoned nodes" in cluster
     assert json.loads(ok(kant(srv, "uncordon", "v100-1", "--json")))["state"] == "up"
     assert ok(kant(srv, "uncordon", "v100-2")).strip() == "v100-2: up, 0 of 8 GPUs in use"
 

@@ -1,9 +1,9 @@
 """Same arrivals, same results: a Philly slice driven through the live service (simulated executor,
 manual clock) starts the same jobs at the same times on the same nodes as ``kant simulate`` on it.
 
-The service gets each job when the trace says it arrives (the clock is advanced to that instant, the
-jobs of the instant are submitted, and the next advance runs the instant's cycle, as the simulator
-does), with the estimate the simulator plans with (Philly has none: the true duration) and the
+The service gets each job when the trace says it arrives (the clock is moved to that instant with
+``hold``, the jobs of the instant are submitted, and the next move runs the instant's cycle, as the
+simulator does), with the estimate the simulator plans with (Philly has none: the true duration) and the
 duration the simulated executor runs it for. ``KANT_EQUIV_JOBS`` sets the slice (default 1,500).
 """
 
@@ -76,7 +76,7 @@ def test_live_service_gives_the_simulators_starts_and_placements(philly_jobs: Jo
         i = 0
         while i < n:
             t = submit[i]
-            srv.advance(t)
+            srv.advance(t, hold=True)  # the instant's events; its cycle after its arrivals, as simulated
             batch = []
             while i < n and submit[i] == t:
                 d = float(jobs.duration[i])

@@ -684,8 +684,7 @@ def uncordon(api: Client, node: str, as_json: bool) -> None:
 
 
 # --- the cluster now -------------------------------------------------------------------------------
-def _frame(data: dict[str, Any], clock: Clock, url: str, enforced: bool | None,
-           problem: str | None = None) -> RenderableType:
+def _frame(data: dict[str, Any], clock: Clock, url: str, problem: str | None = None) -> RenderableType:
     head = Text.assemble(("kant", "bold"), f" at {url} · policy {data['policy']} · ",
                          f"{clock.reading(data['now'])} ({clock.kind} clock) · cycle {data['cycles']}")
     grid = Table.grid(padding=(0, 2))
@@ -696,7 +695,7 @@ def _frame(data: dict[str, Any], clock: Clock, url: str, enforced: bool | None,
     grid.add_row("GFR", f"{_pct(data['gfr_nodes'])} of up nodes partly used; "
                         f"{_pct(data['gfr_gpus'])} of free GPUs on them")
     grid.add_row("GPUs", f"{data['total_gpus']}: {data['allocated_gpus']} allocated, {data['free_gpus']} free, "
-                         f"{data['down_gpus']} down or cordoned")
+                         f"{data['down_gpus']} down, {data['cordoned_gpus']} idle on cordoned nodes")
     grid.add_row("queue", f"{_n(data['queue_len'], 'job')} pending for {_n(data['pending_gpus'], 'GPU')}; "
                           f"{_n(data['running_jobs'], 'job')} running")
     tenants = _table("TENANT", "RUNNING GPUS", "GUARANTEED", "MAX", "PENDING JOBS")
@@ -708,7 +707,7 @@ def _frame(data: dict[str, Any], clock: Clock, url: str, enforced: bool | None,
         tenants.add_row(Text("others", style="dim"), str(others["running_gpus"]), "-", "-",
                         str(others["pending_jobs"]))
     parts: list[RenderableType] = [head, grid, Text(""), tenants]
-    if enforced is False:
+    if not data["quota_enforced"]:
         parts.append(Text(f"(policy {data['policy']} does not enforce quotas: they are shown, not applied)",
                           style="dim"))
     if problem is not None:
@@ -723,16 +722,12 @@ def _frame(data: dict[str, Any], clock: Clock, url: str, enforced: bool | None,
 def top(api: Client, interval: float, once: bool, as_json: bool) -> None:
     """The cluster now: GAR, SOR, GFR, GPUs, the queue and each tenant's use against its quota, refreshed
     every --interval seconds until Ctrl-C (or once, with --once)."""
-    kind = _clock(api).kind
-    tenants = api.get("/v1/tenants")  # whether quotas are enforced (the same for every tenant)
-    enforced = bool(tenants[0]["quota_enforced"]) if tenants else None
-
     def fetch() -> tuple[dict[str, Any], Clock]:
         data = api.get("/v1/cluster")
-        return data, Clock(float(data["now"]), kind)
+        return data, Clock(float(data["now"]), str(data["clock"]))
 
     def frame(problem: str | None = None) -> RenderableType:
-        return _frame(data, clock, api.target.url, enforced, problem)
+        return _frame(data, clock, api.target.url, problem)
 
     data, clock = fetch()
     if as_json:

@@ -12,6 +12,7 @@ is answered after its commit) and reach the scheduler through the loop's inbox; 
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import time
 from typing import TYPE_CHECKING, Annotated, Any
@@ -20,6 +21,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Res
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kant.errors import KantError
@@ -114,9 +116,7 @@ class _TooLarge(Exception):
 
 
 async def _plain(send: Send, status: int, detail: str) -> None:
-    import json
-
-    body = json.dumps({"detail": detail}).encode()
+    body = json.dumps(_error(detail)).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
@@ -139,6 +139,12 @@ async def _admin(request: Request, p: Annotated[Principal, Depends(_principal)])
 #: the caller (any valid token) and an admin caller, as route parameters
 Who = Annotated[Principal, Depends(_principal)]
 Admin = Annotated[Principal, Depends(_admin)]
+
+
+def _error(detail: str) -> dict[str, str]:
+    """Every error body: ``detail`` and a one-line ``message`` (a validation error's detail is the
+    list of failures; its message names the first one's field)."""
+    return {"detail": detail, "message": detail}
 
 
 def _without_otel_hooks() -> dict[str, Any]:
@@ -170,34 +176,39 @@ def create_app(svc: Service) -> FastAPI:
         return loop
 
     # --- errors ---------------------------------------------------------------------------------
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        return JSONResponse(_error(detail), status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
     @app.exception_handler(NotFound)
     async def _not_found(request: Request, exc: NotFound) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=404)
+        return JSONResponse(_error(str(exc)), status_code=404)
 
     @app.exception_handler(Conflict)
     async def _conflict(request: Request, exc: Conflict) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=409)
+        return JSONResponse(_error(str(exc)), status_code=409)
 
     @app.exception_handler(Invalid)
     async def _invalid(request: Request, exc: Invalid) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=409)
+        return JSONResponse(_error(str(exc)), status_code=409)
 
     @app.exception_handler(Fenced)
     async def _fenced(request: Request, exc: Fenced) -> JSONResponse:
-        return JSONResponse({"detail": "this service lost the leadership"}, status_code=503)
+        return JSONResponse(_error("this service lost the leadership"), status_code=503)
 
     @app.exception_handler(DatabaseError)
     async def _db_error(request: Request, exc: DatabaseError) -> JSONResponse:
-        return JSONResponse({"detail": f"database unavailable: {exc}"}, status_code=503,
+        return JSONResponse(_error(f"database unavailable: {exc}"), status_code=503,
                             headers={"Retry-After": "1"})
 
     @app.exception_handler(KantError)
     async def _kant_error(request: Request, exc: KantError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=503 if "not the leader" in str(exc) else 400)
+        return JSONResponse(_error(str(exc)), status_code=503 if "not the leader" in str(exc) else 400)
 
     @app.exception_handler(TimeoutError)
     async def _timeout(request: Request, exc: TimeoutError) -> JSONResponse:
-        return JSONResponse({"detail": "the scheduler did not answer in time"}, status_code=504)
+        return JSONResponse(_error("the scheduler did not answer in time"), status_code=504)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -210,7 +221,7 @@ def create_app(svc: Service) -> FastAPI:
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:  # pragma: no cover - a bug
         log.error("internal error on %s %s: %s", request.method, request.url.path, type(exc).__name__, exc_info=exc)
-        return JSONResponse({"detail": "internal error"}, status_code=500)
+        return JSONResponse(_error("internal error"), status_code=500)
 
     # --- health and metrics -----------------------------------------------------------------------
     @app.get("/healthz", tags=["health"], response_model=dict[str, str])
@@ -324,7 +335,9 @@ def create_app(svc: Service) -> FastAPI:
     @app.post("/v1/jobs/{job_id}/cancel", tags=["jobs"], response_model=JobOut)
     def cancel_job(job_id: int, p: Who) -> JobOut:
         """Cancel a pending or running job (every worker stops)."""
-        visible_job(job_id, p)
+        row = visible_job(job_id, p)
+        if row.state not in ("pending", "running"):
+            raise Invalid(f"job {job_id} is {row.state}: only pending or running jobs can be cancelled")
         leader().cancel(job_id, p.scope(), p.who)
         return JobOut.of(svc.db.get_job(job_id))  # type: ignore[arg-type]
 
@@ -518,9 +531,12 @@ def create_app(svc: Service) -> FastAPI:
             others = TenantUse(running_gpus=sum(u.running_gpus for u in rest), pending_jobs=sum(u.pending_jobs
                                                                                                  for u in rest))
             tenants = {n: u for n, u in tenants.items() if n == p.tenant}
-        return ClusterOut(now=view.now, policy=svc.policy_name, total_gpus=view.total_gpus,
+        return ClusterOut(now=view.now, clock=svc.config.clock, policy=svc.policy_name,
+                          quota_enforced=svc.quota_enforced, total_gpus=view.total_gpus,
                           allocated_gpus=view.allocated_gpus, down_gpus=view.down_gpus,
-                          free_gpus=view.total_gpus - view.allocated_gpus - view.down_gpus, gar=view.gar,
+                          cordoned_gpus=view.cordoned_gpus,
+                          free_gpus=view.total_gpus - view.allocated_gpus - view.down_gpus - view.cordoned_gpus,
+                          gar=view.gar,
                           sor=view.sor, gfr_nodes=view.gfr_nodes, gfr_gpus=view.gfr_gpus, queue_len=view.queue_len,
                           pending_gpus=view.pending_gpus, running_jobs=view.running_jobs, cycles=view.cycles,
                           tenants=tenants, others=others)
@@ -543,7 +559,7 @@ def create_app(svc: Service) -> FastAPI:
         """Manual clock only: move time to ``to``, processing every event and cycle in between."""
         if svc.config.clock != "manual":
             raise Invalid(f"the clock is {svc.config.clock}: only a manual clock is moved by hand")
-        leader().advance(body.to)
+        leader().advance(body.to, hold=body.hold)
         return ClockOut(now=svc.clock.now(), kind=svc.config.clock)
 
     return app

@@ -111,6 +111,7 @@ class _Active:
     labels: Mapping[str, Any] = field(default_factory=dict)
     service_id: int | None = None
     requeued: str | None = None  # why its last run ended and it waits again (until it starts)
+    queued_cycle: int = 0  # the scheduler's cycle count when it (re)joined the queue
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +134,8 @@ class LiveView:
     now: float
     total_gpus: int
     allocated_gpus: int
-    down_gpus: int
+    down_gpus: int  # GPUs of failed nodes
+    cordoned_gpus: int  # idle GPUs of cordoned or draining nodes (schedulable capacity they withhold)
     gar: float | None
     sor: float | None
     gfr_nodes: float | None
@@ -194,6 +196,7 @@ class _Scale(_Command):
 @dataclass
 class _Advance(_Command):
     to: float
+    hold: bool = False
 
 
 @dataclass
@@ -420,7 +423,7 @@ class ServiceLoop:
                 self._running = False
                 continue
             if isinstance(cmd, _Advance) and manual:
-                self._advance(cmd.to)
+                self._advance(cmd.to, cmd.hold)
                 self.db.set_meta(CLOCK_KEY, repr(self.clock.now()))  # a restart resumes here
                 self._answer(cmd, self.clock.now())
                 continue
@@ -463,9 +466,10 @@ class ServiceLoop:
             return cmd.fn(self)
         raise AssertionError(f"unknown command {cmd!r}")
 
-    def _advance(self, to: float) -> None:
-        """Manual clock: finish the current instant (its cycle), then every instant up to ``to``: its
-        events, and its cycle unless it is ``to`` itself (arrivals at ``to`` may still come)."""
+    def _advance(self, to: float, hold: bool = False) -> None:
+        """Manual clock: finish the current instant (its cycle), then every instant up to ``to`` (its
+        events, then its cycle). With ``hold``, ``to`` itself gets its events but not yet its cycle:
+        arrivals at ``to`` may still come (a replay submits them next), and the next advance runs it."""
         clock = self.clock
         assert isinstance(clock, ManualClock)
         if to < clock.now():
@@ -482,6 +486,11 @@ class ServiceLoop:
                 self._cycle(nxt)
                 self._flush()  # the executor hears of this instant's starts before the next instant
         clock.set(to)
+        if not hold:
+            while self._dirty and len(self.sched.queue):
+                self._cycle(to)
+                self._flush()
+                self._fire_due(to)  # zero-length runs end at once
 
     def _fire_due(self, now: float) -> None:
         if self._wakeups:
@@ -501,6 +510,7 @@ class ServiceLoop:
         n = 0
         for a, row in zip(new, rows, strict=True):
             status = sched.submit(row, a.submit_time)
+            self.active[a.id].queued_cycle = sched.cycles
             if status.ok:
                 self._dirty = True
                 self._pending_by_tenant[a.job.tenant] = self._pending_by_tenant.get(a.job.tenant, 0) + 1
@@ -553,6 +563,7 @@ class ServiceLoop:
 
     def _requeued(self, info: _Active, now: float, why: str, kind: str, node: str | None = None) -> None:
         info.requeued = why
+        info.queued_cycle = self.sched.cycles
         self._pending_by_tenant[info.tenant] = self._pending_by_tenant.get(info.tenant, 0) + 1
         self._updates.append(JobUpdate(info.id, state="pending", reason=why))
         self._events.append(NewEvent(now, time.time(), kind, info.id, node, info.tenant, why))
@@ -667,8 +678,10 @@ class ServiceLoop:
         demand = state.allocated_gpus + self.sched.queue.pending_gpus
         up_nodes = cluster.n_gpu_nodes - int(np.count_nonzero(~state.up & (cluster.gpus > 0)))
         free = total - state.allocated_gpus - state.down_gpus
+        failed = sum(int(cluster.gpus[n]) for n, f in self.sched.flagged_nodes().items() if f & DOWN)
         view = LiveView(
-            now=self.clock.now(), total_gpus=total, allocated_gpus=state.allocated_gpus, down_gpus=state.down_gpus,
+            now=self.clock.now(), total_gpus=total, allocated_gpus=state.allocated_gpus, down_gpus=failed,
+            cordoned_gpus=state.down_gpus - failed,
             gar=state.allocated_gpus / total if total else None,
             sor=state.allocated_gpus / min(capacity, demand) if min(capacity, demand) > 0 else None,
             gfr_nodes=state.partial_nodes / up_nodes if up_nodes > 0 else None,
@@ -841,7 +854,10 @@ class ServiceLoop:
 
     # --- reads for the API (run on the loop's thread through call()) ---------------------------
     def _why_pending(self, info: _Active) -> str:
-        why = self.sched.why_pending(info.row)
+        if self.sched.cycles <= info.queued_cycle:  # a reason of its shape would be older than the job
+            why = "waiting for the next scheduling cycle"
+        else:
+            why = self.sched.why_pending(info.row)
         return why if info.requeued is None else f"{why}; back in the queue after: {info.requeued}"
 
     def why(self, job_id: int) -> dict[str, Any]:
@@ -850,7 +866,9 @@ class ServiceLoop:
             raise NotFound(f"job {job_id} is not pending or running")
         sched = self.sched
         if info.row in sched.running:
-            return {"state": "running", "reason": "running", "position": None}
+            names = sched.cluster.names
+            nodes = _describe_nodes([names[n] for n in sched.state.allocations[info.row].nodes])
+            return {"state": "running", "reason": f"running since {info.start:g} on {nodes}", "position": None}
         status: Status | None = sched.pending_status(info.row)
         return {
             "state": "pending",
@@ -909,8 +927,8 @@ class ServiceLoop:
     def scale(self, service_id: int, replicas: int, timeout: float = 60.0) -> int:
         return int(self._ask(_Scale(service_id, replicas), timeout))
 
-    def advance(self, to: float, timeout: float = 300.0) -> float:
-        return float(self._ask(_Advance(to), timeout))
+    def advance(self, to: float, *, hold: bool = False, timeout: float = 300.0) -> float:
+        return float(self._ask(_Advance(to, hold), timeout))
 
     def call(self, fn: Callable[[ServiceLoop], Any], timeout: float = 30.0) -> Any:
         return self._ask(_Call(fn), timeout)

@@ -59,7 +59,8 @@ class ServiceMetrics:
         self.gfr_gpus.set(nan if view.gfr_gpus is None else view.gfr_gpus)
         self.gpus.labels("allocated").set(view.allocated_gpus)
         self.gpus.labels("down").set(view.down_gpus)
-        self.gpus.labels("free").set(view.total_gpus - view.allocated_gpus - view.down_gpus)
+        self.gpus.labels("cordoned").set(view.cordoned_gpus)
+        self.gpus.labels("free").set(view.total_gpus - view.allocated_gpus - view.down_gpus - view.cordoned_gpus)
         self.cycles.set(view.cycles)
         tenants = set(view.pending_by_tenant) | set(view.running_gpus_by_tenant) | self._tenants
         for t in tenants:

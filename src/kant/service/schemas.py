@@ -286,10 +286,13 @@ class TenantUse(BaseModel):
 
 class ClusterOut(BaseModel):
     now: float
+    clock: str = Field(description="wall, accelerated or manual")
     policy: str
+    quota_enforced: bool = Field(description="whether the policy has the quota plugin (else quotas are shown only)")
     total_gpus: int
     allocated_gpus: int
-    down_gpus: int
+    down_gpus: int = Field(description="GPUs of failed nodes")
+    cordoned_gpus: int = Field(description="idle GPUs of cordoned or draining nodes")
     free_gpus: int
     gar: float | None = Field(description="allocated / all GPUs (docs/metrics.md)")
     sor: float | None = Field(description="allocated / min(schedulable, allocated + pending demand)")
@@ -306,6 +309,8 @@ class ClusterOut(BaseModel):
 class ClockIn(BaseModel):
     model_config = _STRICT
     to: float = Field(ge=0, allow_inf_nan=False)
+    hold: bool = Field(default=False, description="leave the cycle of instant `to` for the next move: jobs "
+                                                  "arriving at `to` are still to be submitted (a replay)")
 
 
 class ClockOut(BaseModel):
