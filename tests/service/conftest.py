@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,12 +29,27 @@ def _admin_conninfo() -> str:
     return make_url(PG_ADMIN_URL).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+def _start_local_postgresql() -> None:
+    """Start this machine's PostgreSQL cluster if it is stopped (Debian's ``pg_ctlcluster``)."""
+    versions = sorted(Path("/etc/postgresql").glob("*")) if Path("/etc/postgresql").is_dir() else []
+    if not versions or shutil.which("pg_ctlcluster") is None:
+        return
+    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", versions[-1].name, "main", "start"],
+                   capture_output=True, timeout=60, check=False)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> str:
-    """The admin URL of the test PostgreSQL server, after checking that it answers."""
+    """The admin URL of the test PostgreSQL server, after checking that it answers (a stopped local
+    server is started first)."""
     try:
-        with psycopg.connect(_admin_conninfo(), autocommit=True, connect_timeout=5) as conn:
-            conn.execute("SELECT 1")
+        try:
+            with psycopg.connect(_admin_conninfo(), autocommit=True, connect_timeout=5) as conn:
+                conn.execute("SELECT 1")
+        except psycopg.OperationalError:
+            _start_local_postgresql()
+            with psycopg.connect(_admin_conninfo(), autocommit=True, connect_timeout=10) as conn:
+                conn.execute("SELECT 1")
     except psycopg.Error as e:
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         pytest.fail(

@@ -40,6 +40,8 @@ import numpy as np
 from kant.config.policy import PluginEntry, Policy
 from kant.errors import KantError
 from kant.framework.status import Status
+from kant.metrics.summary import BUCKETS
+from kant.metrics.summary import gang_bucket as bucket_index
 from kant.model.cluster import Cluster, NodeSpec
 from kant.model.job import JobKind
 from kant.model.state import Placement
@@ -70,15 +72,9 @@ CLOCK_KEY = "clock_now"
 
 log = logging.getLogger("kant.serve")
 
-#: gang-size buckets of docs/metrics.md, by total GPUs
-_BUCKETS = ((1, "1"), (4, "2-4"), (8, "5-8"), (16, "9-16"), (32, "17-32"), (64, "33-64"))
-
-
 def gang_bucket(total_gpus: int) -> str:
-    for top, name in _BUCKETS:
-        if total_gpus <= top:
-            return name
-    return ">64"
+    """The gang-size bucket of docs/metrics.md a job of ``total_gpus`` GPUs falls in."""
+    return BUCKETS[int(bucket_index(total_gpus))]
 
 
 class Invalid(KantError):
@@ -654,8 +650,11 @@ class ServiceLoop:
         self._updates, self._events, self._node_updates = [], [], []
         for job_id in self._stops:
             self.executor.stop(job_id)
+        running = self.sched.running
         for launch in self._launch:
-            if launch.job_id in self.active and self.active[launch.job_id].runs == launch.run:
+            info = self.active.get(launch.job_id)
+            # (a start the same cycle undid, or a job that ended since, is not launched)
+            if info is not None and info.runs == launch.run and info.row in running:
                 self.executor.start(launch)
         self._stops, self._launch = [], []
         self._publish_view()
