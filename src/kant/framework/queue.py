@@ -53,12 +53,14 @@ class ShapeIndex:
         self.per_shape = per_shape
         self._request_ids: dict[tuple[int, ...], int] = {}
         self._shape_ids: dict[tuple[int, ...], int] = {}
+        #: shapes and requests are the same ids (kept once)
+        self._same = per_shape or not by_tenant
         self.shape_of: list[int] = []
-        self.request_of: list[int] = []
+        self.request_of: list[int] = self.shape_of if self._same else []
         self._shape_buf = np.zeros(16, dtype=np.int64)
-        self._request_buf = np.zeros(16, dtype=np.int64)
+        self._request_buf = self._shape_buf if self._same else np.zeros(16, dtype=np.int64)
         self.shapes: IntArray = self._shape_buf[:0]
-        self.requests: IntArray = self._request_buf[:0]
+        self.requests: IntArray = self.shapes
 
     def __len__(self) -> int:
         return len(self.shape_of)
@@ -76,15 +78,18 @@ class ShapeIndex:
         if self.per_shape:
             request = shape
         self._shape_buf = grow(self._shape_buf, stop)
-        self._request_buf = grow(self._request_buf, stop)
         self._shape_buf[part] = shape
-        self._request_buf[part] = request
         self.shapes = self._shape_buf[:stop]
-        self.requests = self._request_buf[:stop]
         self.shapes.setflags(write=False)
-        self.requests.setflags(write=False)
         self.shape_of.extend(shape.tolist())
-        self.request_of.extend(request.tolist())
+        if self._same:
+            self.requests = self.shapes
+        else:
+            self._request_buf = grow(self._request_buf, stop)
+            self._request_buf[part] = request
+            self.requests = self._request_buf[:stop]
+            self.requests.setflags(write=False)
+            self.request_of.extend(request.tolist())
         return range(start, stop)
 
 

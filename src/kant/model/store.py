@@ -235,9 +235,14 @@ class JobStore:
         for col, arr in cols.items():
             if arr.shape != (k,):
                 raise ValueError(f"JobStore.extend: column {col} has shape {arr.shape}, expected ({k},)")
-        self._reserve(start + k)
-        for col, arr in cols.items():
-            self._buf[col][start:start + k] = arr
+        if start == 0 and all(arr.dtype == self._buf[col].dtype for col, arr in cols.items()):
+            # a whole trace into an empty store (the simulator): its columns become the buffers, no
+            # copy (they may be read only: the first append after them grows, which copies)
+            self._buf.update(cols)
+        else:
+            self._reserve(start + k)
+            for col, arr in cols.items():
+                self._buf[col][start:start + k] = arr
         for col, lst in self._lists.items():
             lst.extend(cols[col].tolist())
         self.names.extend(names)
@@ -248,7 +253,7 @@ class JobStore:
 
     def set_runtime(self, job: int, seconds: float) -> None:
         """The run time observed when ``job`` finished (what a runtime estimator learns from)."""
-        self._buf["runtime"][job] = seconds
+        self._buf["runtime"][job] = seconds  # (a buffer of its own: extend makes it with np.full)
         lst = self._lists.get("runtime")
         if lst is not None:
             lst[job] = float(seconds)

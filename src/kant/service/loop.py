@@ -266,8 +266,9 @@ class ServiceLoop:
         self.active = {}
         running: dict[int, RunningRecord] = {}
         pending: list[int] = []
-        for job in jobs:
-            row = self._add_to_store(store, job.id, _new_job_of(job), job.submit_time)
+        with store.batch():
+            job_rows = [self._add_to_store(store, job.id, _new_job_of(job), job.submit_time) for job in jobs]
+        for job, row in zip(jobs, job_rows, strict=True):
             info = self.active[job.id]
             info.runs, info.first_start, info.start = job.runs, job.first_start_time, job.start_time
             if job.state == "running" and job.placement:
