@@ -324,6 +324,14 @@ def test_cluster_and_metrics(srv: Server, tokens: dict[str, str]) -> None:
         assert name in text, name
 
 
+def test_the_manual_clock_does_not_go_back(srv: Server) -> None:
+    now = srv.admin.get("/v1/clock").json()["now"] + 10
+    srv.advance(now)
+    r = srv.admin.post("/v1/clock", json={"to": now - 5})
+    assert r.status_code == 409 and "cannot go back" in r.json()["message"]
+    assert httpx.get(f"{srv.url}/readyz").status_code == 200  # the loop goes on
+
+
 def test_only_a_manual_clock_moves(tmp_path: Path) -> None:
     with running_server(tmp_path, f"sqlite:///{tmp_path / 'w.db'}", clock="wall") as s:
         r = s.admin.post("/v1/clock", json={"to": 10})

@@ -419,13 +419,13 @@ class ServiceLoop:
             if isinstance(cmd, _Stop):
                 self._running = False
                 continue
-            if isinstance(cmd, _Advance) and manual:
-                self._advance(cmd.to, cmd.hold)
-                self.db.set_meta(CLOCK_KEY, repr(self.clock.now()))  # a restart resumes here
-                self._answer(cmd, self.clock.now())
-                continue
             try:
-                result = self._apply(cmd)
+                if isinstance(cmd, _Advance) and manual:
+                    self._advance(cmd.to, cmd.hold)
+                    self.db.set_meta(CLOCK_KEY, repr(self.clock.now()))  # a restart resumes here
+                    result: Any = self.clock.now()
+                else:
+                    result = self._apply(cmd)
             except KantError as exc:
                 if cmd.reply is not None:
                     self._replies.append((cmd.reply, exc))
