@@ -150,6 +150,30 @@ def test_restart_keeps_the_exact_state(tmp_path: Path) -> None:
         again.stop()
 
 
+def test_a_restart_schedules_what_waits_without_being_asked(tmp_path: Path) -> None:
+    """Jobs in the database when the service starts (pending, as after a crash) start on their own:
+    the first cycle does not wait for a new event."""
+    from kant.service.db import Database, NewJob
+
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    db = Database(url)
+    db.migrate()
+    db.create_tenant("t")
+    db.insert_jobs([NewJob(tenant="t", user="u", name=f"j{k}", gpus_per_worker=4, duration_s=1000.0)
+                    for k in range(3)], now_time=time.time(), now_wall=time.time())
+    db.close()
+    srv = start_server(tmp_path, url, cluster="2x8:V100", clock="wall")
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if srv.admin.get("/v1/cluster").json()["running_jobs"] == 3:
+                break
+            time.sleep(0.05)
+        assert srv.admin.get("/v1/cluster").json()["running_jobs"] == 3
+    finally:
+        srv.stop()
+
+
 def test_leader_failover_on_postgresql(tmp_path: Path, pg_server: str) -> None:
     """Two services on one PostgreSQL database: one leads, the other stands by; ``kill -9`` the leader
     under load: the standby takes over, with every acknowledged job and no job started twice."""

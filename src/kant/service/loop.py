@@ -388,9 +388,12 @@ class ServiceLoop:
             self._fail_waiting()
 
     def _wait_s(self) -> float | None:
-        """Wall seconds until the next executor event or wake-up (None: until a command)."""
+        """Wall seconds until the next executor event or wake-up (None: until a command; 0 when a
+        cycle is owed now, as after loading pending jobs)."""
         if self.clock.manual:
             return None
+        if self._dirty:
+            return 0.0
         nxt = min(self.executor.next_time(), min(self._wakeups, default=math.inf))
         if nxt == math.inf:
             return None
