@@ -487,7 +487,16 @@ _TOKEN_COLS: Final = (tokens.c.id, tokens.c.name, tokens.c.role, tokens.c.tenant
                       tokens.c.expires_wall, tokens.c.revoked_wall)
 
 
-_PG_ORDERED_BEGIN: Final = sa.text("SELECT pg_advisory_xact_lock(:k), set_config('enable_seqscan', 'off', true)")
+_PG_ORDERED_BEGIN: Final = sa.text(
+    "SELECT pg_advisory_xact_lock(:k), set_config('enable_seqscan', 'off', true),"
+    " (SELECT value FROM meta WHERE key = :ek FOR SHARE)"  # the leader epoch, read-locked till commit
+)
+#: insert jobs (columns ``names`` from the arrays ``arrays``) and their 'submitted' events, in id order
+_PG_JOBS_AND_EVENTS: Final = (
+    'WITH new AS (INSERT INTO jobs ({names}) SELECT * FROM unnest({arrays}) RETURNING id, tenant, "user")'
+    " INSERT INTO events (time, wall, kind, job_id, node, tenant, message)"
+    " SELECT :now_time, :now_wall, 'submitted', id, NULL, tenant, 'submitted by ' || \"user\" FROM new ORDER BY id"
+)
 _PG_KEY_LOOKUP: Final = sa.text(
     "SELECT j.id, k.t, k.k FROM unnest(CAST(:ts AS varchar[]), CAST(:ks AS varchar[])) AS k(t, k)"
     " CROSS JOIN LATERAL (SELECT id FROM jobs WHERE tenant = k.t AND idempotency_key = k.k LIMIT 1) AS j"
@@ -495,6 +504,11 @@ _PG_KEY_LOOKUP: Final = sa.text(
 
 
 # --- URLs and errors ------------------------------------------------------------------------------
+
+
+def _fence(epoch: int, current: str | None) -> None:
+    if current != str(epoch):
+        raise Fenced(f"leader epoch {epoch} is stale (current: {current})")
 
 
 def _redact(url: str) -> str:
@@ -568,8 +582,10 @@ class Database:
     # --- transactions ---
 
     @contextlib.contextmanager
-    def _tx(self, *, write: bool = False, ordered: bool = False) -> Iterator[Connection]:
-        """One transaction; ``write``: take SQLite's write lock first; ``ordered``: also serialise on PostgreSQL."""
+    def _tx(self, *, write: bool = False, ordered: bool = False, epoch: int | None = None) -> Iterator[Connection]:
+        """One transaction; ``write``: take SQLite's write lock first; ``ordered``: also serialise on
+        PostgreSQL; ``epoch``: raise :class:`Fenced` before anything is written unless it is the
+        leader epoch (on PostgreSQL read in the statement that takes the ordering lock: one round trip)."""
         try:
             conn = self._engine.connect()
         except sa_exc.DBAPIError as e:
@@ -583,7 +599,11 @@ class Database:
                         # Every statement of these transactions reads by key: no plan should scan a
                         # table, even while its statistics are stale (set_config(..., true): this
                         # transaction only).
-                        conn.execute(_PG_ORDERED_BEGIN, {"k": WRITER_LOCK_KEY})
+                        row = conn.execute(_PG_ORDERED_BEGIN, {"k": WRITER_LOCK_KEY, "ek": EPOCH_KEY}).one()
+                        if epoch is not None:
+                            _fence(epoch, row[2])
+                    else:
+                        self._check_epoch(conn, epoch)
                     yield conn
         except sa_exc.OperationalError as e:
             raise DatabaseError(f"database {self.safe_url}: {_reason(e)}") from None
@@ -775,21 +795,31 @@ class Database:
         """
         if not batch:
             return []
-        keys = {(j.tenant, j.idempotency_key) for j in batch if j.idempotency_key is not None}
-        with self._tx(write=True, ordered=True) as conn:
-            self._check_epoch(conn, epoch)
-            known: dict[tuple[str, str], int] = {}
-            if keys:
-                known = self._known_keys(conn, keys)
-            names = {j.tenant for j in batch}
+        try:
+            return self._insert_jobs(batch, now_time, now_wall, epoch)
+        except sa_exc.IntegrityError:  # a foreign key: say which tenant or service is missing
+            self._missing_owner(batch)
+            raise
+
+    def _missing_owner(self, batch: Sequence[NewJob]) -> None:
+        """Raise :class:`NotFound` for the first tenant or service of ``batch`` that does not exist."""
+        names = {j.tenant for j in batch}
+        sids = {j.service_id for j in batch if j.service_id is not None}
+        with self._tx() as conn:
             found = set(conn.execute(sa.select(tenants.c.name).where(tenants.c.name.in_(names))).scalars())
             if names - found:
                 raise NotFound(f"tenant {min(names - found)!r} does not exist")
-            sids = {j.service_id for j in batch if j.service_id is not None}
-            if sids:
-                found_ids = set(conn.execute(sa.select(services.c.id).where(services.c.id.in_(sids))).scalars())
-                if sids - found_ids:
-                    raise NotFound(f"service {min(sids - found_ids)} does not exist")
+            found_ids = set(conn.execute(sa.select(services.c.id).where(services.c.id.in_(sids))).scalars())
+            if sids - found_ids:
+                raise NotFound(f"service {min(sids - found_ids)} does not exist")
+
+    def _insert_jobs(self, batch: Sequence[NewJob], now_time: float, now_wall: float,
+                     epoch: int | None) -> list[tuple[int, bool]]:
+        keys = {(j.tenant, j.idempotency_key) for j in batch if j.idempotency_key is not None}
+        with self._tx(write=True, ordered=True, epoch=epoch) as conn:
+            known: dict[tuple[str, str], int] = {}
+            if keys:
+                known = self._known_keys(conn, keys)
             rows: list[dict[str, Any]] = []
             slots: list[int] = []  # per input: index into rows, or -1 when the id is known
             pending: dict[tuple[str, str], int] = {}
@@ -815,12 +845,19 @@ class Database:
             ids = self._new_job_ids(conn, len(rows))
             for id_, r in zip(ids, rows, strict=True):
                 r["id"] = id_
-            self._insert_many(conn, jobs, rows)
-            self._insert_many(conn, events, [
-                {"time": now_time, "wall": now_wall, "kind": "submitted", "job_id": id_, "node": None,
-                 "tenant": r["tenant"], "message": f"submitted by {r['user']}"}
-                for id_, r in zip(ids, rows, strict=True)
-            ])
+            if self.dialect == "postgresql" and rows:  # the jobs and their events in one statement
+                cols = list(rows[0])
+                names = ", ".join(self._quote(c) for c in cols)
+                sql = _PG_JOBS_AND_EVENTS.format(names=names, arrays=self._pg_arrays(jobs, cols))
+                conn.execute(sa.text(sql), {**_pg_array_params(jobs, cols, rows), "now_time": now_time,
+                                            "now_wall": now_wall})
+            else:
+                self._insert_many(conn, jobs, rows)
+                self._insert_many(conn, events, [
+                    {"time": now_time, "wall": now_wall, "kind": "submitted", "job_id": id_, "node": None,
+                     "tenant": r["tenant"], "message": f"submitted by {r['user']}"}
+                    for id_, r in zip(ids, rows, strict=True)
+                ])
         out: list[tuple[int, bool]] = []
         seen: set[int] = set()
         for j, slot in zip(batch, slots, strict=True):
@@ -870,8 +907,7 @@ class Database:
         is ``str(epoch)``. Several updates of one job apply in order; updates of unknown ids and
         nodes change nothing.
         """
-        with self._tx(write=True, ordered=True) as conn:
-            self._check_epoch(conn, epoch)
+        with self._tx(write=True, ordered=True, epoch=epoch) as conn:
             merged: dict[int, dict[str, Any]] = {}
             for u in updates:
                 vals = merged.setdefault(u.id, {})
@@ -902,9 +938,7 @@ class Database:
         q = sa.select(meta.c.value).where(meta.c.key == EPOCH_KEY)
         if self.dialect == "postgresql":  # a new leader's epoch bump waits for this transaction
             q = q.with_for_update(read=True)
-        current = conn.execute(q).scalar_one_or_none()
-        if current != str(epoch):
-            raise Fenced(f"leader epoch {epoch} is stale (current: {current})")
+        _fence(epoch, conn.execute(q).scalar_one_or_none())
 
     def _insert_many(self, conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
         """Insert ``rows`` (dicts with the same keys); on PostgreSQL as one statement over arrays."""
