@@ -20,7 +20,7 @@ a runtime estimator's prediction). Only oracle baselines read the simulated work
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -164,21 +164,23 @@ class Scheduler:
             self.queue.push(job)
         return status
 
-    def finish(self, job: int, now: float, runtime: float | None = None) -> Placement:
-        """A running job ended; its resources are free for the next cycle. ``runtime``: how long it
-        really ran (the simulator knows its work; a live driver measures it; None: since its last
-        start), which a runtime estimator learns from."""
+    def _stop(self, job: int, now: float, finished: bool) -> Placement:
+        """A running job stops: its resources are free for the next cycle; listeners hear whether it
+        is done (``finished``) or may come back."""
         placement = self.state.release(job)
-        run = self.running.pop(job)
-        self.jobs.set_runtime(job, now - run.start if runtime is None else runtime)
-        self.framework.job_stopped(job, now, placement, True)
+        del self.running[job]
+        self.framework.job_stopped(job, now, placement, finished)
         return placement
+
+    def finish(self, job: int, now: float, runtime: float | None = None) -> Placement:
+        """A running job ended. ``runtime``: how long it really ran (the simulator knows its work; a
+        live driver measures it; None: since its last start), which a runtime estimator learns from."""
+        self.jobs.set_runtime(job, now - self.running[job].start if runtime is None else runtime)
+        return self._stop(job, now, True)
 
     def interrupt(self, job: int, now: float) -> Placement:
         """A running job was killed from outside (node failure, lost worker); it goes back in the queue."""
-        placement = self.state.release(job)
-        del self.running[job]
-        self.framework.job_stopped(job, now, placement, False)
+        placement = self._stop(job, now, False)
         self.queue.push(job)
         return placement
 
@@ -196,10 +198,7 @@ class Scheduler:
         own) and returns its placement; a queued job leaves the queue (returns None)."""
         self._bind_failures.pop(job, None)
         if job in self.running:
-            placement = self.state.release(job)
-            del self.running[job]
-            self.framework.job_stopped(job, now, placement, True)
-            return placement
+            return self._stop(job, now, True)
         if job in self.queue:
             self.queue.remove(job)
         return None
@@ -359,13 +358,14 @@ class Scheduler:
 
     def rebuilt(self, cluster: Cluster, now: float, *, policy: Policy | None = None) -> Scheduler:
         """This scheduler on another cluster (nodes added or removed, by name) or under another
-        policy, with its jobs, placements and node flags: a snapshot restored into a new one. Jobs
-        on nodes the new cluster lacks must have been interrupted or finished first."""
-        return Scheduler.from_snapshot(policy or self.policy, cluster, self.jobs, self.snapshot(now), seed=self.seed,
-                                       trace=self.env.trace)
-
-    def pending_in_order(self, limit: int | None = None) -> list[int]:
-        """Pending jobs in the order the next cycle would look at them (static order: sort keys;
-        a dynamic order is taken at the last cycle's time)."""
-        return self.queue.ordered(self.framework.dynamic_key(self._ctx.now if self._ctx else 0.0), limit)
+        policy, with its jobs, placements, node flags (of the nodes still there), binder and cycle
+        count: a snapshot restored into a new one. Jobs on nodes the new cluster lacks must have
+        been interrupted or finished first."""
+        snap = self.snapshot(now)
+        names = set(cluster.names)
+        snap = replace(snap, node_flags={n: f for n, f in snap.node_flags.items() if n in names})
+        new = Scheduler.from_snapshot(policy or self.policy, cluster, self.jobs, snap, seed=self.seed,
+                                      trace=self.env.trace)
+        new.binder, new.cycles = self.binder, self.cycles
+        return new
 

@@ -252,15 +252,6 @@ class PendingQueue:
             del self._request_count[request]
             self.request_changes += 1
 
-    def ordered(self, dynamic_key: Callable[[int], SortKey] | None = None, limit: int | None = None) -> list[int]:
-        """Pending jobs in queue order (the first ``limit``): for "where is my job?" views, not cycles."""
-        if dynamic_key is not None:
-            order = sorted(self._keys, key=dynamic_key)
-            return order if limit is None else order[:limit]
-        keys = self._keys
-        merged = heapq.merge(*self._by_shape.values(), key=keys.__getitem__)
-        return list(merged) if limit is None else [job for job, _ in zip(merged, range(limit), strict=False)]
-
     def position(self, job: int, dynamic_key: Callable[[int], SortKey] | None = None) -> int:
         """How many pending jobs come before ``job`` in queue order (O(shapes log n) for a static
         order, a full sort for a dynamic one)."""

@@ -775,17 +775,9 @@ class ServiceLoop:
             raise
         return "up"
 
-    def _rebuild(self, now: float, policy: Policy | None = None) -> None:
+    def _rebuild(self, now: float) -> None:
         """A new scheduler on the current nodes and policy, with every job and flag (a snapshot)."""
-        old = self.sched
-        snap = old.snapshot(now)
-        cluster = self._cluster()
-        names = set(cluster.names)
-        snap = replace(snap, node_flags={n: f for n, f in snap.node_flags.items() if n in names})
-        new = Scheduler.from_snapshot(policy or self._policy(), cluster, old.jobs, snap, seed=self.seed)
-        new.binder = self
-        new.cycles = old.cycles
-        self.sched = new
+        self.sched = self.sched.rebuilt(self._cluster(), now, policy=self._policy())
         self._dirty = True
 
     def _reload(self, now: float) -> str:
