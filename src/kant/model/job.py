@@ -17,7 +17,7 @@ from enum import IntEnum
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["JobKind", "JobTable", "InferenceService", "JobTableBuilder", "split_gang"]
+__all__ = ["JobKind", "JobTable", "InferenceService", "JobTableBuilder", "describe_request", "split_gang"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -47,6 +47,12 @@ def split_gang(total_gpus: int, max_gpus_per_worker: int = 8) -> tuple[int, int]
         if total_gpus % g == 0:
             return total_gpus // g, g
     raise AssertionError("unreachable: 1 divides every total")
+
+
+def describe_request(workers: int, gpus_per_worker: int, gpu_milli: int, gpu_type: str | None) -> str:
+    """A job's request in words: ``2 worker(s) x 8 GPU of H100`` (a GPU share as ``0.5 GPU``)."""
+    per = f"{gpu_milli / 1000:g}" if (gpus_per_worker == 1 and gpu_milli < FULL_GPU_MILLI) else f"{gpus_per_worker}"
+    return f"{workers} worker(s) x {per} GPU{'' if gpu_type is None else ' of ' + gpu_type}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,11 +106,8 @@ class JobTable:
         return None if code < 0 else self.gpu_type_names[code]
 
     def describe_request(self, job: int) -> str:
-        w, g = int(self.workers[job]), int(self.gpus_per_worker[job])
-        t = self.gpu_type_name(job)
-        milli = int(self.gpu_milli[job])
-        per = f"{milli / 1000:g}" if (g == 1 and milli < FULL_GPU_MILLI) else f"{g}"
-        return f"{w} worker(s) x {per} GPU{'' if t is None else ' of ' + t}"
+        return describe_request(int(self.workers[job]), int(self.gpus_per_worker[job]), int(self.gpu_milli[job]),
+                                self.gpu_type_name(job))
 
     def take(self, rows: npt.ArrayLike) -> JobTable:
         """A new table with the given rows, in the given order (names kept)."""

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kant.model.job import FULL_GPU_MILLI, JobKind, JobTable
+from kant.model.job import FULL_GPU_MILLI, JobKind, JobTable, describe_request
 
 __all__ = ["JobStore", "INT_COLUMNS", "FLOAT_COLUMNS", "grow"]
 
@@ -264,8 +264,5 @@ class JobStore:
         return None if code < 0 else self.gpu_type_names[code]
 
     def describe_request(self, job: int) -> str:
-        w, g = int(self.workers[job]), int(self.gpus_per_worker[job])
-        t = self.gpu_type_name(job)
-        milli = int(self.gpu_milli[job])
-        per = f"{milli / 1000:g}" if (g == 1 and milli < FULL_GPU_MILLI) else f"{g}"
-        return f"{w} worker(s) x {per} GPU{'' if t is None else ' of ' + t}"
+        return describe_request(int(self.workers[job]), int(self.gpus_per_worker[job]), int(self.gpu_milli[job]),
+                                self.gpu_type_name(job))
