@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -188,7 +189,7 @@ class JobTableBuilder:
         self.source = source
         self.origin_epoch = origin_epoch
         self._names: list[str] = []
-        self._cols: dict[str, list[float] | list[int]] = {c: [] for c in _COLUMNS}
+        self._cols: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
         self._vocab: dict[str, dict[str, int]] = {"gpu_type": {}, "tenant": {}, "user": {}}
 
     def _code(self, vocab: str, name: str) -> int:
@@ -255,7 +256,7 @@ class JobTableBuilder:
         def names(vocab: str) -> tuple[str, ...]:
             return tuple(self._vocab[vocab])
 
-        cols = {
+        cols: dict[str, Any] = {
             name: np.array(vals, dtype=np.float64 if name in _FLOAT_COLUMNS else np.int64)
             for name, vals in self._cols.items()
         }

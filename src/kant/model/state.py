@@ -208,17 +208,17 @@ class ClusterState:
         array on each read; the state keeps the counts as a flat Python list, ``_hist``)."""
         return np.asarray(self._hist, dtype=np.int64).reshape(self._hist_shape)
 
-    @property
-    def hist_counts(self) -> tuple[list[int], int]:
-        """The free-GPU histogram as (flat list, row width): ``counts[t * width + k]`` is
-        ``free_hist[t, k]``. The live list, read only: cheaper than the array for a few reads."""
-        return self._hist, self._hist_width
-
     @free_hist.setter
     def free_hist(self, hist: npt.NDArray[np.int64]) -> None:
         self._hist_shape: tuple[int, int] = (int(hist.shape[0]), int(hist.shape[1]))
         self._hist_width = self._hist_shape[1]
         self._hist: list[int] = hist.reshape(-1).tolist()
+
+    @property
+    def hist_counts(self) -> tuple[list[int], int]:
+        """The free-GPU histogram as (flat list, row width): ``counts[t * width + k]`` is
+        ``free_hist[t, k]``. The live list, read only: cheaper than the array for a few reads."""
+        return self._hist, self._hist_width
 
     # --- queries -----------------------------------------------------------------------------
     @property

@@ -335,6 +335,7 @@ class EBinpack(Place):
         cached = self._per_leaf
         if cached is not None and cached[0] is state and cached[1] == state.version:
             return cached[2]
+        keys: list[int]
         if state.cluster.n_leaves > _FEW_LEAVES:
             keys = self._leaf_key_array(ctx, m_leaf, m_spine).tolist()
         else:
