@@ -4,6 +4,7 @@ metrics and the event stream."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -14,14 +15,21 @@ from typing import Any
 import httpx
 import pytest
 
+from service.conftest import new_pg_database
 from service.serve_proc import Server, running_server
 
 
-@pytest.fixture(scope="module")
-def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def srv(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One service for the module's tests, on each database (PostgreSQL: a fresh database)."""
     work = tmp_path_factory.mktemp("serve")
-    with running_server(work, f"sqlite:///{work / 'kant.db'}", cluster="4x8:V100,leaf=2") as server:
-        yield server
+    with contextlib.ExitStack() as stack:
+        if request.param == "sqlite":
+            url = f"sqlite:///{work / 'kant.db'}"
+        else:
+            request.getfixturevalue("pg_server")
+            url = stack.enter_context(new_pg_database())
+        yield stack.enter_context(running_server(work, url, cluster="4x8:V100,leaf=2"))
 
 
 @pytest.fixture(scope="module")
