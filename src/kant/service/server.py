@@ -24,12 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from fastapi import HTTPException
 
 import kant
 from kant.config.policy import load_policy
 from kant.errors import KantError
+from kant.model.cluster import Cluster
+from kant.model.job import JobTable
+from kant.model.store import JobStore
 from kant.plugins.quota import Quota
+from kant.scheduler import Scheduler
 from kant.service.api import create_app
 from kant.service.auth import Authenticator
 from kant.service.clock import make_clock
@@ -110,13 +115,17 @@ class Service:
         self._leader_url: tuple[float, str | None] = (0.0, None)
         self._stop = threading.Event()
         self._lead_thread: threading.Thread | None = None
-        self.took_over_at: float | None = None
-        self.became_leader_s: float | None = None
+        self._cluster: Cluster | None = None  # --cluster, registered if the database has no nodes
+        self._demo_table: JobTable | None = None
 
     # --- start and stop ---------------------------------------------------------------------------
     def prepare(self) -> None:
         """Migrate the database, make sure an admin token exists, check the listen address."""
         cfg = self.config
+        if cfg.cluster is not None:
+            from kant.traces.registry import load_nodes
+
+            self._cluster = load_nodes(cfg.cluster)
         self.db.migrate()
         if cfg.admin_token:
             self.db.add_token_hash(cfg.admin_token, role="admin", name="operator")
@@ -132,6 +141,8 @@ class Service:
                 f.write(token + "\n")
             log.warning("no token was configured: an admin token was written to %s (mode 600)", path)
         self._tenants = {t.name for t in self.db.list_tenants()}
+        # a policy a live scheduler cannot run (an oracle, a quota derived from a trace) fails here
+        Scheduler(self.policy, self._cluster or Cluster.uniform(1, 1), JobStore(tenant_names=sorted(self._tenants)))
         self.hub = EventHub(self.db)
         self.writer.start()
 
@@ -174,13 +185,15 @@ class Service:
                 log.warning("leader election: %s", exc)
                 epoch = None
             if epoch is not None:
-                self.took_over_at = time.time()
                 try:
                     self._become_leader(epoch)
-                except Exception:
-                    log.exception("could not start as leader")
+                except KantError as exc:
+                    log.error("cannot start as leader: %s", exc)
+                    os._exit(2)
+                except Exception:  # pragma: no cover - a bug: say so, with the traceback, and stop
+                    log.exception("cannot start as leader")
                     os._exit(3)
-                self.became_leader_s = time.monotonic() - t0
+                log.info("leader after %.2f s", time.monotonic() - t0)
                 self._watch()
                 return
             self._stop.wait(self.config.standby_poll_s)
@@ -189,11 +202,6 @@ class Service:
         cfg = self.config
         url = cfg.advertise_url or f"http://{cfg.host}:{cfg.port}"
         self.db.set_meta("leader_url", url)
-        cluster = None
-        if cfg.cluster is not None:
-            from kant.traces.registry import load_nodes
-
-            cluster = load_nodes(cfg.cluster)
         self.clock = make_clock(cfg.clock, speed=cfg.speed, start=self._clock_start())
         self.writer.clock = self.clock
         executor = make_executor(cfg.executor)
@@ -201,7 +209,7 @@ class Service:
         loop = ServiceLoop(self.db, self.policy, self.clock, executor, epoch=epoch,
                            default_estimate=cfg.default_estimate, seed=cfg.seed, on_events=self.hub.notify,
                            metrics=self.metrics)
-        loop.load(cluster)
+        loop.load(self._cluster)
         loop.start()
         self.loop = loop
         log.info("leader (epoch %d) with policy %s, %s clock, %s executor", epoch, self.policy_name, cfg.clock,
@@ -219,7 +227,7 @@ class Service:
         if known:
             return max(known)
         if cfg.demo is not None:
-            return float(self._demo_jobs().submit.min()) if self._demo_jobs() is not None else 0.0
+            return float(self._demo_jobs().submit.min())
         return 0.0
 
     def _watch(self) -> None:
@@ -298,14 +306,12 @@ class Service:
         return WhyOut(id=job_id, **data)
 
     # --- demo: replay a trace into the service ----------------------------------------------------
-    def _demo_jobs(self) -> Any:
-        if not hasattr(self, "_demo_table"):
+    def _demo_jobs(self) -> JobTable:
+        if self._demo_table is None:
             from kant.traces.registry import load_trace
 
             jobs = load_trace(self.config.demo or "philly").sorted_by_submit()
             if self.config.demo_limit is not None:
-                import numpy as np
-
                 jobs = jobs.take(np.arange(min(self.config.demo_limit, len(jobs))))
             self._demo_table = jobs
         return self._demo_table

@@ -41,8 +41,6 @@ class SubmitWriter:
         self._queue: queue.SimpleQueue[tuple[Sequence[NewJob], _Waiter] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="kant-writer", daemon=True)
         self._started = False
-        self.commits = 0
-        self.jobs_written = 0
 
     def start(self) -> None:
         if not self._started:
@@ -123,8 +121,6 @@ class SubmitWriter:
             raise KantError("this service is not the leader: submits are not accepted")
         now = self.clock.now()
         results = self.db.insert_jobs(batch, now_time=now, now_wall=time.time(), epoch=loop.epoch)
-        self.commits += 1
-        self.jobs_written += len(batch)
         if self.metrics is not None:
             self.metrics.commits.labels("submits").inc()
         arrivals = [Arrival(job_id, job, now) for (job_id, created), job in zip(results, batch, strict=True)
