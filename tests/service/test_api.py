@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -345,3 +346,22 @@ def test_only_a_manual_clock_moves(tmp_path: Path) -> None:
         r = s.admin.post("/v1/clock", json={"to": 10})
         assert r.status_code == 409 and "only a manual clock" in r.text
         assert abs(s.admin.get("/v1/clock").json()["now"] - time.time()) < 60
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--cluster", "0x8:V100"], "cluster spec: node count must be >= 1"),
+    (["--policy", "sjf"], "sjf plugin: it orders jobs by their true run times, which only a simulation knows"),
+    (["--policy", "capacity-quota"], "weights_from: gpu-time-share reads the trace's GPU-time"),
+    (["--db", "mysql://x"], "unsupported database URL 'mysql://x'"),
+    (["--host", "0.0.0.0"], "refusing to listen on 0.0.0.0, a non-loopback address, without tokens"),
+    (["--default-estimate", "soon"], "'soon' is not a duration"),
+])
+def test_bad_serve_options_are_one_line_errors(tmp_path: Path, args: list[str], words: str) -> None:
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "KANT_ADMIN_TOKEN"}
+    run = subprocess.run([sys.executable, "-m", "kant.cli.main", "serve", "--db", f"sqlite:///{tmp_path / 'x.db'}",
+                          "--port", "0", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, run.stderr
+    assert words in run.stderr and "Traceback" not in run.stderr
