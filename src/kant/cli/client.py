@@ -28,6 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kant.cli._common import console, fail, out
+from kant.text import span
 
 if TYPE_CHECKING:
     import httpx
@@ -285,18 +286,6 @@ def _client_command(name: str, json_option: bool = True) -> Callable[[F], click.
 
 
 # --- formatting ------------------------------------------------------------------------------------
-def _span(seconds: float) -> str:
-    """``45s``, ``3m20s``, ``2h05m``, ``3d04h``."""
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
-
-
 @dataclass(frozen=True)
 class Clock:
     """The service's clock: ``now`` (service seconds) and its kind (wall, accelerated, manual)."""
@@ -310,7 +299,7 @@ class Clock:
             return "-"
         if absolute:
             return self.reading(t)
-        return f"{_span(self.now - t)} ago"
+        return f"{span(self.now - t)} ago"
 
     def reading(self, t: float) -> str:
         if self.kind == "wall":
@@ -574,8 +563,8 @@ def show(api: Client, job: str, absolute: bool, as_json: bool) -> None:
                        data["state"] + (f": {data['reason']}" if data.get("reason") else ""))),
         ("gang", gang),
         ("priority", str(data["priority"])),
-        ("estimate", _span(data["estimate_s"]) if data.get("estimate_s") is not None else "-"),
-        ("duration", _span(data["duration_s"]) if data.get("duration_s") is not None else "-"),
+        ("estimate", span(data["estimate_s"]) if data.get("estimate_s") is not None else "-"),
+        ("duration", span(data["duration_s"]) if data.get("duration_s") is not None else "-"),
         ("command", Text(data.get("command") or "-")),
         ("labels", Text(", ".join(f"{k}={v}" for k, v in data["labels"].items()) or "-")),
         ("submitted", clock.at(data["submit_time"], absolute)),

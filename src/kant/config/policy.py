@@ -88,6 +88,16 @@ class Policy:
     def build_actions(self) -> list[Action]:
         return [a.build() for a in self.actions]
 
+    def to_dict(self) -> dict[str, Any]:
+        """The policy as a policy file's mapping (``parse_policy`` of it gives this policy back)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "actions": [{"name": a.cls.NAME, "args": a.args.model_dump(mode="json")} for a in self.actions],
+            "plugins": [{"name": p.cls.NAME, "weight": p.weight, "args": p.args.model_dump(mode="json")}
+                        for p in self.plugins],
+        }
+
 
 def _loc(prefix: str, loc: tuple[int | str, ...]) -> str:
     out = prefix

@@ -40,12 +40,15 @@ Counters for reports live on the plugin instance (see :meth:`Quota.report` and :
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kant.config.policy import PluginEntry, Policy
 from kant.errors import ConfigError
 from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import Admit, BoolArray, Filter, JobListener
@@ -59,7 +62,8 @@ if TYPE_CHECKING:
     from kant.framework.runner import Framework
     from kant.scheduler import Scheduler
 
-__all__ = ["NAME", "Quota", "QuotaArgs", "TenantQuota", "TypeQuota", "derive_guarantees", "gpu_time_share"]
+__all__ = ["NAME", "Quota", "QuotaArgs", "TenantQuota", "TypeQuota", "derive_guarantees", "gpu_time_share",
+           "with_tenant_quotas"]
 
 NAME = "quota"
 
@@ -462,3 +466,28 @@ class Quota(Admit, Filter, JobListener):
                 "reclaims_for": int(self.reclaims_for[t]),
             }
         return out
+
+
+def with_tenant_quotas(policy: Policy, quotas: Mapping[str, tuple[int | None, int | None]]) -> Policy:
+    """``policy`` with each named tenant's (guaranteed, max) GPUs set in its quota plugin (None: not
+    set, as in a policy file). Raises :class:`ConfigError` if the policy has no quota plugin (the
+    quotas would change nothing)."""
+    if not any(issubclass(p.cls, Quota) for p in policy.plugins):
+        raise ConfigError(policy.source or policy.name, "plugins",
+                          f"policy {policy.name!r} has no quota plugin: tenant quotas would not be enforced")
+    entries = []
+    for entry in policy.plugins:
+        if issubclass(entry.cls, Quota):
+            args = entry.args
+            assert isinstance(args, QuotaArgs)
+            tenants = dict(args.tenants)
+            for name, (guaranteed, most) in quotas.items():
+                base = tenants.get(name, TenantQuota())
+                try:
+                    tenants[name] = TenantQuota.model_validate(
+                        {**base.model_dump(), "guaranteed": guaranteed, "max": most})
+                except ValueError as exc:
+                    raise ConfigError(policy.source or policy.name, f"tenants.{name}", str(exc)) from None
+            entry = PluginEntry(entry.cls, args.model_copy(update={"tenants": tenants}), entry.weight)
+        entries.append(entry)
+    return replace(policy, plugins=tuple(entries))

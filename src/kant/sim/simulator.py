@@ -30,7 +30,7 @@ from kant.model.cluster import Cluster
 from kant.model.job import JobTable
 from kant.model.state import Placement
 from kant.model.store import JobStore
-from kant.scheduler import Scheduler
+from kant.scheduler import Scheduler, SchedulerSnapshot
 from kant.sim.execution import ExecutionModel
 from kant.sim.kernel import EventKernel
 
@@ -211,6 +211,24 @@ class Simulator:
         if math.isfinite(remaining):
             self.kernel.schedule(now + restart + remaining * slow, _FINISH, self._on_finish,
                                  (job, self.generation.item(job)))
+
+    # --- starting from a live state ------------------------------------------------------------
+    def resume(self, snap: SchedulerSnapshot) -> None:
+        """Start this run from a scheduler's state instead of an empty cluster (a digital twin:
+        :mod:`kant.twin`). The scheduler must be fresh; ``snap`` names this table's rows. Running
+        jobs keep their nodes and start times and end at their start plus their duration (never
+        before ``snap.now``); pending jobs are queued; the run starts at ``snap.now`` with a cycle.
+        Rows the snapshot names should be ``held`` (they must not arrive again from the table)."""
+        sched, rec, kernel = self.scheduler, self.recorder, self.kernel
+        sched.restore(snap)
+        now = kernel.now = snap.now
+        allocations = sched.state.allocations
+        for job, run in sorted(snap.running.items(), key=lambda item: (item[1].start, item[0])):
+            rec.job_started(job, run.start, allocations[job], self.cluster)
+            end = run.start + self.remaining.item(job)
+            if math.isfinite(end):
+                kernel.schedule(max(end, now), _FINISH, self._on_finish, (job, self.generation.item(job)))
+        kernel.schedule(now, _TICK, self._on_tick)
 
     # --- main loop ---------------------------------------------------------------------------
     def run(self, until: float | None = None) -> SimResult:
