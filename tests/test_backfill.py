@@ -296,3 +296,67 @@ def test_first_enough_counts_slots_per_node() -> None:
     assert backfill_module._first_enough(np.array([3, 3]), np.array([0]), np.array([1]), 2, 3, None) == 0
     # never enough
     assert backfill_module._first_enough(np.array([0, 0]), np.array([0]), np.array([1]), 2, 1, None) == -1
+
+
+# --- the EASY reservation with a hard-topology placer ------------------------------------------------
+# 2 leaves x 2 nodes x 8 GPUs. A (1x8): node0 [0,10). S1..S8 (1 GPU): node1, ending 20..27.
+# B (1x8): node2 [0,11). T1..T8 (1 GPU): node3, ending 30..37. H (2x8, at 1) must have one whole leaf
+# (hard topology): leaf 0 is whole at 27, leaf 1 at 37. The cluster holds two 8-GPU workers from 11
+# (node0 + node2), so the release times from there are 11, 20..27, 30..37: the earliest at which
+# H's placement succeeds is the 9th. L (1x8, 25 s, at 2) is long against 27 and the reservation holds
+# node0, so L waits for node2 (11) and H starts at 27. A search that gives up after 8 candidates and
+# reserves the end of the profile (37) lets L start on node0 at 10 as "short" (ends 35 <= 37), and H
+# waits for it until 35.
+HARD_CASE: list[Job] = (
+    [("A", 0, 10, 1, 8)] + [(f"S{i}", 0, 20 + i, 1, 1) for i in range(8)]
+    + [("B", 0, 11, 1, 8)] + [(f"T{i}", 0, 30 + i, 1, 1) for i in range(8)]
+    + [("H", 1, 5, 2, 8), ("L", 2, 25, 1, 8)]
+)
+LEAVES = Cluster.uniform(4, 8, nodes_per_leaf=2, leaves_per_spine=2)
+
+
+def hard_policy(**bf_args: Any) -> Any:
+    return parse_policy({
+        "name": "easy-hard",
+        "actions": [{"name": "allocate", "args": {"blocking": True}}, {"name": "backfill", "args": bf_args}],
+        "plugins": [{"name": "fifo"}, {"name": "e-binpack", "args": {"topology": "hard"}}],
+    })
+
+
+def test_easy_reservation_is_the_earliest_placement_for_a_hard_topology() -> None:
+    sim, result = run(LEAVES, HARD_CASE, hard_policy())
+    h, l_ = len(HARD_CASE) - 2, len(HARD_CASE) - 1
+    assert backfill_action(sim).head_shadow[h] == 27
+    assert result.first_start[h] == 27
+    assert result.first_start[l_] == 11
+    assert backfill_stats(sim, result.first_start).approximated == 0
+
+
+def test_a_reservation_the_tries_cannot_prove_earliest_is_counted() -> None:
+    # two tries: 11 (no whole leaf), then the end of the profile (37): later than 27, and counted
+    sim, result = run(LEAVES, HARD_CASE, hard_policy(max_place_tries=2))
+    h = len(HARD_CASE) - 2
+    assert backfill_action(sim).head_shadow[h] == 37
+    assert backfill_stats(sim, result.first_start).approximated >= 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(0, 300), first=st.integers(0, 310), budget=st.integers(1, 40))
+def test_earliest_finds_the_first_hit_of_a_monotone_probe(n: int, first: int, budget: int) -> None:
+    calls: list[int] = []
+
+    def probe(i: int) -> int | None:
+        assert 0 <= i < n
+        calls.append(i)
+        return i if i >= first else None
+
+    i, value, exact = backfill_module.earliest(n, probe, budget)
+    assert len(calls) <= budget
+    truth = min(first, n)
+    if exact:
+        assert i == truth
+    else:  # out of budget: a hit, not proven the first (the last probe went to the end)
+        assert truth <= i < n
+    assert value == (i if i < n else None)
+    if n and budget >= 2 * math.ceil(math.log2(n)) + 2:
+        assert exact

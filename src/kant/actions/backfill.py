@@ -22,7 +22,11 @@ counts such delays.
 its *shadow time* ``S``: the earliest release time at which the capacity free by then holds all its
 workers (``sum over nodes of its GPU type of free_S // gpus_per_worker >= workers``) *and* the
 policy's own placement (``fw.place``: filters, scores and any ``Place`` plugin) succeeds on the
-cluster as it will be at ``S``. That placement's per-node capacity ``R`` is reserved. A later job
+cluster as it will be at ``S``. Free capacity only grows with time up to ``S`` (releases add to it),
+so a placement that succeeds at one release time succeeds at every later one for any Place plugin
+whose success is monotone in capacity (every bundled one: plain, binpack, topology, E-Binpack soft
+and hard); the release times are searched by galloping then bisection, not one by one.
+That placement's per-node capacity ``R`` is reserved. A later job
 ``j`` (queue order) starts now if it fits the free capacity and
 
 * its estimated end ``now + estimate(j) <= S`` (it is gone before the head needs anything); or
@@ -54,8 +58,12 @@ Arguments:
         skipped because it is too long for the capacity the reservation leaves counts too.
     window_s: planning horizon: a job whose earliest start is later than ``now + window_s`` gets no
         reservation and does not hold back later jobs (Slurm's ``bf_window``). Default: unlimited.
-    max_place_tries: candidate start times at which one job's placement is tried; the last try is
-        the end of the profile (every running job ended). A job placed at none gets no reservation.
+    max_place_tries: placements tried for one reservation. EASY searches the release times for the
+        earliest at which the placement succeeds (:func:`earliest`: galloping then bisection, about
+        ``2 log2`` of the release times; exact within 32 tries for up to 65,536 distinct ones).
+        Conservative tries candidate times in order, the last try at the end of the profile (every
+        running job ended). A reservation the tries could not prove earliest is counted in
+        ``approximated`` (:func:`backfill_stats`; the simulator's result notes it).
 
 No wake-ups are needed: every reservation time is an estimated end of a running or planned job,
 where a cycle runs when estimates are exact; a job that ends early or overruns triggers a cycle when
@@ -71,7 +79,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -103,6 +111,7 @@ _BLOCK = 2  # no job of this shape can start this cycle
 _LONG = 3  # no job of this request that ends after the shadow time can start this cycle
 
 _first_item = itemgetter(0)
+_T = TypeVar("_T")
 
 _NO_ROOM = Status.unschedulable("no room for its workers in the free capacity", NAME)
 
@@ -112,7 +121,35 @@ class BackfillArgs(BaseModel):
     mode: Literal["easy", "conservative"] = "easy"
     max_jobs: int = Field(default=100, ge=1)
     window_s: float = Field(default=math.inf, gt=0)
-    max_place_tries: int = Field(default=8, ge=1)
+    max_place_tries: int = Field(default=32, ge=1)
+
+
+def earliest(n: int, probe: Callable[[int], _T | None], budget: int) -> tuple[int, _T | None, bool]:
+    """The smallest ``i`` in ``[0, n)`` at which ``probe(i)`` gives a value (not None), with at most
+    ``budget`` (>= 1) probes, for a probe that is *monotone*: once it gives a value it gives one at
+    every later index. Galloping (``0, 2, 6, 14, ...`` past the last miss) brackets the first hit,
+    then bisection narrows the bracket: about ``2 log2 n`` probes. The last probe left, while nothing
+    has been hit, goes to ``n - 1``.
+
+    Returns ``(i, value, exact)``: ``exact`` is whether ``i`` is proven the smallest (by monotonicity);
+    when the budget ran out first, ``i`` is the smallest index hit so far (later than the true one) or
+    ``n`` with None when none was hit. With nothing hit at ``n - 1``, no index hits (``exact``)."""
+    bad, good = -1, n  # largest index known to miss, smallest known to hit
+    value: _T | None = None
+    step, calls = 1, 0
+    while bad + 1 < good and calls < budget:
+        if good == n:  # nothing hit yet: gallop, the last probe goes to the end
+            i = n - 1 if calls == budget - 1 else min(bad + step, n - 1)
+            step *= 2
+        else:
+            i = (bad + good) // 2
+        got = probe(i)
+        calls += 1
+        if got is None:
+            bad = i
+        else:
+            good, value = i, got
+    return good, value, bad + 1 == good
 
 
 # --- the release profile of running jobs ----------------------------------------------------------
@@ -256,6 +293,9 @@ class BackfillStats:
     max_delay_s: float  # largest such delay
     mean_delay_s: float  # mean over the delayed jobs (0 if none)
     reservations_computed: int  # shadow-time computations (EASY) or profiles built (conservative)
+    #: reservations whose time had to be approximated: the placement search ran out of
+    #: ``max_place_tries`` before it proved the earliest time (the reservation is later than it could be)
+    approximated: int = 0
 
 
 def backfill_action(obj: object) -> Backfill:
@@ -282,6 +322,7 @@ def backfill_stats(obj: object, first_start: npt.ArrayLike) -> BackfillStats:
         max_delay_s=float(delay.max()) if delay.size else 0.0,
         mean_delay_s=float(delay.mean()) if delay.size else 0.0,
         reservations_computed=action.computed,
+        approximated=action.approximated,
     )
 
 
@@ -322,6 +363,8 @@ class Backfill(Action):
     backfilled: int
     #: reservations computed from scratch (EASY) / profiles built (conservative)
     computed: int
+    #: reservations made later than the earliest possible: the search ran out of max_place_tries
+    approximated: int
 
     def setup(self, env: SchedulerEnv) -> None:
         args = self.args
@@ -360,6 +403,7 @@ class Backfill(Action):
         self._first_planned = np.full(len(jobs), np.nan)
         self.backfilled = 0
         self.computed = 0
+        self.approximated = 0
 
     def jobs_added(self, env: SchedulerEnv, start: int) -> None:
         n = len(env.jobs)
@@ -376,6 +420,13 @@ class Backfill(Action):
     def first_planned(self) -> FloatArray:
         """Per job: the start time of its first reservation in any position (conservative reserves many)."""
         return self._first_planned[: len(self._jobs)]
+
+    def notes(self) -> list[str]:
+        if not self.approximated:
+            return []
+        return [f"backfill: {self.approximated:,} reservation(s) approximated: the placement search ran out of "
+                f"max_place_tries ({self._args.max_place_tries}) before it proved the earliest start, so those "
+                "jobs were reserved later than they could be and more jobs backfilled around them"]
 
     # --- small helpers ---------------------------------------------------------------------------
     def _free_gpus(self, state: ClusterState) -> int:
@@ -553,25 +604,30 @@ class Backfill(Action):
         if len(pool) == 0:
             return None
         cand = pool[np.concatenate(([True], pool[1:] != pool[:-1]))]
-        tries = self._args.max_place_tries
-        if len(cand) > tries:
-            cand = np.concatenate((cand[: tries - 1], cand[-1:]))
-        for shadow in cand.tolist():
-            if shadow > now + self._args.window_s:
-                return None
-            upto = int(np.searchsorted(t, shadow, side="right"))
+        cand = cand[cand <= now + self._args.window_s]
+        times = cand.tolist()
+
+        def place_at(i: int) -> tuple[IntArray, Placement] | None:
+            upto = int(np.searchsorted(t, times[i], side="right"))
             free_s = np.array(free_now, dtype=np.int64)
             for r in range(free_s.shape[0]):
                 free_s[r] += np.bincount(node[:upto], weights=amt[:upto, r], minlength=n_nodes).astype(np.int64)
             result = fw.place(self._view(ctx, free_s), job)
-            if isinstance(result, Placement):
-                self._record(job, shadow, head=True)
-                self._serial += 1
-                res = _EasyReservation(job, shadow, free_s, self._usage(result, n_nodes), ctx.state.down_gpus,
-                                       ctx.state.release_count, serial=self._serial)
-                res.accounted.update(j for j, _ in ctx.started)  # already in the release profile
-                return res
-        return None
+            return (free_s, result) if isinstance(result, Placement) else None
+
+        i, found, exact = earliest(len(times), place_at, self._args.max_place_tries)
+        if not exact:
+            self.approximated += 1
+        if found is None:
+            return None
+        shadow = times[i]
+        free_s, placement = found
+        self._record(job, shadow, head=True)
+        self._serial += 1
+        res = _EasyReservation(job, shadow, free_s, self._usage(placement, n_nodes), ctx.state.down_gpus,
+                               ctx.state.release_count, serial=self._serial)
+        res.accounted.update(j for j, _ in ctx.started)  # already in the release profile
+        return res
 
     # --- conservative ------------------------------------------------------------------------------
     def _conservative(self, ctx: CycleContext, fw: Framework) -> None:
@@ -671,6 +727,7 @@ class Backfill(Action):
         last = prof.last_finite()
         tries = 0
         misses = 0
+        jumped = False  # the tries ran out and the last one went to the end of the profile
         first_row = 0 if can_start else 1
         cands = prof.candidates(req, self._type[job], tmask, w, d, first_row, horizon, exact=False)
         i = 0
@@ -679,6 +736,7 @@ class Backfill(Action):
             i += 1
             if tries == self._args.max_place_tries - 1 and k < last and prof.times[last] <= horizon:
                 k, end_row = last, last + 1  # the final try: the end of the profile
+                jumped = True
             avail = prof.window_min(k, end_row)
             slots = _worker_slots(avail, req, tmask, self._modelled)
             if int(slots.sum()) < w:
@@ -704,10 +762,14 @@ class Backfill(Action):
                     prof.hold(0, ctx.now + d, usage)
                     return -math.inf
                 when = float(prof.times[k])
+                self.approximated += jumped
                 self._record(job, when, head)
                 prof.hold(k, when + d, usage)
                 return when
-            if k == last or tries >= self._args.max_place_tries:
+            if k == last:
+                break
+            if tries >= self._args.max_place_tries:
+                self.approximated += 1  # out of tries before the end of the profile: no reservation
                 break
         return math.inf
 
