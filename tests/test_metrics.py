@@ -28,11 +28,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from kant.config import parse_policy
 from kant.metrics.recorder import SERIES, JobStatus, SimResult
 from kant.metrics.report import write_comparison_csv, write_comparison_html, write_html, write_json
 from kant.metrics.summary import BUCKETS, DAY, Metrics, gang_bucket, summarize, summary_rows
 from kant.model.cluster import Cluster
 from kant.model.job import JobKind, JobTable, JobTableBuilder
+from kant.sim import ExecutionModel, Simulator
 
 NAN = math.nan
 F, U, P, R = JobStatus.FINISHED, JobStatus.UNSCHEDULABLE, JobStatus.PENDING, JobStatus.RUNNING
@@ -459,3 +461,51 @@ def test_reports(tmp_path: Path, main: Metrics) -> None:
     assert chtml.count("<img") >= 3 and "other" in chtml
     lines = write_comparison_csv(tmp_path / "cmp.csv", runs).read_text().splitlines()
     assert len(lines) == 3 and lines[0].startswith("name,") and "gar.window" in lines[0]
+
+
+# --- busy-period GAR, total queueing time, notes ------------------------------------------------------
+def test_gar_while_jobs_wait() -> None:
+    # main_result: 8 GPUs, arrival window [0, 20]. Jobs wait on [2, 20): [2,4) 4 GPUs, [4,10) 5, [10,20) 8
+    m = summarize(main_result())
+    assert m.gar.busy == pytest.approx((2 * 4 + 6 * 5 + 10 * 8) / (8 * 18))
+    assert m.gar.busy_share == pytest.approx(18 / 20)
+    assert m.gar.window == pytest.approx((2 * 4 + 2 * 4 + 6 * 5 + 10 * 8) / (8 * 20))
+    rows = dict(summary_rows(m))
+    assert rows["GAR while jobs wait"] == "81.9 % (90.0 % of window)"
+
+
+def _preempted_run(**execution: Any) -> tuple[Simulator, SimResult]:
+    # 1 node x 4 GPUs. L (prio 0, 100 s) at 0; H (prio 1, 50 s) at 10 evicts L, which waits until H
+    # ends at 60 and runs again: from scratch (100 s, ends 160) without checkpoints; with a
+    # checkpoint every 5 s it keeps its 10 s (ends 150).
+    b = JobTableBuilder()
+    b.add("L", submit=0, duration=100, workers=1, gpus_per_worker=4, priority=0)
+    b.add("H", submit=10, duration=50, workers=1, gpus_per_worker=4, priority=1)
+    pol = parse_policy({"name": "p", "actions": ["allocate", {"name": "preempt", "args": {"rank_by": "priority"}}],
+                        "plugins": [{"name": "priority"}, {"name": "fifo"}, {"name": "binpack"}]})
+    sim = Simulator(Cluster.uniform(1, 4), b.build(), pol, execution=ExecutionModel(**execution))
+    return sim, sim.run()
+
+
+def test_total_queueing_time_counts_the_waits_after_a_preemption() -> None:
+    _, result = _preempted_run()
+    m = summarize(result)
+    assert result.end.tolist() == [160.0, 60.0]
+    assert m.jwtd.overall.max == 0.0  # both started at once: the first-start wait hides L's 50 s
+    assert m.queued is not None
+    assert m.queued.overall.max == 50.0  # L: 160 - 0 - (10 + 100) run
+    assert m.queued.buckets["2-4"].count == 2
+    assert m.queued.requeued == 1
+    assert dict(summary_rows(m))["Queued in total P50 / P99"] == "25 s / 50 s"
+
+
+def test_restarts_from_scratch_are_noted_in_the_output() -> None:
+    _, result = _preempted_run()
+    m = summarize(result)
+    assert len(m.notes) == 1 and "restarted from scratch" in m.notes[0] and "preempted" in m.notes[0]
+    rows = summary_rows(m)
+    assert ("Note", m.notes[0]) in rows
+    assert dict(rows)["Work executed / demanded"] == f"{(10 + 100 + 50) / 150:.2f}x"
+    _, kept = _preempted_run(checkpoint_interval_s=5.0)
+    assert kept.end.tolist() == [150.0, 60.0]
+    assert summarize(kept).notes == ()

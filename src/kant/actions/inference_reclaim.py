@@ -62,6 +62,7 @@ class InferenceReclaimArgs(BaseModel):
 class InferenceReclaim(Action):
     NAME = NAME
     Args = InferenceReclaimArgs
+    EVICTS = True
 
     def __init__(self, args: BaseModel | None = None) -> None:
         super().__init__(args)

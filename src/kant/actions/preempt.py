@@ -463,6 +463,7 @@ def resolve_rank(fw: Framework, rank_by: str) -> RankFn:
 class Preempt(Action):
     NAME = NAME
     Args = PreemptArgs
+    EVICTS = True
 
     def __init__(self, args: BaseModel | None = None) -> None:
         super().__init__(args)

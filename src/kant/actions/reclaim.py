@@ -65,6 +65,7 @@ class ReclaimArgs(BaseModel):
 class Reclaim(Action):
     NAME = NAME
     Args = ReclaimArgs
+    EVICTS = True
 
     def __init__(self, args: BaseModel | None = None) -> None:
         super().__init__(args)

@@ -152,9 +152,17 @@ class Action:
 
     NAME: ClassVar[str] = ""
     Args: ClassVar[type[BaseModel]] = NoArgs
+    #: the action may stop running jobs and queue them again (preempt, reclaim): how much of an
+    #: interrupted run's work survives is then the execution model's business (checkpoints)
+    EVICTS: ClassVar[bool] = False
 
     def __init__(self, args: BaseModel | None = None) -> None:
         self.args = args if args is not None else self.Args()
+
+    def notes(self) -> list[str]:
+        """Caveats about the run so far, one line each, for its report (e.g. an approximation the
+        action had to make); the simulator puts them in ``SimResult.info["notes"]``. Default: none."""
+        return []
 
     def setup(self, env: SchedulerEnv) -> None:
         pass

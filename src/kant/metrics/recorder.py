@@ -57,6 +57,7 @@ class Recorder:
     runs: IntArray = field(init=False)
     preemptions: IntArray = field(init=False)
     gpu_seconds: FloatArray = field(init=False)
+    run_seconds: FloatArray = field(init=False)
     span_nodes: IntArray = field(init=False)
     span_leaves: IntArray = field(init=False)
     span_spines: IntArray = field(init=False)
@@ -74,6 +75,7 @@ class Recorder:
         self.runs = np.zeros(n, dtype=np.int64)
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.gpu_seconds = np.zeros(n, dtype=np.float64)
+        self.run_seconds = np.zeros(n, dtype=np.float64)
         self.span_nodes = np.zeros(n, dtype=np.int64)
         self.span_leaves = np.zeros(n, dtype=np.int64)
         self.span_spines = np.zeros(n, dtype=np.int64)
@@ -96,7 +98,9 @@ class Recorder:
 
     def job_stopped(self, job: int, now: float, placement: Placement, *, finished: bool) -> None:
         """A run ends: finished, or interrupted (preempted / node failure) and back in the queue."""
-        self.gpu_seconds[job] = self.gpu_seconds.item(job) + (now - self.last_start.item(job)) * placement.total_gpus
+        ran = now - self.last_start.item(job)
+        self.gpu_seconds[job] = self.gpu_seconds.item(job) + ran * placement.total_gpus
+        self.run_seconds[job] = self.run_seconds.item(job) + ran
         if finished:
             self.end[job] = now
             self.status[job] = _FINISHED
@@ -109,6 +113,7 @@ class Recorder:
         and without counting as a preemption."""
         if placement is not None:
             self.gpu_seconds[job] += (now - self.last_start[job]) * placement.total_gpus
+            self.run_seconds[job] += now - self.last_start[job]
         self.status[job] = JobStatus.STOPPED
 
     def job_unschedulable(self, job: int, reason: str) -> None:
@@ -130,6 +135,7 @@ class Recorder:
         """End of run: account GPU-seconds of jobs still running and mark them RUNNING."""
         for job, placement in state.allocations.items():
             self.gpu_seconds[job] += (now - self.last_start[job]) * placement.total_gpus
+            self.run_seconds[job] += now - self.last_start[job]
             self.status[job] = JobStatus.RUNNING
 
     def times(self) -> FloatArray:
@@ -171,6 +177,9 @@ class SimResult:
     cycles: int = 0
     seed: int = 0
     info: dict[str, object] = field(default_factory=dict)
+    #: per job: seconds it held its placement over all runs (interrupted ones included); None when
+    #: the producer did not record it (then derived from ``gpu_seconds`` where the job has GPUs)
+    run_seconds: FloatArray | None = None
 
     @classmethod
     def from_recorder(
@@ -186,6 +195,7 @@ class SimResult:
             runs=rec.runs,
             preemptions=rec.preemptions,
             gpu_seconds=rec.gpu_seconds,
+            run_seconds=rec.run_seconds,
             span_nodes=rec.span_nodes,
             span_leaves=rec.span_leaves,
             span_spines=rec.span_spines,

@@ -273,6 +273,19 @@ def _jwtd_table(metrics: Metrics) -> str:
     return _table(["gang size", "jobs", "mean", "P50", "P90", "P99", "max"], rows)
 
 
+def _queued_section(metrics: Metrics) -> list[str]:
+    q = metrics.queued
+    if q is None:
+        return []
+    rows = [_dist_row("all", q.overall)] + [_dist_row(f"{b} GPUs", q.buckets[b]) for b in BUCKETS]
+    return [
+        "<h2>Total queueing time (all waits)</h2>",
+        _table(["gang size", "jobs", "mean", "P50", "P90", "P99", "max"], rows),
+        f'<p class="note">Finished training jobs: end - submit - time run, so the waits after each '
+        f"interruption count too; {q.requeued:,} of them waited again after an interruption.</p>",
+    ]
+
+
 def _jct_table(metrics: Metrics) -> str:
     rows = [_dist_row("all", metrics.jct.overall)]
     rows += [_dist_row(f"{b} GPUs", metrics.jct.buckets[b]) for b in BUCKETS]
@@ -321,6 +334,7 @@ def write_html(path: str | Path, result: SimResult, metrics: Metrics) -> Path:
         _jwtd_table(metrics),
         f'<p class="note">{metrics.jwtd.never_started:,} training job(s) never started and are not in '
         "the distribution.</p>",
+        *_queued_section(metrics),
         "<h2>Job completion time (JCT)</h2>",
         _jct_table(metrics),
     ]
@@ -336,6 +350,7 @@ def write_html(path: str | Path, result: SimResult, metrics: Metrics) -> Path:
 #: (label, dotted key into Metrics.to_dict()) of the metrics drawn as bars in a comparison
 _COMPARED: tuple[tuple[str, str], ...] = (
     ("GAR", "gar.window"),
+    ("GAR while jobs wait", "gar.busy"),
     ("GAR run", "gar.run"),
     ("SOR", "sor"),
     ("GFR nodes", "gfr.nodes"),
@@ -343,6 +358,7 @@ _COMPARED: tuple[tuple[str, str], ...] = (
     ("JWTD P50 (s)", "jwtd.overall.p50"),
     ("JWTD P90 (s)", "jwtd.overall.p90"),
     ("JWTD P99 (s)", "jwtd.overall.p99"),
+    ("queued total P99 (s)", "queued.overall.p99"),
     ("JCT mean (s)", "jct.overall.mean"),
     ("queue mean", "queue.mean_len"),
 )

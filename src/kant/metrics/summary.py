@@ -33,12 +33,14 @@ __all__ = [
     "JwtdStats",
     "Metrics",
     "QueueStats",
+    "QueuedStats",
     "RunInfo",
     "Timeline",
     "TopologyStats",
     "Window",
     "format_duration",
     "gang_bucket",
+    "job_queued",
     "job_waits",
     "json_safe",
     "summarize",
@@ -182,6 +184,11 @@ class GarStats(_ToDict):
     run: float | None  # over [first sample, end_time]
     run_window: tuple[float, float] | None
     daily: DailyGar
+    #: over the instants of the window when some job waits (queue_len > 0): how much of the cluster
+    #: is allocated while there is work waiting (None when no job ever waits in the window)
+    busy: float | None = None
+    #: the share of the window's covered time when some job waits
+    busy_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -209,6 +216,16 @@ class JwtdStats(_ToDict):
     overall: Dist
     buckets: dict[str, Dist]
     never_started: int  # training jobs with no start, excluded from the distribution
+
+
+@dataclass(frozen=True)
+class QueuedStats(_ToDict):
+    """Total queueing time of finished training jobs: every wait, the first and those after each
+    interruption (queued = end - submit - time run over all runs)."""
+
+    overall: Dist
+    buckets: dict[str, Dist]
+    requeued: int  # of those jobs, how many waited again after an interruption
 
 
 @dataclass(frozen=True)
@@ -298,6 +315,10 @@ class Metrics(_ToDict):
     extra: dict[str, Any] = field(default_factory=dict)
     #: headline rows those extensions add to :func:`summary_rows`
     extra_rows: tuple[tuple[str, str], ...] = ()
+    #: total queueing time (all waits, after interruptions too) of finished training jobs
+    queued: QueuedStats | None = None
+    #: caveats about the run (``SimResult.info["notes"]``: approximations, lost work), one line each
+    notes: tuple[str, ...] = ()
 
 
 # --- step-function integration -----------------------------------------------------------------
@@ -451,6 +472,20 @@ def job_waits(result: SimResult) -> tuple[FloatArray, IntArray]:
     return waits, gang_bucket(jobs.total_gpus[started])
 
 
+def job_queued(result: SimResult) -> tuple[FloatArray, IntArray, BoolArray]:
+    """Total queueing time (end - submit - time run over all runs) of finished training jobs, their
+    gang bucket indices, and whether each ran more than once (waited again after an interruption)."""
+    jobs = result.jobs
+    done = (jobs.kind == JobKind.TRAINING) & (result.status == JobStatus.FINISHED)
+    if result.run_seconds is not None:
+        ran = result.run_seconds[done]
+    else:  # derived from GPU-seconds (exact for jobs with GPUs; a CPU-only job counts as never running)
+        gpus = jobs.total_gpus[done].astype(np.float64)
+        ran = np.where(gpus > 0, result.gpu_seconds[done] / np.where(gpus > 0, gpus, 1.0), 0.0)
+    queued = np.maximum(result.end[done] - jobs.submit[done] - ran, 0.0)
+    return queued, gang_bucket(jobs.total_gpus[done]), result.runs[done] > 1
+
+
 def _by_bucket(values: FloatArray, buckets: IntArray) -> dict[str, Dist]:
     return {label: Dist.of(values[buckets == i]) for i, label in enumerate(BUCKETS)}
 
@@ -526,7 +561,7 @@ def summarize(
     tl = Timeline(result, start)
 
     win: Window | None = None
-    gar_w = sor = gfr_n = gfr_g = None
+    gar_w = sor = gfr_n = gfr_g = gar_busy = busy_share = None
     q_mean = p_mean = None
     q_max = p_max = None
     daily = DailyGar()
@@ -535,6 +570,10 @@ def summarize(
         w = tl.weights(lo, hi)
         win = Window(start=lo, end=hi, kind=kind, covered=float(w.sum()))
         gar_w = _weighted_mean(tl.gar(), w)
+        waiting = tl.series["queue_len"] > 0
+        gar_busy = _weighted_mean(tl.gar(), w, waiting)
+        if win.covered > 0:
+            busy_share = _opt(float(w[waiting].sum()) / win.covered)
         r, m = tl.sor()
         sor = _weighted_mean(r, w, m)
         r, m = tl.gfr_nodes()
@@ -574,11 +613,14 @@ def summarize(
     n_spine = int((multi & (result.span_spines > 1)).sum())
 
     by_wait = _by_bucket(waits, wait_buckets)
+    queued, queued_buckets, requeued = job_queued(result)
+    notes = result.info.get("notes", ())
     jwtd = JwtdStats(overall=Dist.of(waits), buckets=by_wait, never_started=never_started)
     wall = float(result.wall_seconds)
     return Metrics(
         window=win,
-        gar=GarStats(window=gar_w, run=gar_run, run_window=run_window, daily=daily),
+        gar=GarStats(window=gar_w, run=gar_run, run_window=run_window, daily=daily, busy=gar_busy,
+                     busy_share=busy_share),
         sor=sor,
         gfr=GfrStats(nodes=gfr_n, gpus=gfr_g),
         queue=QueueStats(mean_len=q_mean, max_len=q_max, mean_pending_gpus=p_mean, max_pending_gpus=p_max),
@@ -617,6 +659,9 @@ def summarize(
             end_time=float(result.end_time),
             jobs_per_second=n_jobs / wall if wall > 0 else None,
         ),
+        queued=QueuedStats(overall=Dist.of(queued), buckets=_by_bucket(queued, queued_buckets),
+                           requeued=int(requeued.sum())),
+        notes=tuple(str(n) for n in notes) if isinstance(notes, (list, tuple)) else (),
     )
 
 
@@ -649,8 +694,13 @@ def summary_rows(m: Metrics) -> list[tuple[str, str]]:
     d = m.gar.daily
     daily = "n/a" if d.p50 is None else f"{_pct(d.p10)} / {_pct(d.p50)} / {_pct(d.p90)}"
     queue_max = "n/a" if m.queue.max_len is None else str(m.queue.max_len)
+    busy = _pct(m.gar.busy) if m.gar.busy_share is None else f"{_pct(m.gar.busy)} ({_pct(m.gar.busy_share)} of window)"
+    q = m.queued.overall if m.queued is not None else None
+    queued = "n/a" if q is None else f"{format_duration(q.p50)} / {format_duration(q.p99)}"
+    work = "n/a" if not c.gpu_seconds_demanded else f"{c.gpu_seconds_executed_finished / c.gpu_seconds_demanded:.2f}x"
     return [
         ("GAR (window)", _pct(m.gar.window)),
+        ("GAR while jobs wait", busy),
         ("GAR (whole run)", _pct(m.gar.run)),
         ("GAR daily P10 / P50 / P90", daily),
         ("SOR", _pct(m.sor)),
@@ -659,12 +709,15 @@ def summary_rows(m: Metrics) -> list[tuple[str, str]]:
         ("JWTD P50", format_duration(m.jwtd.overall.p50)),
         ("JWTD P90", format_duration(m.jwtd.overall.p90)),
         ("JWTD P99", format_duration(m.jwtd.overall.p99)),
+        ("Queued in total P50 / P99", queued),
         ("JCT mean", format_duration(m.jct.overall.mean)),
         ("JCT P99", format_duration(m.jct.overall.p99)),
         ("Queue length mean / max", f"{_num(m.queue.mean_len)} / {queue_max}"),
         ("Finished / unschedulable / jobs", f"{c.finished:,} / {c.unschedulable:,} / {c.jobs:,}"),
         ("Preemptions", f"{c.preemptions:,}"),
+        ("Work executed / demanded", work),
         ("Cross-leaf share of multi-node gangs", _pct(m.topology.cross_leaf_share)),
         ("Jobs simulated per second", _num(m.run.jobs_per_second, 0)),
         *m.extra_rows,
+        *(("Note", note) for note in m.notes),
     ]

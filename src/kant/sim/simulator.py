@@ -317,7 +317,24 @@ class Simulator:
             events=self.events,
             cycles=sched.cycles,
             seed=self.seed,
+            info={"notes": self.notes()},
         )
+
+    def notes(self) -> list[str]:
+        """Caveats about the run so far, one line each (``SimResult.info["notes"]``; the headline
+        table prints them): what the policy's actions report (:meth:`Action.notes`), and interrupted
+        runs restarted from scratch because the execution model keeps no checkpoints."""
+        notes = [note for action in self.scheduler.actions for note in action.notes()]
+        interrupted = int(self.recorder.preemptions.sum())
+        if interrupted and self.execution.checkpoint_interval_s is None:
+            evicts = any(action.EVICTS for action in self.scheduler.actions)
+            notes.append(
+                f"{interrupted:,} interrupted run(s) ({'preempted or ' if evicts else ''}on a failed node) restarted "
+                "from scratch: the execution model keeps no checkpoints, so their work was lost and run again "
+                "(see 'Work executed / demanded'); set a checkpoint interval (ExecutionModel.checkpoint_interval_s, "
+                "--checkpoint-interval)"
+            )
+        return notes
 
 
 def simulate(
