@@ -201,6 +201,8 @@ def test_tenant_isolation_on_every_endpoint(srv: Server, tokens: dict[str, str])
         ("get", "/v1/clock"): ("/v1/clock", None, 200),
         ("post", "/v1/clock"): ("/v1/clock", {"to": 1e9}, 403),
         ("get", "/metrics"): ("/metrics", None, 403),
+        ("post", "/v1/whatif"): ("/v1/whatif", {"horizon_h": 1, "runs": 1}, 200),
+        ("get", "/v1/snapshot"): ("/v1/snapshot", None, 403),
     }
     spec = httpx.get(f"{srv.url}/openapi.json").json()
     routes = {(m, p) for p, ops in spec["paths"].items() for m in ops if p not in ("/healthz", "/readyz")}

@@ -142,20 +142,25 @@ class Client:
         return self.request("POST", path, json=body, headers=headers)
 
     def request(self, method: str, path: str, *, params: Any = None, json: Any = None,
-                headers: dict[str, str] | None = None) -> Any:
+                headers: dict[str, str] | None = None, timeout: float | None = None, text: bool = False) -> Any:
+        """The answer's JSON (its text with ``text``); ``timeout`` overrides the client's."""
         import httpx
 
         url = self.target.url
+        wait = self.timeout if timeout is None else timeout
         try:
-            r = self._http.request(method, path, params=params, json=json, headers=headers)
+            r = self._http.request(method, path, params=params, json=json, headers=headers,
+                                   timeout=httpx.Timeout(wait, connect=min(wait, 10.0)))
         except httpx.TimeoutException:
-            raise ApiError(f"cannot reach kant serve at {url}: no answer within {self.timeout:g} s") from None
+            raise ApiError(f"cannot reach kant serve at {url}: no answer within {wait:g} s") from None
         except httpx.UnsupportedProtocol:
             raise ApiError(f"{self.target.url_source} {url!r} is not an http:// or https:// URL") from None
         except httpx.HTTPError as exc:
             raise ApiError(f"cannot reach kant serve at {url}: {self._scrub(_reason(exc))}") from None
         if r.status_code >= 400:
             raise ApiError(f"{r.status_code}: {self._scrub(self._detail(r))}", r.status_code)
+        if text:
+            return r.text
         try:
             return r.json()
         except ValueError:
@@ -516,7 +521,8 @@ def jobs(api: Client, states: tuple[str, ...], tenant: str | None, limit: int, d
 
 
 def _why_text(why: dict[str, Any]) -> str:
-    """``job 42 is pending: [allocate] no free GPU in the cluster; 3 jobs ahead of it in a queue of 17``."""
+    """``job 42 is pending: [allocate] no free GPU in the cluster; 3 jobs ahead of it in a queue of 17;
+    predicted start in ~2h10m (1h20m - 3h40m)``."""
     return f"job {why['id']} is {_state_text(why)}"
 
 
@@ -530,6 +536,8 @@ def _state_text(why: dict[str, Any]) -> str:
         ahead = ("no job ahead of it" if position == 0 else
                  "1 job ahead of it" if position == 1 else f"{position} jobs ahead of it")
         text += f"; {ahead} in a queue of {queue_len}"
+    if state == "pending" and why.get("prediction_text"):
+        text += f"; {why['prediction_text']}"
     return text
 
 
@@ -749,5 +757,163 @@ def top(api: Client, interval: float, once: bool, as_json: bool) -> None:
         return
 
 
+# --- what-if ----------------------------------------------------------------------------------------
+def _quota_option(ctx: click.Context, param: click.Parameter, value: Sequence[str]) -> dict[str, dict[str, Any]]:
+    quotas: dict[str, dict[str, Any]] = {}
+    for item in value:
+        tenant, eq, spec = item.partition("=")
+        guaranteed, colon, most = spec.partition(":")
+        try:
+            g = None if guaranteed.strip() in ("", "-") else int(guaranteed)
+            m = None if not colon or most.strip() in ("", "-") else int(most)
+        except ValueError:
+            g = m = -1
+        if not eq or not tenant.strip() or (g is not None and g < 0) or (m is not None and m < 0):
+            raise click.BadParameter(f"{item!r} is not TENANT=GUARANTEED:MAX (GPUs; - for none)", ctx, param)
+        quotas[tenant.strip()] = {"guaranteed": g, "max": m}
+    return quotas
+
+
+def _policy_arg(text: str) -> str | dict[str, Any]:
+    """A bundled policy's name as is; a policy file read here (the service never reads local files)."""
+    path = Path(text)
+    if path.is_file():
+        from kant.config.yaml_file import read_yaml
+        from kant.errors import KantError
+
+        try:
+            data = read_yaml(path)
+        except KantError as exc:
+            fail(str(exc))
+        if not isinstance(data, dict):
+            fail(f"{path}: a policy file is a mapping with name, actions and plugins")
+        return data
+    return text
+
+
+def _whatif_local(snapshot: Path, body: dict[str, Any], html: Path | None) -> dict[str, Any]:
+    """Run a what-if on a saved snapshot here (no service needed)."""
+    from kant.config.policy import load_policy, parse_policy
+    from kant.errors import KantError
+    from kant.twin import TwinSnapshot
+    from kant.twin.whatif import NodeTemplate, Scenario, compare
+
+    try:
+        data = json.loads(snapshot.read_text(encoding="utf-8"))
+    except OSError as exc:
+        fail(f"{snapshot}: {exc.strerror or exc}")
+    except ValueError as exc:
+        fail(f"{snapshot}: not JSON: {exc}")
+    try:
+        snap = TwinSnapshot.from_dict(data, str(snapshot))
+        scenarios = []
+        for sc in body["scenarios"]:
+            pol = sc.get("policy")
+            policy = (None if pol is None else load_policy(pol) if isinstance(pol, str)
+                      else parse_policy(pol, str(sc["name"])))
+            node = sc.get("node")
+            scenarios.append(Scenario(sc["name"], policy, int(sc.get("add_nodes", 0)),
+                                      None if node is None else NodeTemplate(**node), tuple(sc.get("drain", ())),
+                                      {t: (q["guaranteed"], q["max"]) for t, q in sc.get("quotas", {}).items()}))
+        t0 = time.perf_counter()
+        results = compare(snap, scenarios, horizon_s=float(body["horizon_h"]) * 3600.0, runs=int(body["runs"]))
+    except KantError as exc:
+        fail(str(exc))
+    if html is not None:
+        from kant.twin.report import write_whatif_html
+
+        write_whatif_html(html, snap, results)
+    return {"as_of": snap.now, "horizon_s": float(body["horizon_h"]) * 3600.0,
+            "runs": int(results[0].prediction.starts.shape[0]), "scenarios": [r.to_dict() for r in results],
+            "seconds": time.perf_counter() - t0}
+
+
+@_client_command("whatif")
+@click.option("--policy", "policies", multiple=True, metavar="POLICY",
+              help="Compare under this policy (a bundled name or a policy file); repeat for more.")
+@click.option("--add-nodes", type=click.IntRange(0, 100_000), default=0, help="Add N nodes like the most common one.")
+@click.option("--drain", "drain", multiple=True, metavar="NODE", help="Drain this node; repeat for more.")
+@click.option("--quota", "quotas", multiple=True, metavar="TENANT=G:M", callback=_quota_option,
+              help="Give a tenant GUARANTEED:MAX GPUs (- for none); repeat for more.")
+@click.option("--horizon", default="24h", show_default=True, callback=_duration_option,
+              help="How far to run forward (90m, 24h, 7d).")
+@click.option("--runs", type=click.IntRange(1, 100), default=10, show_default=True,
+              help="Sampled runs per scenario (run times drawn from the estimator's error).")
+@click.option("--html", "html", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the comparison as an HTML page here (admins, or with --snapshot).")
+@click.option("--snapshot", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="Run on a saved snapshot here instead of asking the service.")
+@click.option("--save-snapshot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Save the service's live state to this file (admins) and exit.")
+def whatif(api: Client, policies: tuple[str, ...], add_nodes: int, drain: tuple[str, ...],
+           quotas: dict[str, dict[str, Any]], horizon: float | None, runs: int, html: Path | None,
+           snapshot: Path | None, save_snapshot: Path | None, as_json: bool) -> None:
+    """What if: the cluster now, run forward for --horizon under other policies or changes, side by
+    side (GAR, GFR, predicted waits of the pending jobs, each one's predicted start)."""
+    if save_snapshot is not None:
+        data = api.get("/v1/snapshot")
+        save_snapshot.write_text(json.dumps(data), encoding="utf-8")
+        click.echo(f"saved the live state ({len(data['jobs']['id']):,} active jobs, {len(data['nodes']):,} nodes) "
+                   f"to {save_snapshot}")
+        return
+    scenarios: list[dict[str, Any]] = []
+    for pol in policies:
+        spec = _policy_arg(pol)
+        name = pol if isinstance(spec, str) else str(spec.get("name") or Path(pol).stem)
+        scenarios.append({"name": re.sub(r"[^A-Za-z0-9._-]", "-", name)[:64] or "policy", "policy": spec})
+    if add_nodes or drain or quotas:
+        scenarios.append({"name": "changes", "add_nodes": add_nodes, "drain": list(drain), "quotas": quotas})
+    body = {"horizon_h": (horizon or 86400.0) / 3600.0, "runs": runs, "scenarios": scenarios}
+    if snapshot is not None:
+        data = _whatif_local(snapshot, body, html)
+    else:
+        if html is not None:
+            page = api.request("POST", "/v1/whatif", params={"format": "html"}, json=body, timeout=600.0, text=True)
+            html.write_text(page, encoding="utf-8")
+        data = api.request("POST", "/v1/whatif", json=body, timeout=600.0)
+    if as_json:
+        _print_json(data)
+        return
+    _emit(_whatif_tables(data))
+    if html is not None:
+        click.echo(f"wrote {html}")
+
+
+def _whatif_tables(data: dict[str, Any]) -> Group:
+    scs = data["scenarios"]
+    now = float(data["as_of"])
+    head = _table("", *(sc["name"] for sc in scs),
+                  title=f"what if, {span(data['horizon_s'])} ahead ({data['runs']} sampled run(s) each)")
+    rows: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+        ("policy", lambda sc: str(sc["policy"])),
+        ("GAR", lambda sc: _pct(sc["gar"])),
+        ("GFR (nodes)", lambda sc: _pct(sc["gfr_nodes"])),
+        ("pending now", lambda sc: f"{sc['waits']['pending']:,}"),
+        ("start in horizon", lambda sc: f"{sc['waits']['started']:,}"),
+        ("wait P50", lambda sc: _opt_span(sc["waits"]["p50"])),
+        ("wait P90", lambda sc: _opt_span(sc["waits"]["p90"])),
+        ("wait max", lambda sc: _opt_span(sc["waits"]["max"])),
+    ]
+    for label, cell in rows:
+        head.add_row(label, *(cell(sc) for sc in scs))
+    jobs = _table("JOB", *(sc["name"] for sc in scs), title="predicted start from now (P50)")
+    by_id = [{j["id"]: j for j in sc["jobs"]} for sc in scs]
+    ids = [j["id"] for j in scs[0]["jobs"]] if scs else []
+    for job_id in ids[:20]:
+        jobs.add_row(str(job_id), *(_opt_span(None if m[job_id]["p50"] is None else m[job_id]["p50"] - now)
+                                    if job_id in m else "-" for m in by_id))
+    parts: list[RenderableType] = [head, Text("")]
+    if ids:
+        parts.append(jobs)
+        if len(ids) > 20:
+            parts.append(Text(f"and {len(ids) - 20:,} more pending jobs (--json lists every one)"))
+    return Group(*parts)
+
+
+def _opt_span(seconds: float | None) -> str:
+    return "-" if seconds is None else span(seconds)
+
+
 #: every client command, for ``kant.cli.main``
-commands: tuple[click.Command, ...] = (submit, queue, jobs, show, cancel, why, nodes, drain, cordon, uncordon, top)
+commands: tuple[click.Command, ...] = (submit, queue, jobs, show, cancel, why, nodes, drain, cordon, uncordon, top,
+                                       whatif)

@@ -59,12 +59,18 @@ def _duration(value: str) -> float:
 @click.option("--default-estimate", default="24h", show_default=True,
               help="Run time the scheduler plans with for a job submitted without estimate_s.")
 @click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--predict/--no-predict", default=True, show_default=True,
+              help="Keep predicted start times of pending jobs fresh (the digital twin, in a worker process).")
+@click.option("--predict-runs", type=click.IntRange(1, 100), default=10, show_default=True,
+              help="Sampled runs behind each prediction's band.")
+@click.option("--predict-every", type=click.FloatRange(min=0.1, max=86400), default=5.0, show_default=True,
+              help="At most one prediction per this many wall seconds (bounds the twin's CPU).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
 def serve(db_url: str, cluster: str | None, policy: str, host: str, port: int, executor: str, clock: str | None,
           speed: float, clock_start: float | None, demo: str | None, demo_limit: int | None,
           admin_token_file: Path | None, token_out: Path, advertise_url: str | None, default_estimate: str,
-          seed: int, log_level: str) -> None:
+          seed: int, predict: bool, predict_runs: int, predict_every: float, log_level: str) -> None:
     """Run the live scheduler: the REST API (/v1, /docs), /metrics, and the scheduling loop."""
     from kant.service.server import ServeConfig, Service
 
@@ -86,7 +92,8 @@ def serve(db_url: str, cluster: str | None, policy: str, host: str, port: int, e
     config = ServeConfig(db_url=db_url, cluster=cluster, policy=policy, host=host, port=port, executor=executor,
                          clock=clock, speed=speed, clock_start=clock_start, admin_token=token, token_out=token_out,
                          advertise_url=advertise_url, default_estimate=_duration(default_estimate), seed=seed,
-                         demo=demo, demo_limit=demo_limit, log_level=log_level)
+                         demo=demo, demo_limit=demo_limit, log_level=log_level, predict=predict,
+                         predict_runs=predict_runs, predict_every=predict_every)
     try:
         Service(config).run()
     except KantError as exc:

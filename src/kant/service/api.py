@@ -15,11 +15,11 @@ import inspect
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -55,6 +55,7 @@ from kant.service.schemas import (
     TokenCreated,
     TokenIn,
     TokenOut,
+    WhatIfIn,
     WhyOut,
 )
 
@@ -540,6 +541,36 @@ def create_app(svc: Service) -> FastAPI:
                           sor=view.sor, gfr_nodes=view.gfr_nodes, gfr_gpus=view.gfr_gpus, queue_len=view.queue_len,
                           pending_gpus=view.pending_gpus, running_jobs=view.running_jobs, cycles=view.cycles,
                           tenants=tenants, others=others)
+
+    @app.post("/v1/whatif", tags=["cluster"], response_model=None,
+              responses={200: {"content": {"application/json": {}, "text/html": {}}}})
+    def whatif(body: WhatIfIn, p: Who,
+               format: Annotated[Literal["json", "html"], Query()] = "json") -> dict[str, Any] | HTMLResponse:
+        """Run the cluster as it is now, and under each scenario (another policy, more nodes, nodes
+        drained, tenants' quotas), forward for ``horizon_h`` hours in the digital twin: GAR, GFR, the
+        predicted waits of the jobs pending now and each one's predicted start, side by side
+        (docs/whatif.md). A tenant sees its own jobs' predictions; the HTML page (all jobs) is for
+        admins."""
+        leader()
+        if format == "html" and not p.admin:
+            raise HTTPException(403, "the what-if page lists every tenant's jobs: admins only (a tenant gets JSON)")
+        out = svc.whatif(body, html=format == "html")
+        if format == "html":
+            return HTMLResponse(out["html"])
+        if not p.admin:
+            for sc in out["scenarios"]:
+                sc["jobs"] = [j for j in sc["jobs"] if j["tenant"] == p.tenant]
+        return out
+
+    @app.get("/v1/snapshot", tags=["cluster"], response_model=dict[str, Any])
+    def snapshot(p: Admin) -> dict[str, Any]:
+        """The live state as a digital-twin snapshot (docs/whatif.md): save it and run what-ifs on it
+        offline with ``kant whatif --snapshot FILE``."""
+        leader()
+        snap = svc.twin_snapshot()
+        if snap is None:
+            raise HTTPException(503, "this service is not the leader")
+        return snap.to_dict()
 
     @app.get("/v1/events", tags=["events"], response_class=StreamingResponse,
              responses={200: {"content": {"text/event-stream": {}}}})

@@ -30,6 +30,7 @@ import math
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -37,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from kant.config.policy import PluginEntry, Policy
+from kant.config.policy import Policy
 from kant.errors import KantError
 from kant.framework.status import Status
 from kant.metrics.summary import BUCKETS
@@ -46,7 +47,7 @@ from kant.model.cluster import Cluster, NodeSpec
 from kant.model.job import JobKind
 from kant.model.state import Placement
 from kant.model.store import JobStore
-from kant.plugins.quota import Quota, QuotaArgs, TenantQuota
+from kant.plugins.quota import Quota, with_tenant_quotas
 from kant.scheduler import CORDONED, DOWN, RunningRecord, Scheduler, SchedulerSnapshot
 from kant.service.clock import Clock, ManualClock, WallClock
 from kant.service.db import (
@@ -64,6 +65,7 @@ from kant.service.db import (
     TenantRow,
 )
 from kant.service.executors.base import ExecEvent, Executor, Launch
+from kant.twin.snapshot import TwinSnapshot
 
 __all__ = ["ServiceLoop", "Arrival", "LiveView", "NodeView", "Invalid", "gang_bucket", "CLOCK_KEY"]
 
@@ -102,6 +104,7 @@ class _Active:
     runs: int = 0
     first_start: float | None = None
     start: float | None = None
+    planned: float = math.nan  # the run time its current run was planned with (env.estimate at start)
     duration_s: float | None = None
     command: str | None = None
     labels: Mapping[str, Any] = field(default_factory=dict)
@@ -211,7 +214,7 @@ class ServiceLoop:
     def __init__(self, db: Database, policy: Policy, clock: Clock, executor: Executor, *, epoch: int | None = None,
                  default_estimate: float = 86400.0, seed: int = 0,
                  on_events: Callable[[], None] | None = None, metrics: Any = None,
-                 compact_min: int = 10_000) -> None:
+                 compact_min: int = 10_000, ratio_history: int = 2000) -> None:
         self.db = db
         self.base_policy = policy
         self.clock = clock
@@ -248,6 +251,10 @@ class ServiceLoop:
         self._running_gpus_by_tenant: dict[str, int] = {}
         self._clock_saved = 0.0
         self.turns = 0
+        #: actual / planned run time of the last finished jobs (the twin's error distribution)
+        self.ratios: deque[float] = deque(maxlen=ratio_history)
+        #: bumped by every turn that changed state (a job or node event): the twin's staleness test
+        self.state_version = 0
 
     # --- loading ------------------------------------------------------------------------------
     def load(self, cluster_if_empty: Cluster | None = None) -> None:
@@ -273,6 +280,7 @@ class ServiceLoop:
             info.runs, info.first_start, info.start = job.runs, job.first_start_time, job.start_time
             if job.state == "running" and job.placement:
                 start = float(job.start_time if job.start_time is not None else now)
+                info.planned = float(store.estimate[row])
                 running[row] = RunningRecord(tuple(job.placement), job.gpus_per_worker, job.cpu_milli,
                                              job.memory_mib, start, start + float(store.estimate[row]))
             else:
@@ -306,19 +314,9 @@ class ServiceLoop:
         """The policy with the database's tenant quotas in its quota plugin (if it has one)."""
         if not self.quota_enforced:
             return self.base_policy
-        entries = []
-        for entry in self.base_policy.plugins:
-            if issubclass(entry.cls, Quota):
-                args = entry.args
-                assert isinstance(args, QuotaArgs)
-                tenants = dict(args.tenants)
-                for t in self.tenants.values():
-                    if t.guaranteed_gpus is not None or t.max_gpus is not None:
-                        base = tenants.get(t.name, TenantQuota())
-                        tenants[t.name] = base.model_copy(update={"guaranteed": t.guaranteed_gpus, "max": t.max_gpus})
-                entry = PluginEntry(entry.cls, args.model_copy(update={"tenants": tenants}), entry.weight)
-            entries.append(entry)
-        return replace(self.base_policy, plugins=tuple(entries))
+        return with_tenant_quotas(self.base_policy, {
+            t.name: (t.guaranteed_gpus, t.max_gpus) for t in self.tenants.values()
+            if t.guaranteed_gpus is not None or t.max_gpus is not None})
 
     def _add_to_store(self, store: JobStore, job_id: int, job: NewJob, submit_time: float) -> int:
         row = store.add(job.name, submit=submit_time, workers=job.workers, gpus_per_worker=job.gpus_per_worker,
@@ -535,7 +533,10 @@ class ServiceLoop:
         sched, t = self.sched, ev.time
         self._ran(info)
         if ev.kind == "finished":
-            sched.finish(info.row, t, runtime=ev.runtime if ev.runtime is not None else t - (info.start or t))
+            runtime = ev.runtime if ev.runtime is not None else t - (info.start or t)
+            sched.finish(info.row, t, runtime=runtime)
+            if runtime > 0 and 0 < info.planned < math.inf:
+                self.ratios.append(runtime / info.planned)
             del self.active[ev.job_id]
             self._end(ev.job_id, info.tenant, "finished", t, exit_code=0)
             if self.metrics is not None:
@@ -618,6 +619,7 @@ class ServiceLoop:
                                                              + info.total_gpus)
                 info.runs += 1
                 info.start = now
+                info.planned = sched.env.estimate(row)
                 info.requeued = None
                 first = info.first_start is None
                 if first:
@@ -647,6 +649,7 @@ class ServiceLoop:
     def _flush(self) -> None:
         """Write this turn's changes in one transaction, then act on them and answer the callers."""
         if self._updates or self._events or self._node_updates:
+            self.state_version += 1
             self.db.apply(self._updates, self._events, self._node_updates, epoch=self.epoch)
             if self.metrics is not None:
                 self.metrics.commits.labels("loop").inc()
@@ -872,6 +875,11 @@ class ServiceLoop:
             "position": sched.queue.position(info.row, sched.framework.dynamic_key(self.clock.now())),
             "queue_len": len(sched.queue),
         }
+
+    def twin_snapshot(self) -> TwinSnapshot:
+        """The live state for the digital twin (run on the loop's thread through :meth:`call`)."""
+        return TwinSnapshot.capture(self.sched, self.clock.now(), ids=self.ids, ratios=tuple(self.ratios),
+                                    info={"state_version": self.state_version})
 
     def reasons(self, job_ids: Sequence[int]) -> dict[int, str]:
         out = {}

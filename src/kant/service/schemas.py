@@ -13,7 +13,7 @@ __all__ = [
     "JobSubmit", "JobBatch", "JobOut", "JobPage", "SubmitOut", "BatchOut", "WhyOut", "EventOut", "JobDetail",
     "NodeIn", "NodeOut", "NodeAction", "TenantIn", "TenantPatch", "TenantOut", "TokenIn", "TokenOut",
     "TokenCreated", "ServiceIn", "ServiceOut", "ScaleIn", "ClusterOut", "TenantUse", "ClockIn", "ClockOut",
-    "Message",
+    "Message", "PredictionOut", "WhatIfIn", "WhatIfScenario", "WhatIfNode", "WhatIfQuota",
 ]
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
@@ -121,6 +121,17 @@ class JobPage(BaseModel):
     next: int | None = Field(description="pass as `after` for the next page (null: no more)")
 
 
+class PredictionOut(BaseModel):
+    """When a pending job is predicted to start (docs/whatif.md): absolute times on the service
+    clock, from the digital twin's last run on the snapshot taken at ``as_of``."""
+
+    p50: float | None = Field(description="predicted start (median over the sampled runs); None: not in the run")
+    p10: float | None
+    p90: float | None
+    as_of: float = Field(description="the service clock time of the snapshot the prediction ran on")
+    runs: int = Field(description="sampled runs behind the band (1: the estimates taken as exact)")
+
+
 class WhyOut(BaseModel):
     id: int
     state: str
@@ -128,6 +139,9 @@ class WhyOut(BaseModel):
     plugin: str | None = None
     position: int | None = Field(default=None, description="pending jobs ahead of this one in queue order")
     queue_len: int | None = None
+    prediction: PredictionOut | None = None
+    prediction_text: str | None = Field(default=None, description="the prediction in words, from now")
+    summary: str | None = Field(default=None, description="the reason and the predicted start in one line")
 
 
 class EventOut(BaseModel):
@@ -316,3 +330,49 @@ class ClockIn(BaseModel):
 class ClockOut(BaseModel):
     now: float
     kind: str
+
+
+# --- what-if -----------------------------------------------------------------------------------------
+class WhatIfNode(BaseModel):
+    model_config = _STRICT
+    gpu_type: GpuType
+    gpus: int = Field(ge=0, le=1024)
+    cpu_milli: int = Field(default=0, ge=0, le=10**9)
+    memory_mib: int = Field(default=0, ge=0, le=10**12)
+
+
+class WhatIfQuota(BaseModel):
+    model_config = _STRICT
+    guaranteed: int | None = Field(default=None, ge=0, le=10**9)
+    max: int | None = Field(default=None, ge=0, le=10**9)
+
+
+class WhatIfScenario(BaseModel):
+    """One change to try: another policy (a bundled policy's name, or a policy file's mapping), more
+    nodes (copies of ``node``, default the most common node), nodes drained, tenants' quotas."""
+
+    model_config = _STRICT
+    name: Name
+    policy: Annotated[str, StringConstraints(min_length=1, max_length=64)] | dict[str, Any] | None = None
+    add_nodes: int = Field(default=0, ge=0, le=100_000)
+    node: WhatIfNode | None = None
+    drain: list[NodeName] = Field(default_factory=list, max_length=100_000)
+    quotas: dict[Name, WhatIfQuota] = Field(default_factory=dict, max_length=10_000)
+
+
+class WhatIfIn(BaseModel):
+    model_config = _STRICT
+    horizon_h: float = Field(default=24.0, gt=0, le=24 * 366, allow_inf_nan=False,
+                             description="hours to run forward")
+    runs: int = Field(default=10, ge=1, le=100, description="sampled runs per scenario")
+    scenarios: list[WhatIfScenario] = Field(default_factory=list, max_length=16,
+                                            description="changes to compare with the cluster as it is")
+
+    @field_validator("scenarios")
+    @classmethod
+    def _unique(cls, v: list[WhatIfScenario]) -> list[WhatIfScenario]:
+        names = [s.name for s in v]
+        dup = next((n for n in names if names.count(n) > 1 or n == "now"), None)
+        if dup is not None:
+            raise ValueError(f"scenario name {dup!r} is used twice (or is 'now', the cluster as it is)")
+        return v

@@ -28,8 +28,8 @@ import numpy as np
 from fastapi import HTTPException
 
 import kant
-from kant.config.policy import load_policy
-from kant.errors import KantError
+from kant.config.policy import bundled_policies, load_policy, parse_policy
+from kant.errors import ConfigError, KantError
 from kant.model.cluster import Cluster
 from kant.model.job import JobTable
 from kant.model.store import JobStore
@@ -43,8 +43,11 @@ from kant.service.events import EventHub
 from kant.service.executors import make_executor
 from kant.service.loop import CLOCK_KEY, LiveView, ServiceLoop
 from kant.service.metrics import ServiceMetrics
-from kant.service.schemas import JobSubmit, WhyOut
+from kant.service.schemas import JobSubmit, PredictionOut, WhatIfIn, WhyOut
+from kant.service.twin import Twin, describe_prediction
 from kant.service.writer import SubmitWriter
+from kant.twin.snapshot import TwinSnapshot
+from kant.twin.whatif import NodeTemplate, Scenario
 
 __all__ = ["ServeConfig", "Service", "is_loopback"]
 
@@ -74,6 +77,9 @@ class ServeConfig:
     max_body: int = 1 << 20
     standby_poll_s: float = 0.5
     log_level: str = "info"
+    predict: bool = True  # keep predicted start times fresh (the digital twin)
+    predict_runs: int = 10  # sampled runs per prediction
+    predict_every: float = 5.0  # at most one prediction per this many wall seconds
 
 
 def _float(text: str | None) -> float | None:
@@ -117,6 +123,8 @@ class Service:
         self._lead_thread: threading.Thread | None = None
         self._cluster: Cluster | None = None  # --cluster, registered if the database has no nodes
         self._demo_table: JobTable | None = None
+        self.twin = Twin(self.twin_snapshot, version=self._state_version, runs=config.predict_runs,
+                         min_interval_s=config.predict_every, predict_on=config.predict)
 
     # --- start and stop ---------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -153,6 +161,7 @@ class Service:
 
     def close(self) -> None:
         self._stop.set()
+        self.twin.close()
         if self.loop is not None:
             self.loop.stop()
         self.writer.stop()
@@ -212,6 +221,7 @@ class Service:
         loop.load(self._cluster)
         loop.start()
         self.loop = loop
+        self.twin.start()
         log.info("leader (epoch %d) with policy %s, %s clock, %s executor", epoch, self.policy_name, cfg.clock,
                  cfg.executor)
         if cfg.demo is not None:
@@ -303,7 +313,55 @@ class Service:
             data: dict[str, Any] = loop.call(lambda lp: lp.why(job_id))
         except KantError:
             return None
-        return WhyOut(id=job_id, **data)
+        why = WhyOut(id=job_id, **data)
+        if why.state != "pending":
+            return why
+        summary = f"pending because {why.reason}"
+        pred = self.twin.predicted(job_id)
+        if pred is not None:
+            why.prediction = PredictionOut(p50=pred.p50, p10=pred.p10, p90=pred.p90, as_of=pred.as_of, runs=pred.runs)
+            why.prediction_text = describe_prediction(pred, self.clock.now())
+            summary += f"; {why.prediction_text}"
+        why.summary = summary
+        return why
+
+    # --- the digital twin -------------------------------------------------------------------------
+    def twin_snapshot(self) -> TwinSnapshot | None:
+        loop = self.loop
+        if loop is None or not loop.alive:
+            return None
+        snap: TwinSnapshot = loop.call(lambda lp: lp.twin_snapshot(), timeout=60.0)
+        return snap
+
+    def _state_version(self) -> int | None:
+        loop = self.loop
+        return loop.state_version if loop is not None and loop.alive else None
+
+    def whatif(self, body: WhatIfIn, *, html: bool) -> dict[str, Any]:
+        """Run the live state forward as it is and under ``body``'s scenarios (a worker process)."""
+        scenarios = []
+        bundled = bundled_policies()
+        for i, sc in enumerate(body.scenarios):
+            where = f"scenarios.{i}"
+            policy = None
+            if isinstance(sc.policy, str):
+                if sc.policy not in bundled:
+                    raise HTTPException(422, f"{where}.policy: no bundled policy {sc.policy!r}; bundled: "
+                                             f"{', '.join(sorted(bundled))}")
+                policy = load_policy(sc.policy)
+            elif sc.policy is not None:
+                try:
+                    policy = parse_policy(sc.policy, f"{where}.policy")
+                except ConfigError as exc:
+                    raise HTTPException(422, str(exc)) from None
+            node = None if sc.node is None else NodeTemplate(sc.node.gpu_type, sc.node.gpus, sc.node.cpu_milli,
+                                                             sc.node.memory_mib)
+            scenarios.append(Scenario(sc.name, policy, sc.add_nodes, node, tuple(sc.drain),
+                                      {t: (q.guaranteed, q.max) for t, q in sc.quotas.items()}))
+        out = self.twin.whatif(scenarios, horizon_s=body.horizon_h * 3600.0, runs=body.runs, html=html)
+        if "error" in out:
+            raise HTTPException(422, str(out["error"]))
+        return out
 
     # --- demo: replay a trace into the service ----------------------------------------------------
     def _demo_jobs(self) -> JobTable:

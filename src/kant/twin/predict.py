@@ -65,14 +65,16 @@ class Prediction:
         return self.quantile(0.1), self.quantile(0.9)
 
     def pending(self) -> list[dict[str, Any]]:
-        """One entry per pending job of the snapshot: its id and predicted start (P50, P10, P90;
-        None where it did not start within the horizon)."""
+        """One entry per pending job of the snapshot: its id, tenant and predicted start (P50, P10,
+        P90; None where it did not start within the horizon)."""
         snap = self.snapshot
         p10, p90 = self.band()
         p50 = self.p50
+        tenants = snap.jobs["tenant"]
         out = []
         for row in snap.sched.pending:
-            out.append({"id": snap.ids[row], "p50": _opt(p50[row]), "p10": _opt(p10[row]), "p90": _opt(p90[row])})
+            out.append({"id": snap.ids[row], "tenant": tenants[row], "p50": _opt(p50[row]), "p10": _opt(p10[row]),
+                        "p90": _opt(p90[row])})
         return out
 
 

@@ -78,12 +78,11 @@ class ScenarioResult:
     waits: Mapping[str, Any]
     prediction: Prediction
 
-    def to_dict(self, ids: Sequence[int] | None = None) -> dict[str, Any]:
-        """JSON-safe; ``ids`` limits the per-job list to those job ids (a tenant's own)."""
+    def to_dict(self, tenant: str | None = None) -> dict[str, Any]:
+        """JSON-safe; ``tenant`` limits the per-job list to that tenant's jobs."""
         jobs = self.prediction.pending()
-        if ids is not None:
-            keep = set(ids)
-            jobs = [j for j in jobs if j["id"] in keep]
+        if tenant is not None:
+            jobs = [j for j in jobs if j["tenant"] == tenant]
         return {"name": self.name, "policy": self.policy, "changes": dict(self.changes), "gar": self.gar,
                 "gfr_nodes": self.gfr_nodes, "waits": dict(self.waits), "jobs": jobs}
 
@@ -155,8 +154,12 @@ def compare(snap: TwinSnapshot, scenarios: Sequence[Scenario] = (), *, horizon_s
     lo = snap.now
     hi = lo + horizon_s
     for sc in (Scenario("now"), *scenarios):
-        policy, cluster, sched = _apply(snap, sc)
-        pred = predict(snap, runs=runs, seed=seed, horizon_s=horizon_s, policy=policy, cluster=cluster, sched=sched)
+        try:
+            policy, cluster, sched = _apply(snap, sc)
+            pred = predict(snap, runs=runs, seed=seed, horizon_s=horizon_s, policy=policy, cluster=cluster,
+                           sched=sched)
+        except KantError as exc:
+            raise KantError(f"scenario {sc.name!r}: {exc}") from None
         gar, gfr = _horizon_means(pred, lo, hi)
         out.append(ScenarioResult(sc.name, policy.name, sc.describe(), gar, gfr, _waits(snap, pred.p50), pred))
     return out

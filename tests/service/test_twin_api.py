@@ -1,0 +1,128 @@
+"""The digital twin through the live service: predicted starts in why and the job, exact on a hand-made
+case; what-if over the API (JSON for tenants, HTML for admins), a saved snapshot run by the CLI gives the
+same answer, and bad what-if payloads are 422 naming the field."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.serve_proc import Server, running_server
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    work = tmp_path_factory.mktemp("twin")
+    with running_server(work, f"sqlite:///{work / 'kant.db'}", cluster="1x8:V100", policy="fifo-strict",
+                        extra=["--predict-every", "0.1", "--clock-start", "0"]) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def jobs(srv: Server) -> dict[str, Any]:
+    """Three whole-node jobs of 100, 200 and 300 s (estimates exact) at time 0: they start at 0, 100, 300."""
+    token = srv.tenant("team-a")
+    other = srv.tenant("team-b")
+    a = srv.client(token)
+    ids = [a.post("/v1/jobs", json={"workers": 1, "gpus_per_worker": 8, "estimate_s": d, "duration_s": d}).json()["id"]
+           for d in (100, 200, 300)]
+    srv.advance(0.0)
+    return {"ids": ids, "token": token, "other": other}
+
+
+def wait_prediction(srv: Server, token: str, job: int) -> dict[str, Any]:
+    c = srv.client(token)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        why = c.get(f"/v1/jobs/{job}/why").json()
+        if why.get("prediction") is not None:
+            return why  # type: ignore[no-any-return]
+        time.sleep(0.1)
+    raise AssertionError(f"no prediction for job {job} within 60 s: {why}")
+
+
+def test_pending_jobs_get_exact_predicted_starts(srv: Server, jobs: dict[str, Any]) -> None:
+    _, second, third = jobs["ids"]
+    why = wait_prediction(srv, jobs["token"], second)
+    assert why["prediction"] == {"p50": 100.0, "p10": 100.0, "p90": 100.0, "as_of": 0.0, "runs": 1}
+    assert why["prediction_text"] == "predicted start in ~1m40s"
+    assert why["summary"] == f"pending because {why['reason']}; predicted start in ~1m40s"
+    assert wait_prediction(srv, jobs["token"], third)["prediction"]["p50"] == 300.0
+    detail = srv.client(jobs["token"]).get(f"/v1/jobs/{third}").json()
+    assert detail["why"]["prediction"]["p50"] == 300.0
+    # the CLI says it in one line
+    env = {**os.environ, "KANT_URL": srv.url, "KANT_TOKEN": jobs["token"]}
+    out = subprocess.run([sys.executable, "-m", "kant.cli.main", "why", str(third)], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("; predicted start in ~5m00s"), out.stdout
+
+
+def test_whatif_json_for_a_tenant_and_html_for_admins(srv: Server, jobs: dict[str, Any]) -> None:
+    _, second, third = jobs["ids"]
+    body = {"horizon_h": 1, "runs": 3, "scenarios": [{"name": "more", "add_nodes": 2},
+                                                     {"name": "k8s", "policy": "k8s-default"}]}
+    r = srv.client(jobs["token"]).post("/v1/whatif", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    now, more, k8s = out["scenarios"]
+    assert [s["name"] for s in out["scenarios"]] == ["now", "more", "k8s"] and out["runs"] == 1
+    assert {j["id"]: j["p50"] for j in now["jobs"]} == {second: 100.0, third: 300.0}
+    assert {j["id"]: j["p50"] for j in more["jobs"]} == {second: 0.0, third: 0.0}
+    assert now["waits"]["max"] == 300.0 and more["waits"]["max"] == 0.0 and k8s["policy"] == "k8s-default"
+    assert 0 < more["gar"] < now["gar"] <= 1  # more GPUs, the same work
+    # another tenant sees the cluster's figures but none of these jobs
+    theirs = srv.client(jobs["other"]).post("/v1/whatif", json=body).json()
+    assert all(s["jobs"] == [] for s in theirs["scenarios"]) and theirs["scenarios"][0]["gar"] == now["gar"]
+    assert srv.client(jobs["other"]).post("/v1/whatif", params={"format": "html"}, json=body).status_code == 403
+    page = srv.admin.post("/v1/whatif", params={"format": "html"}, json=body)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "kant what-if" in page.text and "more" in page.text
+
+
+@pytest.mark.parametrize("scenario, words", [
+    ({"name": "x", "add_nodes": -1}, "scenarios.0.add_nodes"),
+    ({"name": "x", "policy": "nope"}, "scenarios.0.policy: no bundled policy 'nope'"),
+    ({"name": "x", "policy": {"name": "p", "actions": ["allocate"], "plugins": [{"name": "zzz"}]}},
+     "scenarios.0.policy: plugins[0].name"),
+    ({"name": "x", "drain": ["nope"]}, "scenario 'x': drain: no node 'nope'"),
+    ({"name": "x", "quotas": {"team-a": {"max": 8}}}, "no quota plugin"),
+    ({"name": "now"}, "is used twice (or is 'now'"),
+    ({"name": "x", "bogus": 1}, "scenarios.0.bogus"),
+])
+def test_bad_whatif_is_422_naming_the_field(srv: Server, jobs: dict[str, Any], scenario: dict[str, Any],
+                                            words: str) -> None:
+    r = srv.client(jobs["token"]).post("/v1/whatif", json={"scenarios": [scenario]})
+    assert r.status_code == 422, r.text
+    assert words in r.json()["message"], r.json()["message"]
+
+
+def test_a_saved_snapshot_gives_the_same_answer_offline(srv: Server, jobs: dict[str, Any], tmp_path: Path) -> None:
+    assert srv.client(jobs["token"]).get("/v1/snapshot").status_code == 403  # admins only
+    env = {**os.environ, "KANT_URL": srv.url, "KANT_TOKEN": srv.admin_token}
+    path = tmp_path / "snap.json"
+
+    def kant(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "kant.cli.main", *args], env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    saved = kant("whatif", "--save-snapshot", str(path))
+    assert saved.returncode == 0, saved.stderr
+    live = json.loads(kant("whatif", "--add-nodes", "2", "--horizon", "1h", "--json").stdout)
+    offline = json.loads(kant("whatif", "--snapshot", str(path), "--add-nodes", "2", "--horizon", "1h",
+                              "--json").stdout)
+    assert offline["scenarios"] == live["scenarios"]
+    html = tmp_path / "w.html"
+    table = kant("whatif", "--snapshot", str(path), "--policy", "k8s-default", "--html", str(html))
+    assert table.returncode == 0, table.stderr
+    assert "what if" in table.stdout and "k8s-default" in table.stdout and html.read_text().startswith("<!DOCTYPE")
+    bad = kant("whatif", "--snapshot", str(path), "--quota", "team-a=x")
+    assert bad.returncode == 2 and "is not TENANT=GUARANTEED:MAX" in bad.stderr + bad.stdout
