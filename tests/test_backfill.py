@@ -360,3 +360,24 @@ def test_earliest_finds_the_first_hit_of_a_monotone_probe(n: int, first: int, bu
     assert value == (i if i < n else None)
     if n and budget >= 2 * math.ceil(math.log2(n)) + 2:
         assert exact
+
+
+def test_easy_looks_300_jobs_deep_by_default() -> None:
+    """The default depth of EASY (MAX_JOBS_DEFAULT, measured on Philly) reaches a job 152nd in the
+    queue: 2 nodes x 4 GPUs, A holds node0 and B 2 GPUs of node1 for 100 s; the head H (2x4) waits;
+    150 gangs of distinct requests (2x3 GPUs) cannot fit now; S (1x2, 5 s) fits node1 and ends long
+    before H's shadow time (100). At depth 100 S is never looked at and waits behind the gangs."""
+    b = JobTableBuilder()
+    b.add("A", submit=0, duration=100, workers=1, gpus_per_worker=4)
+    b.add("B", submit=0, duration=100, workers=1, gpus_per_worker=2)
+    b.add("H", submit=1, duration=5, workers=2, gpus_per_worker=4)
+    for i in range(150):
+        b.add(f"X{i}", submit=2, duration=50, workers=2, gpus_per_worker=3, cpu_milli=1000 + i)
+    b.add("S", submit=3, duration=5, workers=1, gpus_per_worker=2)
+    jobs = b.build()
+    assert backfill_module.MAX_JOBS_DEFAULT == {"easy": 300, "conservative": 100}
+    for pol in (policy("easy"), load_policy("slurm-backfill"), load_policy("kant")):
+        result = Simulator(TWO, jobs, pol, check_every=1).run()
+        assert result.first_start[-1] == 3, pol.name
+    shallow = Simulator(TWO, jobs, policy("easy", max_jobs=100), check_every=1).run()
+    assert shallow.first_start[-1] > 100

@@ -100,7 +100,7 @@ def test_incremental_bookkeeping_equals_recomputing(
 def _eager_run_static(self: Any) -> None:
     """``_EasyCycle.run_static`` as it was before left-out shapes were counted lazily (a reference)."""
     bf, queue, state = self.bf, self.ctx.queue, self.ctx.state
-    max_jobs = bf._args.max_jobs
+    max_jobs = bf._max_jobs
     key, shape_jobs, consider, is_long = queue.key, queue.shape_jobs, self.consider, self.is_long
     now, estimate, requests, cannot_fit = self.now, self.estimate, self.requests, self.failed.__contains__
     heappop, heappush = heapq.heappop, heapq.heappush
