@@ -126,3 +126,11 @@ def test_a_saved_snapshot_gives_the_same_answer_offline(srv: Server, jobs: dict[
     assert "what if" in table.stdout and "k8s-default" in table.stdout and html.read_text().startswith("<!DOCTYPE")
     bad = kant("whatif", "--snapshot", str(path), "--quota", "team-a=x")
     assert bad.returncode == 2 and "is not TENANT=GUARANTEED:MAX" in bad.stderr + bad.stdout
+
+
+def test_a_new_job_gets_a_prediction_without_a_cycle(srv: Server, jobs: dict[str, Any]) -> None:
+    """(Last: it adds a job.) An arrival alone is a change the twin hears of: the fourth job, queued
+    behind the others with no cycle run since, is predicted at 600 s."""
+    a = srv.client(jobs["token"])
+    late = a.post("/v1/jobs", json={"workers": 1, "gpus_per_worker": 8, "estimate_s": 50, "duration_s": 50}).json()
+    assert wait_prediction(srv, jobs["token"], late["id"])["prediction"]["p50"] == 600.0

@@ -253,7 +253,8 @@ class ServiceLoop:
         self.turns = 0
         #: actual / planned run time of the last finished jobs (the twin's error distribution)
         self.ratios: deque[float] = deque(maxlen=ratio_history)
-        #: bumped by every turn that changed state (a job or node event): the twin's staleness test
+        #: bumped by every change of state (arrivals, and every turn that writes a job or node change):
+        #: the twin's staleness test
         self.state_version = 0
 
     # --- loading ------------------------------------------------------------------------------
@@ -516,6 +517,8 @@ class ServiceLoop:
                 del self.active[a.id]
                 self._end(a.id, a.job.tenant, "unschedulable", now, reason=str(status))
             n += 1
+        if new:
+            self.state_version += 1  # (the writer logged the submits: this turn may write nothing)
         if self.metrics is not None:
             self.metrics.submitted.inc(n)
         return n

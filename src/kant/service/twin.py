@@ -47,9 +47,18 @@ class Predicted:
 
 
 # --- what the worker processes run (module-level: picklable) ----------------------------------------
-def _lower_priority() -> None:
+def _worker_init(parent: int) -> None:
+    """In a worker process: run at a lower priority, and exit when the service does (even after a
+    ``kill -9``, which leaves no one to shut the pool down)."""
     with contextlib.suppress(OSError):  # not permitted: run at normal priority
         os.nice(10)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="kant-twin-parent", daemon=True).start()
 
 
 def predict_job_starts(snapshot: Mapping[str, Any], runs: int) -> dict[str, Any]:
@@ -111,7 +120,8 @@ class Twin:
         with self._pool_lock:
             pool = self._predict_pool if which == "predict" else self._whatif_pool
             if pool is None:
-                pool = ProcessPoolExecutor(max_workers=1, mp_context=self._ctx, initializer=_lower_priority)
+                pool = ProcessPoolExecutor(max_workers=1, mp_context=self._ctx, initializer=_worker_init,
+                                           initargs=(os.getpid(),))
                 if which == "predict":
                     self._predict_pool = pool
                 else:
