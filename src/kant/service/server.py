@@ -334,8 +334,12 @@ class Service:
         return snap
 
     def _state_version(self) -> int | None:
+        """What the twin compares to decide whether to predict again (None: nothing to predict: no
+        leader, or no job waits, so no snapshot is taken)."""
         loop = self.loop
-        return loop.state_version if loop is not None and loop.alive else None
+        if loop is None or not loop.alive or loop.view is None or not loop.view.queue_len:
+            return None
+        return loop.state_version
 
     def whatif(self, body: WhatIfIn, *, html: bool) -> dict[str, Any]:
         """Run the live state forward as it is and under ``body``'s scenarios (a worker process)."""
