@@ -1,0 +1,448 @@
+"""The digital twin's accuracy and speed (docs/whatif.md, issue 12).
+
+    python bench/bench_whatif.py --accuracy [--jobs 5000 --start-day 42 --cluster SPEC --runs 10 ...]
+    python bench/bench_whatif.py --speed [--nodes 10000 --running 8000 --pending 10000]
+    python bench/bench_whatif.py --sweep 32x8:V100,leaf=4,spine=2 --sweep 40x8:V100,leaf=4,spine=2 ...
+
+Accuracy: a contiguous Philly slice is replayed through the live service's scheduling loop
+(:class:`~kant.service.loop.ServiceLoop` in-process: SQLite in a temporary folder, the manual clock,
+the simulated executor; each job is submitted at its trace time, as tests/service/test_equivalence.py
+does). At every simulated hour after a warm-up, until the last arrival, the loop's twin snapshot is run
+forward (``predict(snap, runs=R)``) and every pending job's predicted start (P10 / P50 / P90) is
+recorded with its queue position (``loop.why(id)["position"]``), the mean run time of the jobs
+finished so far and the number of running jobs. When the replay is over, each prediction is compared
+with the job's actual first start. Two estimate regimes: ``exact`` (the estimate is the true run time:
+only later arrivals make the twin wrong) and ``noisy`` (the estimate is the true run time times
+``exp(N(0, sigma))``, drawn once per job with a fixed seed: estimates are wrong as users' are, and the
+twin's run-time ratios carry that error). Two naive baselines: ``naive`` = prediction time + position x
+mean run time of finished jobs; ``naive/R`` = the same divided by the number of running jobs (one job
+ends every mean / R seconds).
+
+Speed: a plain :class:`~kant.scheduler.Scheduler` on N 8-GPU nodes with jobs running and jobs pending
+(Philly's gang and run-time mix); times the snapshot, its JSON form, loading it back, ``predict`` with
+1 and 10 runs, and a what-if with one scenario (100 more nodes) over 24 h, for kant and volcano-binpack.
+
+Everything is deterministic (fixed seeds). Figures, never asserts. Pin with ``taskset -c 1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kant.config import load_policy
+from kant.model.cluster import Cluster
+from kant.model.job import JobTable
+from kant.model.store import JobStore
+from kant.scheduler import Scheduler
+from kant.service.clock import ManualClock
+from kant.service.db import Database, NewJob
+from kant.service.executors import SimulatedExecutor
+from kant.service.loop import Arrival, ServiceLoop, _Advance, _Arrivals
+from kant.traces import load_cluster, read_philly
+from kant.twin import TwinSnapshot, predict
+from kant.twin.whatif import Scenario, compare
+
+HOUR = 3600.0
+ACCURACY_CLUSTER = "40x8:V100,leaf=4,spine=2"
+ACCURACY_POLICIES = ("kant", "k8s-default", "slurm-backfill")
+REGIMES = ("exact", "noisy")
+
+
+# --- accuracy ---------------------------------------------------------------------------------------
+@dataclass
+class Replay:
+    """One policy x regime: every prediction (rows of ``preds``) and each job's actual first start."""
+
+    policy: str
+    regime: str
+    preds: list[tuple[int, float, float | None, float | None, float | None, int, float, int]] = field(
+        default_factory=list)  # (slice row, time, p10, p50, p90, position, mean run time, running jobs)
+    actual: dict[int, float | None] = field(default_factory=dict)  # slice row -> first start
+    ticks: int = 0
+    arrival_preds: int = 0  # preds[:arrival_preds] were made while jobs still arrived; the rest, after
+    wall_s: float = 0.0
+    predict_s: float = 0.0
+
+
+def philly_slice(start_day: float, n: int) -> JobTable:
+    jobs = read_philly()
+    i0 = int(np.searchsorted(jobs.submit, start_day * 86400.0))
+    return jobs.take(np.arange(i0, min(i0 + n, len(jobs)))).sorted_by_submit()
+
+
+def noisy_estimates(jobs: JobTable, sigma: float, seed: int) -> np.ndarray:
+    """The true run time times a lognormal factor (median 1) per job, the same for every policy."""
+    factor = np.exp(np.random.default_rng(seed).normal(0.0, sigma, len(jobs)))
+    return np.asarray(jobs.duration, dtype=np.float64) * factor
+
+
+def fast_folder() -> str | None:
+    """A folder in memory when there is one (this bench is about decisions, not durability)."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+
+
+def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, cluster: str, *, runs: int,
+           warmup_s: float, tick_s: float, drain_ticks: bool = True) -> Replay:
+    out = Replay(policy, regime)
+    t_wall = time.perf_counter()
+    submit = jobs.submit.tolist()
+    duration = jobs.duration.tolist()
+    est = estimates.tolist()
+    n = len(jobs)
+    with tempfile.TemporaryDirectory(prefix="kant-whatif-", dir=fast_folder()) as tmp:
+        db = Database(f"sqlite:///{tmp}/whatif.db")
+        db.migrate()
+        for tenant in jobs.tenant_names:
+            db.create_tenant(tenant)
+        loop = ServiceLoop(db, load_policy(policy), ManualClock(submit[0]), SimulatedExecutor())
+        loop.load(load_cluster(cluster))
+        row_of: dict[int, int] = {}  # service job id -> slice row
+        submitted: list[int] = []  # service ids in submit order
+        finished_sum, finished_n, finished_seen = 0.0, 0, set()
+
+        def tick(t: float) -> None:
+            nonlocal finished_sum, finished_n
+            loop.turn([_Advance(t)])  # the instant's events and cycle: the live state at t
+            for job_id in submitted:  # jobs that have left the loop since the last tick ended
+                if job_id not in loop.active and job_id not in finished_seen:
+                    finished_seen.add(job_id)
+                    finished_sum += duration[row_of[job_id]]
+                    finished_n += 1
+            mean_rt = finished_sum / finished_n if finished_n else math.nan
+            snap = loop.twin_snapshot()
+            t0 = time.perf_counter()
+            pred = predict(snap, runs=runs)
+            out.predict_s += time.perf_counter() - t0
+            running = len(loop.sched.running)
+            for p in pred.pending():
+                pos = loop.why(p["id"])["position"]
+                out.preds.append((row_of[p["id"]], t, p["p10"], p["p50"], p["p90"], int(pos), mean_rt, running))
+            out.ticks += 1
+
+        next_tick = submit[0] + warmup_s
+        last = submit[-1]
+        i = 0
+        while i < n:
+            t = submit[i]
+            while next_tick < t:
+                tick(next_tick)
+                next_tick += tick_s
+            loop.turn([_Advance(t, hold=True)])  # the instant's events; its cycle after its arrivals
+            batch, rows = [], []
+            while i < n and submit[i] == t:
+                d = duration[i]
+                e = est[i]
+                batch.append(NewJob(tenant=jobs.tenant_names[int(jobs.tenant[i])],
+                                    user=jobs.tenant_names[int(jobs.tenant[i])], name=str(i),
+                                    workers=int(jobs.workers[i]), gpus_per_worker=int(jobs.gpus_per_worker[i]),
+                                    estimate_s=e if e > 0 else None, duration_s=d))
+                rows.append(i)
+                i += 1
+            ids = db.insert_jobs(batch, now_time=t, now_wall=time.time())
+            for (job_id, _), row in zip(ids, rows, strict=True):
+                row_of[job_id] = row
+                submitted.append(job_id)
+            loop.turn([_Arrivals([Arrival(job_id, job, t) for (job_id, _), job in zip(ids, batch, strict=True)])])
+        while next_tick <= last:
+            tick(next_tick)
+            next_tick += tick_s
+        out.arrival_preds = len(out.preds)
+        # after the last arrival nothing new comes: with exact estimates the twin must be exact here
+        while drain_ticks and len(loop.sched.queue) and next_tick <= last + 30 * 86400:
+            tick(next_tick)
+            next_tick += tick_s
+        loop.turn([_Advance(last + 1e9)])  # every job ends
+        after = None
+        while True:
+            page = db.list_jobs(limit=1000, after_id=after)
+            if not page:
+                break
+            for job in page:
+                out.actual[row_of[job.id]] = job.first_start_time
+            after = page[-1].id
+        db.close()
+    out.wall_s = time.perf_counter() - t_wall
+    return out
+
+
+def _pct(x: np.ndarray, q: float) -> float:
+    return float(np.percentile(x, q)) if x.size else math.nan
+
+
+def summarise(r: Replay, drain: bool = False) -> dict[str, Any]:
+    """Error figures of one replay's predictions made while jobs arrived (``drain``: those made after
+    the last arrival), in hours (see the module docstring)."""
+    rows: list[tuple[float, ...]] = []
+    never = no_p50 = 0
+    preds = r.preds[r.arrival_preds:] if drain else r.preds[:r.arrival_preds]
+    for row, when, q10, q50, q90, pos, mean_rt, running in preds:
+        started = r.actual.get(row)
+        if started is None:
+            never += 1
+            continue
+        if q50 is None:
+            no_p50 += 1
+            continue
+        rows.append((started, q50, -math.inf if q10 is None else q10, math.inf if q90 is None else q90,
+                     when + pos * mean_rt, when + pos * mean_rt / max(running, 1), when))
+    a = np.asarray(rows, dtype=np.float64).reshape(-1, 7)
+    actual, p50, lo, hi, naive, naive_r, t = (a[:, k] for k in range(7))
+    err = np.abs(p50 - actual) / HOUR
+    ok_naive = ~np.isnan(naive)  # (no job had finished yet: no mean run time)
+    e_naive = np.abs(naive - actual)[ok_naive] / HOUR
+    e_naive_r = np.abs(naive_r - actual)[ok_naive] / HOUR
+    wait = (actual - t) / HOUR  # how far ahead the prediction looked
+    long = wait >= 1.0
+    return {
+        "policy": r.policy, "regime": r.regime, "ticks": r.ticks, "predictions": len(preds),
+        "compared": len(rows), "never_started": never, "no_p50": no_p50,
+        "jobs_predicted": len({p[0] for p in preds}),
+        "twin_p50_h": _pct(err, 50), "twin_p90_h": _pct(err, 90),
+        "twin_bias_p50_h": _pct((p50 - actual) / HOUR, 50),
+        "in_band": float(np.mean((lo <= actual) & (actual <= hi))) if len(rows) else math.nan,
+        "below_band": float(np.mean(actual < lo)) if len(rows) else math.nan,  # the twin was too late
+        "above_band": float(np.mean(actual > hi)) if len(rows) else math.nan,  # the twin was too early
+        "exact_1min": float(np.mean(err <= 1 / 60)) if len(rows) else math.nan,
+        "naive_compared": int(ok_naive.sum()),
+        "naive_p50_h": _pct(e_naive, 50), "naive_p90_h": _pct(e_naive, 90),
+        "naive_r_p50_h": _pct(e_naive_r, 50), "naive_r_p90_h": _pct(e_naive_r, 90),
+        "remaining_wait_p50_h": _pct(wait, 50), "remaining_wait_p90_h": _pct(wait, 90),
+        # the predictions that looked at least an hour ahead
+        "long_compared": int(long.sum()),
+        "long_twin_p50_h": _pct(err[long], 50), "long_twin_p90_h": _pct(err[long], 90),
+        "long_in_band": float(np.mean(((lo <= actual) & (actual <= hi))[long])) if long.any() else math.nan,
+        "long_naive_p50_h": _pct(np.abs(naive - actual)[long & ok_naive] / HOUR, 50),
+        "long_naive_r_p50_h": _pct(np.abs(naive_r - actual)[long & ok_naive] / HOUR, 50),
+        "wall_s": round(r.wall_s, 1), "predict_s": round(r.predict_s, 1),
+    }
+
+
+def _f(x: float, nd: int = 2) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
+
+
+def _p(x: float) -> str:
+    return "-" if math.isnan(x) else f"{100 * x:.0f} %"
+
+
+def print_accuracy(summaries: Sequence[dict[str, Any]]) -> None:
+    head = ("policy", "regime", "preds", "jobs", "twin P50", "twin P90", "bias P50", "in band", "< P10", "> P90",
+            "naive P50",
+            "naive P90", "naive/R P50", "naive/R P90", "never", "no P50")
+    lines: list[Sequence[str]] = [head]
+    for s in summaries:
+        lines.append((s["policy"], s["regime"], str(s["compared"]), str(s["jobs_predicted"]), _f(s["twin_p50_h"]),
+                      _f(s["twin_p90_h"]), _f(s["twin_bias_p50_h"]), _p(s["in_band"]), _p(s["below_band"]),
+                      _p(s["above_band"]), _f(s["naive_p50_h"]), _f(s["naive_p90_h"]), _f(s["naive_r_p50_h"]),
+                      _f(s["naive_r_p90_h"]),
+                      str(s["never_started"]), str(s["no_p50"])))
+    _table(lines)
+    print("\nerrors |predicted - actual start| in hours; bias = median(predicted - actual) (< 0: too early); "
+          "in band: P10 <= actual <= P90; < P10: started before the band (the twin was too late), > P90: after it")
+    print("\npredictions whose job actually waited >= 1 h more after the prediction:")
+    head2 = ("policy", "regime", "preds", "wait P50", "wait P90", "twin P50", "twin P90", "in band", "naive P50",
+             "naive/R P50")
+    lines = [head2]
+    for s in summaries:
+        lines.append((s["policy"], s["regime"], str(s["long_compared"]), _f(s["remaining_wait_p50_h"]),
+                      _f(s["remaining_wait_p90_h"]), _f(s["long_twin_p50_h"]), _f(s["long_twin_p90_h"]),
+                      _p(s["long_in_band"]), _f(s["long_naive_p50_h"]), _f(s["long_naive_r_p50_h"])))
+    _table(lines)
+    print("(wait P50 / P90: of all compared predictions, actual start - prediction time)")
+    print("\npredictions made after the last arrival (nothing more arrives: exact estimates should give exact "
+          "predictions):")
+    head3 = ("policy", "regime", "preds", "twin P50", "twin P90", "within 1 min", "in band")
+    lines = [head3]
+    for s in summaries:
+        d = s["drain"]
+        lines.append((s["policy"], s["regime"], str(d["compared"]), _f(d["twin_p50_h"]), _f(d["twin_p90_h"]),
+                      _p(d["exact_1min"]), _p(d["in_band"])))
+    _table(lines)
+
+
+def _table(lines: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(line[k]) for line in lines) for k in range(len(lines[0]))]
+    for j, line in enumerate(lines):
+        print("| " + " | ".join(c.ljust(w) if k < 2 else c.rjust(w) for k, (c, w) in enumerate(zip(line, widths,
+                                                                                                      strict=True)))
+              + " |")
+        if j == 0:
+            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+
+
+def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
+    jobs = philly_slice(args.start_day, args.jobs)
+    span_h = (float(jobs.submit[-1]) - float(jobs.submit[0])) / HOUR
+    print(f"Philly slice: {len(jobs):,} jobs from day {args.start_day:g} ({span_h:.1f} h of arrivals); cluster "
+          f"{args.cluster}; {args.runs} runs per prediction; predictions every {args.tick_h:g} h after a "
+          f"{args.warmup_h:g} h warm-up; noisy estimates: lognormal sigma {args.sigma:g}, seed {args.seed}")
+    estimates = {"exact": np.asarray(jobs.duration, dtype=np.float64),
+                 "noisy": noisy_estimates(jobs, args.sigma, args.seed)}
+    summaries, raw = [], []
+    t_all = time.perf_counter()
+    for regime in args.regime or REGIMES:
+        for policy in args.policy or ACCURACY_POLICIES:
+            r = replay(jobs, estimates[regime], policy, regime, args.cluster, runs=args.runs,
+                       warmup_s=args.warmup_h * HOUR, tick_s=args.tick_h * HOUR)
+            s = summarise(r)
+            s["drain"] = summarise(r, drain=True)
+            print(f"  {policy} / {regime}: {r.ticks} ticks, {len(r.preds):,} predictions, "
+                  f"{r.wall_s:.1f} s wall ({r.predict_s:.1f} s predicting)", flush=True)
+            summaries.append(s)
+            raw.append({"policy": policy, "regime": regime,
+                        "preds": [list(p) for p in r.preds],
+                        "actual": {str(k): v for k, v in sorted(r.actual.items())}})
+    print()
+    print_accuracy(summaries)
+    print(f"\nwall time, all replays: {time.perf_counter() - t_all:.1f} s")
+    if args.json:
+        p = Path(args.json)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps({"args": vars(args), "summaries": summaries, "raw": raw}))
+        print(f"wrote {p}")
+    return summaries
+
+
+def sweep(args: argparse.Namespace) -> None:
+    """The slice in the plain simulator on each ``--sweep`` cluster: how long jobs wait (to size the
+    accuracy cluster: queues that form for hours, then drain)."""
+    from kant.sim import Simulator
+
+    jobs = philly_slice(args.start_day, args.jobs)
+    print(f"Philly slice: {len(jobs):,} jobs from day {args.start_day:g}; waits in hours (the simulator, exact "
+          "estimates)")
+    lines: list[Sequence[str]] = [("cluster", "policy", "started", "wait P50", "wait P90", "wait max")]
+    for spec in args.sweep:
+        for policy in args.policy or ACCURACY_POLICIES:
+            res = Simulator(load_cluster(spec), jobs, load_policy(policy)).run()
+            w = (res.first_start - jobs.submit) / HOUR
+            ok = ~np.isnan(w)
+            lines.append((spec, policy, f"{int(ok.sum()):,} / {len(jobs):,}", _f(_pct(w[ok], 50)),
+                          _f(_pct(w[ok], 90)), _f(float(w[ok].max()) if ok.any() else math.nan)))
+    _table(lines)
+
+
+# --- speed ------------------------------------------------------------------------------------------
+def speed_scheduler(policy: str, nodes: int, running: int, pending: int, seed: int) -> tuple[Scheduler, float]:
+    """A live scheduler on ``nodes`` 8-GPU nodes with ``running`` jobs running (whole-node gangs of 1 or
+    2 nodes, Philly run times) and ``pending`` jobs pending (Philly's gang and run-time mix), the
+    queue topped up after each cycle until that many wait."""
+    rng = np.random.default_rng(seed)
+    philly = read_philly()
+    store = JobStore(tenant_names=["t0", "t1", "t2", "t3"])
+    sched = Scheduler(load_policy(policy), Cluster.uniform(nodes, 8, gpu_type="H100"), store)
+    pick = rng.integers(0, len(philly), size=running + 3 * pending)
+    durations = np.maximum(philly.duration[pick], 60.0)
+    k = 0
+    for j in range(running):  # gangs of 1 or 2 whole nodes: about 96 % of the GPUs busy
+        store.add(f"r{j}", submit=0.0, workers=1 + int(rng.random() < 0.2), gpus_per_worker=8,
+                  tenant=f"t{j % 4}", estimate=float(durations[k]))
+        k += 1
+    for row in range(running):
+        sched.submit(row, 0.0)
+    sched.cycle(0.0)
+    now = 60.0
+    while len(sched.queue) < pending:
+        for _ in range(pending - len(sched.queue)):
+            p = int(pick[k])
+            row = store.add(f"p{k}", submit=now, workers=int(philly.workers[p]),
+                            gpus_per_worker=int(philly.gpus_per_worker[p]), tenant=f"t{k % 4}",
+                            estimate=float(durations[k]))
+            sched.submit(row, now)
+            k += 1
+        sched.cycle(now)
+        now += 1.0
+    return sched, now - 1.0
+
+
+def _clock() -> float:
+    return time.perf_counter()
+
+
+def speed_one(policy: str, args: argparse.Namespace, ratios: tuple[float, ...]) -> None:
+    t = _clock()
+    sched, now = speed_scheduler(policy, args.nodes, args.running, args.pending, args.seed)
+    build = _clock() - t
+    used = int(sched.state.used_gpus().sum())
+    print(f"\n{policy}: {len(sched.running):,} running ({used:,} of {8 * args.nodes:,} GPUs busy), "
+          f"{len(sched.queue):,} pending (built in {build:.1f} s)")
+    figures: list[tuple[str, float, str]] = []
+    t = _clock()
+    snap = TwinSnapshot.capture(sched, now, ratios=ratios)
+    figures.append(("TwinSnapshot.capture", _clock() - t, f"{len(snap):,} jobs"))
+    t = _clock()
+    text = json.dumps(snap.to_dict())
+    figures.append(("to_dict + json.dumps", _clock() - t, f"{len(text) / 1e6:.1f} MB of JSON"))
+    t = _clock()
+    TwinSnapshot.from_dict(json.loads(text))
+    figures.append(("json.loads + from_dict", _clock() - t, ""))
+    pending = list(snap.sched.pending)
+    for runs in (1, 10):
+        t = _clock()
+        pred = predict(snap, runs=runs)
+        started = int(np.isfinite(pred.p50[pending]).sum())
+        figures.append((f"predict(runs={runs})", _clock() - t, f"P50 start for {started:,} of {len(pending):,} "
+                        "pending (no horizon)"))
+    t = _clock()
+    res = compare(snap, [Scenario("+100 nodes", add_nodes=100)], horizon_s=24 * HOUR, runs=1)
+    figures.append(("compare(+100 nodes, 24 h, runs=1)", _clock() - t,
+                    "; ".join(f"{r.name}: {r.waits['started']:,} start within 24 h" for r in res)))
+    for name, s, note in figures:
+        print(f"  {name:<36} {s:8.2f} s  {note}")
+
+
+def speed(args: argparse.Namespace) -> None:
+    ratios = tuple(np.exp(np.random.default_rng(1).normal(0.0, 1.0, 2000)).tolist())
+    print(f"{args.nodes:,} nodes x 8 GPUs; target {args.running:,} running and {args.pending:,} pending jobs; "
+          f"2,000 run-time ratios (lognormal sigma 1)")
+    for policy in args.speed_policy or ("kant", "volcano-binpack"):
+        speed_one(policy, args, ratios)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--accuracy", action="store_true", help="replay a Philly slice and score the predictions")
+    ap.add_argument("--speed", action="store_true", help="time the twin on a 10,000-node snapshot")
+    ap.add_argument("--sweep", action="append", metavar="CLUSTER",
+                    help="print the slice's waits in the simulator on this cluster (repeatable)")
+    ap.add_argument("--jobs", type=int, default=5000, help="Philly slice size (jobs)")
+    ap.add_argument("--start-day", type=float, default=42.0, help="the slice starts at this day of the trace")
+    ap.add_argument("--cluster", default=ACCURACY_CLUSTER)
+    ap.add_argument("--policy", action="append", help="accuracy: policies (default kant, k8s-default, "
+                                                          "slurm-backfill)")
+    ap.add_argument("--regime", action="append", choices=REGIMES)
+    ap.add_argument("--runs", type=int, default=10, help="forward runs per prediction")
+    ap.add_argument("--sigma", type=float, default=1.0, help="noisy estimates: lognormal sigma")
+    ap.add_argument("--seed", type=int, default=12)
+    ap.add_argument("--warmup-h", type=float, default=12.0, help="no predictions in the first hours")
+    ap.add_argument("--tick-h", type=float, default=1.0, help="hours between predictions")
+    ap.add_argument("--json", help="accuracy: save summaries and every prediction here")
+    ap.add_argument("--nodes", type=int, default=10_000)
+    ap.add_argument("--running", type=int, default=8_000)
+    ap.add_argument("--pending", type=int, default=10_000)
+    ap.add_argument("--speed-policy", action="append")
+    args = ap.parse_args()
+    if not (args.accuracy or args.speed or args.sweep):
+        ap.error("give --accuracy, --speed and/or --sweep")
+    if args.sweep:
+        sweep(args)
+    if args.accuracy:
+        accuracy(args)
+    if args.speed:
+        speed(args)
+
+
+if __name__ == "__main__":
+    main()
