@@ -115,6 +115,24 @@ def test_running_jobs_are_sampled_past_what_they_have_run() -> None:
     assert sample_durations(late, np.random.default_rng(0))[0] == 150.0
 
 
+def test_ratios_are_drawn_among_the_nearest_estimates() -> None:
+    # finished jobs planned at 10-19 s ran twice as long; those planned at 10,000-10,019 s half as long
+    planned = [10.0 + i for i in range(10)] + [10_000.0 + i for i in range(10)]
+    ratios = [2.0] * 10 + [0.5] * 10
+    cluster = load_cluster("1x8:V100")
+    jobs = jobs_of((0, 15, 8), (0, 15, 8), (0, 10_005, 8))
+    _, snap = snapshot_at(cluster, jobs, "fifo-strict", 0.0, ratios=ratios, planned=planned)
+    for k in range(20):
+        d = sample_durations(snap, np.random.default_rng([0, k]))
+        assert d.tolist() == [30.0, 30.0, 5002.5]
+    # without the planned run times, every ratio may come up for every job
+    plain = TwinSnapshot.from_dict({**snap.to_dict(), "planned": []})
+    seen = {float(sample_durations(plain, np.random.default_rng([0, k]))[2]) for k in range(40)}
+    assert seen == {5002.5, 20_010.0}
+    with pytest.raises(SnapshotError, match="planned: 3 planned run times for 20 ratios"):
+        TwinSnapshot.from_dict({**snap.to_dict(), "planned": [1.0, 2.0, 3.0]})
+
+
 def test_predictions_are_deterministic_and_banded() -> None:
     cluster = load_cluster("1x8:V100")
     jobs = jobs_of(*[(0, 100, 8)] * 6)

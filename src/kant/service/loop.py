@@ -251,8 +251,8 @@ class ServiceLoop:
         self._running_gpus_by_tenant: dict[str, int] = {}
         self._clock_saved = 0.0
         self.turns = 0
-        #: actual / planned run time of the last finished jobs (the twin's error distribution)
-        self.ratios: deque[float] = deque(maxlen=ratio_history)
+        #: (planned run time, actual / planned) of the last finished jobs (the twin's error distribution)
+        self.ratios: deque[tuple[float, float]] = deque(maxlen=ratio_history)
         #: bumped by every change of state (arrivals, and every turn that writes a job or node change):
         #: the twin's staleness test
         self.state_version = 0
@@ -539,7 +539,7 @@ class ServiceLoop:
             runtime = ev.runtime if ev.runtime is not None else t - (info.start or t)
             sched.finish(info.row, t, runtime=runtime)
             if runtime > 0 and 0 < info.planned < math.inf:
-                self.ratios.append(runtime / info.planned)
+                self.ratios.append((info.planned, runtime / info.planned))
             del self.active[ev.job_id]
             self._end(ev.job_id, info.tenant, "finished", t, exit_code=0)
             if self.metrics is not None:
@@ -881,7 +881,8 @@ class ServiceLoop:
 
     def twin_snapshot(self) -> TwinSnapshot:
         """The live state for the digital twin (run on the loop's thread through :meth:`call`)."""
-        return TwinSnapshot.capture(self.sched, self.clock.now(), ids=self.ids, ratios=tuple(self.ratios),
+        return TwinSnapshot.capture(self.sched, self.clock.now(), ids=self.ids, ratios=[r for _, r in self.ratios],
+                                    planned=[p for p, _ in self.ratios],
                                     info={"state_version": self.state_version})
 
     def reasons(self, job_ids: Sequence[int]) -> dict[int, str]:

@@ -4,10 +4,10 @@
 the active jobs (pending and running, in the scheduler's row order, with the estimates it plans
 with), the scheduler's own state by row (:class:`~kant.scheduler.SchedulerSnapshot`: the queue,
 each running job's nodes, start and expected end, node flags), the effective policy (with the
-tenants' quotas folded in), and the run-time error seen so far (``actual / estimate`` of finished
-jobs, which :mod:`kant.twin.predict` samples from). It is plain data with a JSON form, so a live
-service can hand it to another process, and a user can save it and replay it later
-(``kant whatif --snapshot FILE``).
+tenants' quotas folded in), and the run-time error seen so far (``actual / planned`` run time of
+finished jobs, with the planned run times: :mod:`kant.twin.predict` samples from them). It is plain
+data with a JSON form, so a live service can hand it to another process, and a user can save it and
+replay it later (``kant whatif --snapshot FILE``).
 
 A snapshot is taken from any :class:`~kant.scheduler.Scheduler` (:meth:`TwinSnapshot.capture`),
 the live service's or a simulator's; :meth:`TwinSnapshot.scheduler` loads it back into a new one,
@@ -55,9 +55,14 @@ class TwinSnapshot:
     ids: tuple[int, ...]
     sched: SchedulerSnapshot
     policy: Policy
-    ratios: tuple[float, ...] = ()  # actual / estimated run time of finished jobs, newest last
+    ratios: tuple[float, ...] = ()  # actual / planned run time of finished jobs, newest last
     seed: int = 0
     info: Mapping[str, Any] = field(default_factory=dict)
+    planned: tuple[float, ...] = ()  # the planned run time of each ratio's job (empty: not known)
+
+    def __post_init__(self) -> None:
+        if self.planned and len(self.planned) != len(self.ratios):
+            raise SnapshotError(f"{len(self.ratios)} run-time ratios but {len(self.planned)} planned run times")
 
     @property
     def now(self) -> float:
@@ -69,7 +74,7 @@ class TwinSnapshot:
     # --- taking one -----------------------------------------------------------------------------
     @classmethod
     def capture(cls, sched: Scheduler, now: float, *, ids: Sequence[int] | None = None,
-                ratios: Sequence[float] = (), policy: Policy | None = None,
+                ratios: Sequence[float] = (), planned: Sequence[float] = (), policy: Policy | None = None,
                 info: Mapping[str, Any] | None = None) -> TwinSnapshot:
         """The state of ``sched`` at ``now``: its pending and running jobs only (rows renumbered in
         their order), the estimate it plans each with (``env.estimate``: a runtime estimator's
@@ -106,7 +111,7 @@ class TwinSnapshot:
                       for i in range(cluster.n_nodes))
         out_ids = tuple(rows if ids is None else (int(ids[r]) for r in rows))
         return cls(nodes, cols, out_ids, moved, policy or sched.policy, tuple(float(r) for r in ratios),
-                   sched.seed, dict(info or {}))
+                   sched.seed, dict(info or {}), tuple(float(x) for x in planned))
 
     # --- using one ------------------------------------------------------------------------------
     def cluster(self) -> Cluster:
@@ -160,6 +165,7 @@ class TwinSnapshot:
             "scheduler": self.sched.to_dict(),
             "policy": self.policy.to_dict(),
             "ratios": list(self.ratios),
+            "planned": list(self.planned),
             "seed": self.seed,
             "info": dict(self.info),
         }
@@ -241,7 +247,12 @@ def _parse(data: Any, source: str) -> TwinSnapshot:
     ratios = _need(data, "ratios", list, source) if "ratios" in data else []
     if any(isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r <= 0 for r in ratios):
         raise SnapshotError(f"{source}.ratios: run-time ratios must be positive numbers")
+    planned = _need(data, "planned", list, source) if "planned" in data else []
+    if any(isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0 for x in planned):
+        raise SnapshotError(f"{source}.planned: planned run times must be positive numbers")
+    if planned and len(planned) != len(ratios):
+        raise SnapshotError(f"{source}.planned: {len(planned)} planned run times for {len(ratios)} ratios")
     info = data.get("info", {})
     return TwinSnapshot(tuple(nodes), cols, tuple(int(i) for i in ids), sched, policy,
                         tuple(float(r) for r in ratios), int(data.get("seed", 0)),
-                        info if isinstance(info, dict) else {})
+                        info if isinstance(info, dict) else {}, tuple(float(x) for x in planned))
