@@ -311,7 +311,9 @@ class Scheduler:
         """Load ``snap`` into this scheduler, which must be fresh (nothing queued or running, no
         cycle run). Running jobs get their placements back (node names are looked up in this
         cluster, which may have other nodes than the snapshot's), listeners hear them start again at
-        their start times, in start order; then node flags are set and pending jobs queued.
+        their start times, in start order (ties in the snapshot's order: a live scheduler's snapshot
+        lists its running jobs in the order it started them, which decides ties in backfill's release
+        profile); then node flags are set and pending jobs queued.
         Raises :class:`SchedulingError` naming the job or node that does not fit."""
         if self.running or len(self.queue) or self.cycles:
             raise SchedulingError("restore needs a fresh scheduler")
@@ -325,7 +327,7 @@ class Scheduler:
             return node
 
         n_jobs = len(self.jobs)
-        for job, rec in sorted(snap.running.items(), key=lambda item: (item[1].start, item[0])):
+        for job, rec in sorted(snap.running.items(), key=lambda item: item[1].start):
             if not 0 <= job < n_jobs:
                 raise SchedulingError(f"snapshot names job {job}, but the store has {n_jobs} jobs")
             placement = Placement(tuple(node_of(n, f"running job {job}") for n in rec.nodes), rec.gpus,

@@ -223,7 +223,7 @@ class Simulator:
         sched.restore(snap)
         now = kernel.now = snap.now
         allocations = sched.state.allocations
-        for job, run in sorted(snap.running.items(), key=lambda item: (item[1].start, item[0])):
+        for job, run in sorted(snap.running.items(), key=lambda item: item[1].start):
             rec.job_started(job, run.start, allocations[job], self.cluster)
             end = run.start + self.remaining.item(job)
             if math.isfinite(end):
