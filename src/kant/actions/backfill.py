@@ -189,20 +189,28 @@ class _Releases:
 
     def sync(
         self, now: float, running: dict[int, RunningJob], state: ClusterState,
-        started: list[list[tuple[int, Placement]]],
+        started: list[tuple[float, list[tuple[int, Placement]]]], estimate: Callable[[int], float] | None,
     ) -> tuple[bool, list[tuple[int, float]]]:
-        """Catch up with ``running``. Returns whether some job left before its expected end (or
-        something changed unseen and the mirror was rebuilt) and the (job, expected end) of jobs
-        added."""
+        """Catch up with ``running``; ``started`` holds the hand-over lists with the time of their
+        cycle. Returns whether some job left before its expected end (or something changed unseen and
+        the mirror was rebuilt) and the (job, expected end) of jobs added.
+
+        A job of a hand-over list whose run has already ended (it is not running, or runs again from
+        a later start) never entered the mirror: it left early if its expected end, its cycle's time
+        plus ``estimate(job)``, is after now. ``estimate`` is None when estimates may have changed
+        since (a runtime estimator learns as jobs finish): then such a job counts as early."""
         by_job = self.by_job
         early = False
+        gone_early = False  # a run that never entered the mirror ended early (the mirror is unchanged)
         changed = False
         added: list[tuple[int, float]] = []
         ends, seq, allocations, heappush = self._ends, self._seq, state.allocations, heapq.heappush
-        for lst in started:
+        for when, lst in started:
             for job, _ in lst:
                 run = running.get(job)
-                if run is None:
+                if run is None or run.start != when:  # this run is over (a later one is in a later list)
+                    if not gone_early and (estimate is None or when + estimate(job) > now):
+                        gone_early = True
                     continue
                 old = by_job.get(job)
                 if old is not None:
@@ -248,7 +256,7 @@ class _Releases:
             heapq.heapify(self._ends)
         if changed or added or early:
             self._sorted = None
-        return early, added
+        return early or gone_early, added
 
     def sorted(self) -> tuple[FloatArray, IntArray, IntArray]:
         """(times, nodes, amounts): one entry per (running job, node), by time (ties in ``by_job``
@@ -397,9 +405,10 @@ class Backfill(Action):
         self._type: list[int] = []
         self._cpu_jobs = bool((jobs.gpus_per_worker == 0).any())
         self._releases = _Releases(self._modelled)
-        self._unsynced: list[list[tuple[int, Placement]]] = []
+        # the cycles' ctx.started lists not yet in the mirror, each with its cycle's time
+        self._unsynced: list[tuple[float, list[tuple[int, Placement]]]] = []
         self._checked = 0  # hand-over lists already checked against the EASY reservation
-        self._current: list[tuple[int, Placement]] | None = None
+        self._current: tuple[float, list[tuple[int, Placement]]] | None = None
         self._res: _EasyReservation | None = None
         self._cplan: _ConsPlan | None = None
         self._easy_cycle: _EasyCycle | None = None
@@ -485,7 +494,9 @@ class Backfill(Action):
         """Bring the running-job mirror up to date; drop the EASY reservation if what changed since
         it was last checked could change it (a job left before its estimated end, or a job that
         ends after the shadow time started without being accounted for)."""
-        early, added = self._releases.sync(ctx.now, ctx.running, ctx.state, self._unsynced)
+        env = ctx.env
+        estimate = None if env.estimator is not None else env.estimate
+        early, added = self._releases.sync(ctx.now, ctx.running, ctx.state, self._unsynced, estimate)
         self._unsynced = []
         self._checked = 0
         res = self._res
@@ -536,7 +547,7 @@ class Backfill(Action):
         # jobs enter ctx.running only through a cycle's ctx.started (filled by every action)
         if self._current is not None:
             self._unsynced.append(self._current)
-        self._current = ctx.started
+        self._current = (ctx.now, ctx.started)
         if len(self._unsynced) > 256:  # keep the hand-over lists short when backfill is idle
             self._sync(ctx)
         state = ctx.state
@@ -570,7 +581,7 @@ class Backfill(Action):
             # nothing has left since the last check: only the jobs started since need a look
             s, running, accounted = res.shadow, ctx.running, res.accounted
             fresh = True
-            for lst in self._unsynced[self._checked :]:
+            for _, lst in self._unsynced[self._checked :]:
                 for job, _ in lst:
                     run = running.get(job)
                     if run is not None and run.expected_end > s and job not in accounted:
