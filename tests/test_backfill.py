@@ -232,6 +232,32 @@ def test_kept_conservative_plan_equals_replanning(data: tuple[Cluster, list[Job]
 
 
 
+@PROPERTY
+@given(data=workloads(inexact=True), pol_name=st.sampled_from(["kant", "slurm-backfill", "conservative-backfill"]))
+def test_release_profile_kept_up_to_date_equals_a_fresh_build(data: tuple[Cluster, list[Job]], pol_name: str) -> None:
+    """The release arrays, updated as jobs enter and leave (rows masked out, rows merged in), are
+    exactly what sorting every running job's rows afresh gives, at every reservation, even when
+    jobs overrun or end early."""
+    cluster, rows = data
+    original = backfill_module._Releases.sorted
+    compared = []
+
+    def checked(self: Any) -> Any:
+        got = original(self)
+        fresh = backfill_module._Releases(self.modelled)
+        fresh.by_job = dict(self.by_job)
+        for a, b in zip(got, original(fresh), strict=True):
+            np.testing.assert_array_equal(a, b)
+        compared.append(len(got[0]))
+        return got
+
+    backfill_module._Releases.sorted = checked  # type: ignore[method-assign]
+    try:
+        run(cluster, rows, load_policy(pol_name))
+    finally:
+        backfill_module._Releases.sorted = original  # type: ignore[method-assign]
+
+
 @pytest.mark.parametrize("pol_name", ["kant", "slurm-backfill"])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=workloads(inexact=True), cut=st.integers(0, 60), ends=st.sets(st.integers(0, 13)))
