@@ -134,3 +134,18 @@ def test_a_new_job_gets_a_prediction_without_a_cycle(srv: Server, jobs: dict[str
     a = srv.client(jobs["token"])
     late = a.post("/v1/jobs", json={"workers": 1, "gpus_per_worker": 8, "estimate_s": 50, "duration_s": 50}).json()
     assert wait_prediction(srv, jobs["token"], late["id"])["prediction"]["p50"] == 600.0
+
+
+def test_a_killed_twin_worker_is_replaced(srv: Server, jobs: dict[str, Any]) -> None:
+    """(Last: it adds a job.) kill -9 of the prediction worker costs one refresh: the next change is
+    predicted by a new worker, and the service goes on."""
+    workers = subprocess.run(["pgrep", "-P", str(srv.proc.pid), "-f", "spawn_main"], capture_output=True, text=True)
+    pids = [int(x) for x in workers.stdout.split()]
+    assert pids, "the service should have a twin worker by now"
+    for pid in pids:
+        os.kill(pid, 9)
+    a = srv.client(jobs["token"])
+    job = a.post("/v1/jobs", json={"workers": 1, "gpus_per_worker": 8, "estimate_s": 10, "duration_s": 10}).json()
+    assert wait_prediction(srv, jobs["token"], job["id"])["prediction"]["p50"] == 650.0
+    metrics = srv.admin.get("/metrics").text
+    assert "kant_twin_prediction_seconds_count" in metrics

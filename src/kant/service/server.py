@@ -124,7 +124,7 @@ class Service:
         self._cluster: Cluster | None = None  # --cluster, registered if the database has no nodes
         self._demo_table: JobTable | None = None
         self.twin = Twin(self.twin_snapshot, version=self._state_version, runs=config.predict_runs,
-                         min_interval_s=config.predict_every, predict_on=config.predict)
+                         min_interval_s=config.predict_every, predict_on=config.predict, metrics=self.metrics)
 
     # --- start and stop ---------------------------------------------------------------------------
     def prepare(self) -> None:

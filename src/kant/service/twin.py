@@ -20,7 +20,8 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,7 +98,7 @@ class Twin:
     """Predictions kept fresh in the background, and what-if runs on request (module docstring)."""
 
     def __init__(self, snapshot: Callable[[], TwinSnapshot | None], *, version: Callable[[], Any] = lambda: None,
-                 runs: int = 10, min_interval_s: float = 5.0, predict_on: bool = True) -> None:
+                 runs: int = 10, min_interval_s: float = 5.0, predict_on: bool = True, metrics: Any = None) -> None:
         self._snapshot = snapshot
         self._state_version = version
         self.runs = runs
@@ -112,9 +113,24 @@ class Twin:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        #: seconds the last prediction took in its worker, and how many were made
-        self.last_seconds: float | None = None
-        self.refreshes = 0
+        self.metrics = metrics  # ServiceMetrics (twin_seconds), or None
+
+    def _submit(self, which: str, fn: Callable[..., dict[str, Any]], *args: Any,
+                timeout: float) -> dict[str, Any]:
+        """Run ``fn(*args)`` in the ``which`` worker and wait for it. A worker that died (killed, out
+        of memory) is replaced: this call fails, the next one starts a new worker."""
+        pool = self._pool(which)
+        try:
+            out: dict[str, Any] = pool.submit(fn, *args).result(timeout)
+        except BrokenProcessPool:
+            with self._pool_lock:
+                if which == "predict" and self._predict_pool is pool:
+                    self._predict_pool = None
+                elif which == "whatif" and self._whatif_pool is pool:
+                    self._whatif_pool = None
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise KantError("the twin's worker process died; a new one starts with the next request") from None
+        return out
 
     def _pool(self, which: str) -> ProcessPoolExecutor:
         with self._pool_lock:
@@ -144,10 +160,6 @@ class Twin:
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
 
-    def poke(self) -> None:
-        """The state may have changed: look now rather than at the next poll."""
-        self._wake.set()
-
     def _run(self) -> None:
         while not self._stop.is_set():
             t0 = time.monotonic()
@@ -171,15 +183,14 @@ class Twin:
         if not snap.sched.pending:
             self._latest, self._version = {}, version
             return True
-        fut: Future[dict[str, Any]] = self._pool("predict").submit(predict_job_starts, snap.to_dict(), self.runs)
-        out = fut.result(timeout)
+        out = self._submit("predict", predict_job_starts, snap.to_dict(), self.runs, timeout=timeout)
         if "error" in out:
             raise KantError(str(out["error"]))
         as_of, runs = float(out["as_of"]), int(out["runs"])
         self._latest = {int(j["id"]): Predicted(j["p50"], j["p10"], j["p90"], as_of, runs) for j in out["jobs"]}
         self._version = version
-        self.last_seconds = float(out["seconds"])
-        self.refreshes += 1
+        if self.metrics is not None:
+            self.metrics.twin_seconds.observe(float(out["seconds"]))
         return True
 
     def predicted(self, job_id: int) -> Predicted | None:
@@ -191,13 +202,11 @@ class Twin:
         snap = self._snapshot()
         if snap is None:
             raise KantError("this service is not the leader: no live state to run forward")
-        fut = self._pool("whatif").submit(run_whatif, snap.to_dict(), scenarios, horizon_s, runs, html)
-        out: dict[str, Any] = fut.result(timeout)
-        return out
+        return self._submit("whatif", run_whatif, snap.to_dict(), scenarios, horizon_s, runs, html, timeout=timeout)
 
 
 def describe_prediction(pred: Predicted, now: float) -> str:
-    """``predicted start in ~2 h 10 m (1 h 20 m - 3 h 40 m)``; "not within the horizon" if none."""
+    """``predicted start in ~2h10m (1h20m - 3h40m)`` (from ``now``), or why there is none."""
     if pred.p50 is None:
         return "no predicted start: it does not start in the twin's run (if nothing else changes)"
     mid = span(pred.p50 - now)
