@@ -122,6 +122,23 @@ def test_fgd_choice_hand_computed() -> None:
     assert (pol.fragmentation(s) // 1).tolist() == [0, 500]
 
 
+def test_fgd_artifact_score_ties() -> None:
+    # Target: share 100 (w 1), 1 whole GPU (w 1); W = 2. Pod: share 100.
+    # node0 [1000, 110]: on GPU1 -> [1000, 10]: share type gains fragment 10, whole type loses 100:
+    #   delta -90 (on GPU0 the whole type could no longer run: +900).
+    # node1 [1000, 100]: on GPU1 -> [1000, 0]: whole type loses fragment 100: delta -100.
+    # exact: node1 wins (-100 < -90). artifact: int(100 sigmoid(-delta / W / 1000)) = int(51.12) = int(51.25)
+    # = 51 for both -> a tie, and tie "first" (the artifact's smallest node name) takes node0, GPU1.
+    pods = [(1000, 0, 1, 100), (1000, 0, 1, 1000)]
+    s, wl = _state([(BIG, BIG, 2, "T4"), (BIG, BIG, 2, "T4")], free=[[1000, 110], [1000, 100]], pods=pods)
+    assert _choose("fgd", s, wl, 0) == (1, (1,))
+    assert _choose("fgd", s, wl, 0, score="artifact") == (0, (1,))
+    pol = make_policy("fgd", {"score": "artifact"})
+    pol.reset(s, wl, np.random.default_rng(0))
+    assert isinstance(pol, FgdPolicy)
+    assert pol.artifact_key(np.array([-90, -100, 0, 2000])).tolist() == [-51, -51, -50, -26]
+
+
 def test_fgd_matches_brute_force() -> None:
     # The cached incremental evaluation must pick a node/GPU whose increase equals the brute-force minimum.
     rng = np.random.default_rng(7)

@@ -348,6 +348,7 @@ class FragMeasure:
 class FgdArgs(TieArgs):
     popularity_threshold: float = Field(100.0, gt=0, le=100)
     include_cpu_pods: bool = True
+    score: Literal["exact", "artifact"] = "exact"
 
 
 _MISSING = np.iinfo(np.int64).min
@@ -363,9 +364,12 @@ class FgdPolicy(Policy):
     A fractional pod tries every GPU of the node that holds it (equal free shares are the same
     choice; among equal increases the GPU with the least free share wins); a whole-GPU pod takes
     completely free GPUs (all choices are equivalent); a CPU pod only changes the node's free CPU.
-    Ties between nodes: ``tie``. Unlike the artifact, which ranks nodes by
-    ``int(100 sigmoid(-delta/1000))`` (so increases within ~0.04 GPU tie), the exact integer
-    increase is compared.
+    Ties between nodes: ``tie``. ``score: exact`` (default) compares the exact integer increase;
+    ``score: artifact`` ranks nodes like the FGD artifact, by ``int(100 sigmoid(-delta/1000))``
+    with delta the increase per unit of target weight (the artifact's frequencies sum to 1), so
+    increases within ~0.04 GPU tie and go to ``tie``. The artifact's own setting is
+    ``score: artifact``, ``tie: first`` (its scheduler takes the smallest node name among equal
+    scores; openb's node list is in name order) and ``popularity_threshold`` 95.
 
     ``popularity_threshold`` (percent, default 100 = every pod type of the list, as the paper
     defines the target workload) keeps only the most frequent pod types that cover that share of
@@ -388,6 +392,7 @@ class FgdPolicy(Policy):
         inv = state.inv
         self.typical = typical_pods(target, a.popularity_threshold, a.include_cpu_pods)
         self.measure = FragMeasure(self.typical, target.allowed, len(inv.model_names) or 1)
+        self._exact = a.score == "exact"
         g = inv.max_gpus
         nd = len(self.measure.dvals)
         self._keys: dict[tuple[int, int, tuple[int, ...]], int] = {}
@@ -499,6 +504,13 @@ class FgdPolicy(Policy):
         sel = order[first]
         return delta[sel], fval[sel]
 
+    def artifact_key(self, delta: IntArray) -> npt.NDArray[np.float64]:
+        """The FGD artifact's node score for increases ``delta`` (weighted milli-GPU), negated so that
+        the smallest key wins: -int(100 sigmoid(-(delta / W) / 1000)), W the total target weight."""
+        x = delta / (1000.0 * self.measure.w_all)
+        key: npt.NDArray[np.float64] = -np.floor(100.0 / (1.0 + np.exp(x)))
+        return key
+
     # --- policy ------------------------------------------------------------------------------------
     def choose(self, state: GpuShareState, pod: Pod, nodes: IntArray) -> Choice:
         sids = self._node_sid[nodes]
@@ -511,7 +523,7 @@ class FgdPolicy(Policy):
             dcache[todo] = dd
             ccache[todo] = cc
             d = dcache[sids]
-        node = self._best(nodes, d)
+        node = self._best(nodes, d if self._exact else self.artifact_key(d))
         sid = int(self._node_sid[node])
         f_before = int(self._st_f[sid])
         self._next_f = f_before + int(dcache[sid]) if f_before != _MISSING else _MISSING
