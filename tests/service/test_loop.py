@@ -82,3 +82,22 @@ def test_the_twins_snapshot_decides_the_loops_next_cycle(tmp_path: Path) -> None
         started += len(got)
     db.close()
     assert compared == 120 and started > 80  # (a queue formed and many owed cycles started work: 92 jobs)
+
+
+def test_a_job_the_cycle_did_not_reach_says_what_it_is_behind(tmp_path: Path) -> None:
+    """A blocking policy stops at the first job that cannot start: a job of another shape behind it
+    was not looked at, and its reason names the job it waits behind and why that one waits."""
+    db = Database(f"sqlite:///{tmp_path / 'behind.db'}")
+    db.migrate()
+    db.create_tenant("t")
+    loop = ServiceLoop(db, load_policy("fifo-strict"), ManualClock(0.0), SimulatedExecutor())
+    loop.load(load_cluster("1x8:V100"))
+    jobs = [NewJob(tenant="t", user="u", name=n, workers=1, gpus_per_worker=g, estimate_s=100.0, duration_s=100.0)
+            for n, g in (("a", 8), ("b", 8), ("c", 1))]
+    ids = [i for i, _ in db.insert_jobs(jobs, now_time=0.0, now_wall=time.time())]
+    loop.turn([_Arrivals([Arrival(i, j, 0.0) for i, j in zip(ids, jobs, strict=True)])])
+    loop.turn([_Advance(0.0)])
+    assert loop.why(ids[1])["reason"] == "[allocate] no free GPU in the cluster"
+    assert loop.why(ids[2])["reason"] == (f"not looked at in the last cycle: it is behind job {ids[1]}, first in the "
+                                          "queue, which waits ([allocate] no free GPU in the cluster)")
+    db.close()

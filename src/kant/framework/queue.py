@@ -262,6 +262,14 @@ class PendingQueue:
         keys = self._keys
         return sum(bisect_left(lst, key, key=keys.__getitem__) for lst in self._by_shape.values())
 
+    def head(self, dynamic_key: Callable[[int], SortKey] | None = None) -> int | None:
+        """The first pending job in queue order (None: the queue is empty); O(shapes) for a static
+        order, a scan for a dynamic one."""
+        if dynamic_key is not None:
+            return min(self._keys, key=dynamic_key, default=None)
+        keys = self._keys
+        return min((lst[0] for lst in self._by_shape.values() if lst), key=keys.__getitem__, default=None)
+
     # --- one cycle's walk --------------------------------------------------------------------
     def block(self, shape: int) -> None:
         """No more jobs of ``shape`` this cycle."""

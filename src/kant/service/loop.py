@@ -256,6 +256,8 @@ class ServiceLoop:
         #: bumped by every change of state (arrivals, and every turn that writes a job or node change):
         #: the twin's staleness test
         self.state_version = 0
+        self._head_key: tuple[Scheduler, int, int, int] | None = None  # (see _head)
+        self._head_row: int | None = None
 
     # --- loading ------------------------------------------------------------------------------
     def load(self, cluster_if_empty: Cluster | None = None) -> None:
@@ -855,11 +857,27 @@ class ServiceLoop:
 
     # --- reads for the API (run on the loop's thread through call()) ---------------------------
     def _why_pending(self, info: _Active) -> str:
-        if self.sched.cycles <= info.queued_cycle:  # a reason of its shape would be older than the job
+        sched = self.sched
+        if sched.cycles <= info.queued_cycle:  # a reason of its shape would be older than the job
             why = "waiting for the next scheduling cycle"
+        elif sched.pending_status(info.row) is None and (head := self._head()) is not None and head != info.row:
+            # the policy's walk stopped before it (a blocking head, a backfill depth): say behind what
+            status = sched.pending_status(head)
+            why = (f"not looked at in the last cycle: it is behind job {self.ids[head]}, first in the queue, "
+                   f"which waits ({status if status is not None else 'not yet considered'})")
         else:
-            why = self.sched.why_pending(info.row)
+            why = sched.why_pending(info.row)
         return why if info.requeued is None else f"{why}; back in the queue after: {info.requeued}"
+
+    def _head(self) -> int | None:
+        """The first pending job in queue order, remembered until the state changes (a page of
+        reasons asks for it once per job)."""
+        sched = self.sched
+        key = (sched, self.state_version, sched.cycles, len(sched.queue))  # (a rebuild makes a new sched)
+        if self._head_key != key:
+            self._head_key = key
+            self._head_row = sched.queue.head(sched.framework.dynamic_key(self.clock.now()))
+        return self._head_row
 
     def why(self, job_id: int) -> dict[str, Any]:
         info = self.active.get(job_id)
