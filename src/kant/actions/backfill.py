@@ -179,6 +179,9 @@ class _Releases:
         self.modelled = modelled  # resources x nodes: 1 where the resource is modelled
         self.by_job: dict[int, tuple[RunningJob, Placement]] = {}
         self._ends: list[tuple[float, int, int, RunningJob]] = []  # (expected end, seq, job, run)
+        # entries of the heap that came due while their job still ran (overrunning its estimate):
+        # looked at each sync that misses a job, not pushed back (re-pushing them all cost log n each)
+        self._overdue: list[tuple[float, int, int, RunningJob]] = []
         self._seq = 0
         # (times, nodes, amounts, jobs) of the mirror as of the last build; None: build from scratch
         self._sorted: tuple[FloatArray, IntArray, IntArray, IntArray] | None = None
@@ -233,21 +236,32 @@ class _Releases:
         self._seq = seq
         missing = len(by_job) - len(running)  # jobs that have left running since the last sync
         if missing > 0:
-            overrun = []
-            while missing and ends and ends[0][0] <= now:  # those due by now first (never early)
+            if self._overdue:  # overrunning jobs first: have some of them ended?
+                still = []
+                for entry in self._overdue:
+                    job, run = entry[2], entry[3]
+                    mine = by_job.get(job)
+                    if mine is None or mine[0] is not run:
+                        continue  # stale entry
+                    if missing and running.get(job) is not run:
+                        del by_job[job]
+                        self._gone.add(job)
+                        missing -= 1
+                    else:
+                        still.append(entry)
+                self._overdue = still
+            while missing and ends and ends[0][0] <= now:  # those due by now next (never early)
                 entry = heapq.heappop(ends)
                 job, run = entry[2], entry[3]
                 mine = by_job.get(job)
                 if mine is None or mine[0] is not run:
                     continue  # stale entry
                 if running.get(job) is run:
-                    overrun.append(entry)  # still running past its estimate
+                    self._overdue.append(entry)  # still running past its estimate
                     continue
                 del by_job[job]
                 self._gone.add(job)
                 missing -= 1
-            for entry in overrun:
-                heapq.heappush(ends, entry)
             if missing:  # some left before their expected end
                 for job in by_job.keys() - running.keys():
                     self._gone.add(job)
@@ -257,6 +271,7 @@ class _Releases:
             early = True
             by_job.clear()
             self._ends = []
+            self._overdue = []
             self._sorted = None
             for job, run in running.items():
                 self._put(job, run, state.allocations[job])
