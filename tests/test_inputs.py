@@ -167,3 +167,152 @@ def test_every_bundled_policy_loads() -> None:
     assert {"k8s-default", "volcano-binpack", "fifo-strict"} <= set(names)
     for name in names:
         assert load_policy(name).name
+
+
+# --- issue 17: bad input that crashed, hung or was accepted silently ---------------------------------------
+def _kant(args: list[str]) -> tuple[int, str]:
+    """Run the CLI; return the exit code and its output."""
+    from click.testing import CliRunner
+
+    from kant.cli.main import cli
+
+    r = CliRunner().invoke(cli, args)
+    return r.exit_code, r.output
+
+
+def _one_error_line(code: int, output: str) -> str:
+    lines = [ln for ln in output.splitlines() if ln.strip()]
+    assert code == 2, output
+    assert "Traceback" not in output
+    assert len(lines) == 1 and lines[0].startswith("error: "), output
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("4x0:V100", r"cluster spec: the cluster has no GPUs"),  # crashed (IndexError) in the simulator
+        ("4 nodes x 0 V100", r"cluster spec: the cluster has no GPUs"),
+        ("99999999x8:V100", r"node group '99999999x8:V100': at most 1,000,000 nodes in a cluster"),  # hung
+        ("600000x8+600000x8", r"at most 1,000,000 nodes in a cluster \(got 1200000\)"),
+        ("2000000 nodes x 8 H100", r"at most 1,000,000 nodes in a cluster"),
+        ("4x99999:V100", r"node group '4x99999:V100': at most 1,024 GPUs per node \(got 99999\)"),  # was accepted
+    ],
+)
+def test_absurd_cluster_specs(tmp_path: Path, spec: str, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        parse_cluster_spec(spec)
+    line = _one_error_line(*_kant(["simulate", "--cluster", spec, "--out", str(tmp_path / "o")]))
+    assert line.startswith("error: cluster spec: ")
+
+
+def test_cpu_only_nodes_next_to_gpu_nodes() -> None:
+    c = parse_cluster_spec("4x8:V100+2x0:CPU")  # 0 GPUs per node: a CPU-only node group (docs/clusters.md)
+    assert (c.n_nodes, c.total_gpus, c.n_gpu_nodes) == (6, 32, 4)
+
+
+def test_absurd_cluster_yaml(tmp_path: Path) -> None:
+    y = tmp_path / "c.yaml"
+    for text, message in [
+        ("nodes:\n  - {count: 4, gpus: 0}\n", r"c\.yaml: the cluster has no GPUs"),
+        ("nodes:\n  - {count: 99999999, gpus: 8}\n", r"c\.yaml: nodes\[0\]: at most 1,000,000 nodes"),
+        ("nodes:\n  - {count: 4, gpus: 8}\n  - {count: 999999, gpus: 8}\n", r"nodes\[1\]: at most 1,000,000 nodes"),
+        ("nodes:\n  - {count: 4, gpus: 99999}\n", r"nodes\[0\]: at most 1,024 GPUs per node"),
+    ]:
+        y.write_text(text)
+        with pytest.raises(InputError, match=message):
+            load_cluster(str(y))
+        _one_error_line(*_kant(["simulate", "--cluster", str(y), "--out", str(tmp_path / "o")]))
+
+
+def test_inventory_leaf_under_two_spines(tmp_path: Path) -> None:
+    p = tmp_path / "inv.csv"
+    p.write_text("name,gpu_type,gpus,leaf,spine\nn1,A100,8,l1,s1\nn2,A100,8,l2,s1\nn3,A100,8,l1,s2\n")
+    message = r"inv\.csv:4: column 'spine': leaf 'l1' is already under spine 's1' \(line 2\)"
+    with pytest.raises(InputError, match=message):
+        read_inventory(p)
+    line = _one_error_line(*_kant(["simulate", "--cluster", str(p), "--out", str(tmp_path / "o")]))
+    assert "inv.csv:4" in line
+    p.write_text("name,gpu_type,gpus,leaf,spine\nn1,A100,8,l1,s1\nn2,A100,8,l1,\nn3,A100,9999,l2,s1\n")
+    with pytest.raises(InputError, match=r"inv\.csv:4: column 'gpus': at most 1,024 GPUs per node"):
+        read_inventory(p)
+    p.write_text("name,gpu_type,gpus,leaf,spine\nn1,A100,8,l1,s1\nn2,A100,8,l1,\n")  # no spine: the leaf's
+    assert read_inventory(p).n_spines == 1
+
+
+def test_mapped_nodes_leaf_under_two_spines_and_limits(tmp_path: Path) -> None:
+    data = tmp_path / "nodes.csv"
+    m = tmp_path / "m.yaml"
+    m.write_text("kind: nodes\nfile: nodes.csv\n"
+                 "columns: {name: n, gpus: g, gpu_type: t, leaf: l, spine: s, count: c}\n")
+    for text, message in [
+        ("n,g,t,l,s,c\nn1,8,A100,l1,s1,1\nn2,8,A100,l1,s2,1\n",
+         r"nodes\.csv:3: column 's': a leaf sits under one spine"),
+        ("n,g,t,l,s,c\nn1,2000,A100,l1,s1,1\n", r"nodes\.csv:2: column 'g': at most 1,024 GPUs per node"),
+        ("n,g,t,l,s,c\n" + "".join(f"n{i},8,A,l{i},s1,100000\n" for i in range(11)),
+         r"nodes\.csv:12: column 'c': at most 1,000,000 nodes in a cluster"),
+    ]:
+        data.write_text(text)
+        with pytest.raises(InputError, match=message):
+            load_nodes_any(str(m))
+        _one_error_line(*_kant(["simulate", "--cluster", str(m), "--out", str(tmp_path / "o")]))
+
+
+def load_nodes_any(arg: str) -> object:
+    from kant.traces.registry import load_nodes
+
+    return load_nodes(arg)
+
+
+def test_duplicate_job_names(tmp_path: Path) -> None:
+    p = tmp_path / "jobs.csv"
+    p.write_text("name,submit,duration,workers\na,0,100,1\nb,10,100,1\na,20,100,1\nb,30,100,1\n")
+    from kant.traces.registry import load_trace
+
+    with pytest.raises(InputError, match=r"jobs\.csv:4: column 'name': duplicate job name \(first on line 2\)"):
+        load_trace(str(p))
+    problems = Problems(skip=True)
+    jobs = load_trace(str(p), problems=problems)
+    assert list(jobs.names) == ["a", "b"] and len(problems) == 2
+    line = _one_error_line(*_kant(["simulate", "--trace", str(p), "--cluster", "tiny", "--out", str(tmp_path / "o")]))
+    assert line == "error: " + str(p) + ":4: column 'name': duplicate job name (first on line 2) (got 'a')"
+    m = tmp_path / "m.yaml"  # the same through a mapping file with renamed columns
+    (tmp_path / "j.csv").write_text("j,s,d\nx,0,10\ny,1,10\nx,2,10\n")
+    m.write_text("file: j.csv\ncolumns: {name: j, submit: s, duration: d}\n")
+    with pytest.raises(InputError, match=r"j\.csv:4: column 'j': duplicate job name \(first on line 2\)"):
+        load_trace(str(m))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", "--cross-leaf-penalty", "{v}"],  # nan crashed mid-run ("event time is NaN")
+        ["simulate", "--cross-spine-penalty", "{v}"],
+        ["simulate", "--restart-cost", "{v}"],
+        ["simulate", "--checkpoint-interval", "{v}"],
+        ["compare", "--policy", "kant", "--cross-leaf-penalty", "{v}"],
+        ["trace", "convert", "tiresias", "{out}/x.parquet", "--scale-load", "{v}"],
+        ["trace", "convert", "tiresias", "{out}/x.parquet", "--sample", "{v}"],
+        ["trace", "convert", "tiresias", "{out}/x.parquet", "--resize-mean", "{v}"],
+        ["experiment", "fgd", "--inflate", "{v}"],  # nan and inf crashed (ValueError, OverflowError)
+        ["serve", "--clock-start", "{v}"],
+        ["serve", "--speed", "{v}"],
+        ["serve", "--predict-every", "{v}"],
+        ["top", "--interval", "{v}"],
+    ],
+)
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "1e999"])
+def test_float_flags_reject_nan_and_inf(tmp_path: Path, args: list[str], value: str) -> None:
+    argv = [a.format(v=value, out=tmp_path) for a in args]
+    if args[0] in ("simulate", "compare"):  # small, should a flag ever be let through again
+        argv += ["--cluster", "tiny", "--limit", "5", "--out", str(tmp_path / "o")]
+    line = _one_error_line(*_kant(argv))
+    option = args[-2]
+    assert line.startswith(f"error: Invalid value for '{option}': '{value}' ")
+    assert line.endswith("--help')")
+    assert ("is not a number" if "nan" in value.lower() else "must be a finite number") in line
+
+
+def test_window_rejects_an_infinite_time(tmp_path: Path) -> None:
+    line = _one_error_line(*_kant(["trace", "convert", "tiresias", str(tmp_path / "x.parquet"), "--window", "0:1e999"]))
+    assert line == "error: command line: --window: '1e999' is not a finite time"

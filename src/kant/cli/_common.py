@@ -1,13 +1,16 @@
-"""What every ``kant`` subcommand shares: the two consoles and the one-line error exit."""
+"""What every ``kant`` subcommand shares: the two consoles, the one-line error exit, and the one rule
+for number options (:class:`FiniteFloat`)."""
 
 from __future__ import annotations
 
-from typing import NoReturn
+import math
+from typing import Any, NoReturn
 
+import click
 from rich.console import Console
 from rich.text import Text
 
-__all__ = ["console", "fail", "out"]
+__all__ = ["FiniteFloat", "OneLineCommand", "console", "fail", "out"]
 
 console = Console(stderr=True)  # progress, notes and errors
 out = Console()  # results
@@ -17,3 +20,41 @@ def fail(message: str) -> NoReturn:
     """Print ``error: <message>`` on stderr (no markup is read from the message) and exit with 2."""
     console.print(Text.assemble(("error:", "bold red"), " ", message), highlight=False, soft_wrap=True)
     raise SystemExit(2)
+
+
+class OneLineCommand(click.Command):
+    """A command whose bad options are one line ``error: ...`` (exit 2), like every other failure here."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            path = " ".join(["kant", *ctx.command_path.split()[1:]])
+            fail(f"{exc.format_message().rstrip('.')} (see '{path} --help')")
+
+
+class FiniteFloat(click.FloatRange):
+    """A number option: NaN is always refused, and so is +-inf unless ``allow_inf`` (for every float flag
+    of the CLI; the bounds work as in :class:`click.FloatRange`)."""
+
+    name = "number"
+
+    def __init__(
+        self,
+        min: float | None = None,
+        max: float | None = None,
+        *,
+        min_open: bool = False,
+        max_open: bool = False,
+        allow_inf: bool = False,
+    ) -> None:
+        super().__init__(min, max, min_open=min_open, max_open=max_open)
+        self.allow_inf = allow_inf
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = click.FLOAT.convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if math.isinf(number) and not self.allow_inf:
+            self.fail(f"{value!r} must be a finite number", param, ctx)
+        return super().convert(number, param, ctx)

@@ -27,7 +27,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from kant.cli._common import console, fail, out
+from kant.cli._common import FiniteFloat, OneLineCommand, console, fail, out
 from kant.text import span
 
 if TYPE_CHECKING:
@@ -201,14 +201,7 @@ def _reason(exc: Exception) -> str:
 
 
 # --- option helpers ----------------------------------------------------------------------------------
-class _Command(click.Command):
-    """A command whose bad options are one line ``error: ...`` (exit 2), like every other failure here."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError as exc:
-            fail(f"{exc.format_message().rstrip('.')} (see 'kant {self.name} --help')")
+_Command = OneLineCommand
 
 
 def parse_duration(value: str) -> float:
@@ -713,7 +706,7 @@ def _frame(data: dict[str, Any], clock: Clock, url: str, problem: str | None = N
 
 
 @_client_command("top")
-@click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True, metavar="S",
+@click.option("--interval", type=FiniteFloat(min=0.1), default=2.0, show_default=True, metavar="S",
               help="Seconds between refreshes.")
 @click.option("--once", is_flag=True, help="Print one frame and exit.")
 def top(api: Client, interval: float, once: bool, as_json: bool) -> None:

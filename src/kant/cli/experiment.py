@@ -21,13 +21,10 @@ import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kant.cli._common import console, fail, out
+from kant.cli._common import FiniteFloat, OneLineCommand, console, fail, out
 from kant.errors import ConfigError, KantError
 
 __all__ = ["experiment", "fgd"]
-
-
-
 
 
 @dataclass(frozen=True)
@@ -90,7 +87,7 @@ def experiment() -> None:
     """Reproduce published experiments with kant's readers and placement models."""
 
 
-@experiment.command("fgd")
+@experiment.command("fgd", cls=OneLineCommand)
 @click.option("--pods", "pods", multiple=True, default=("default",), show_default=True,
               help="Pod list: default, cpu050, gpushare40, gpuspec20, multigpu30, ... ('all' = every "
                    "variant) or a CSV path; repeat for several.")
@@ -101,7 +98,7 @@ def experiment() -> None:
               help="Number of seeds (each seed: its own inflation sample, order and tie-breaks).")
 @click.option("--seed", "first_seed", type=int, default=42, show_default=True,
               help="First seed; seeds are SEED, SEED+1, ... (the FGD artifact uses 42-51).")
-@click.option("--inflate", type=click.FloatRange(min=0), default=1.3, show_default=True,
+@click.option("--inflate", type=FiniteFloat(min=0, max=100), default=1.3, show_default=True,
               help="Keep sampling pods until the arrived GPU demand reaches this x the GPU capacity (0 = the "
                    "list as is).")
 @click.option("--order", type=click.Choice(["creation", "shuffle"]), default="creation", show_default=True,

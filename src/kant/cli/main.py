@@ -15,13 +15,10 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kant.cli._common import console, fail, out
+from kant.cli._common import FiniteFloat, OneLineCommand, console, fail, out
 from kant.errors import KantError
 
 __all__ = ["cli", "main"]
-
-
-
 
 
 @dataclass(frozen=True)
@@ -126,13 +123,13 @@ def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--skip-invalid", is_flag=True,
                      help="Drop malformed trace rows (and report them) instead of failing."),
         click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N jobs by submit time."),
-        click.option("--cross-leaf-penalty", type=click.FloatRange(min=0), default=0.0, show_default=True,
+        click.option("--cross-leaf-penalty", type=FiniteFloat(min=0), default=0.0, show_default=True,
                      help="Run-time stretch of a gang spanning leaf switches (0.1 = 10% slower)."),
-        click.option("--cross-spine-penalty", type=click.FloatRange(min=0), default=0.0, show_default=True,
+        click.option("--cross-spine-penalty", type=FiniteFloat(min=0), default=0.0, show_default=True,
                      help="Run-time stretch of a gang spanning spines."),
-        click.option("--restart-cost", type=click.FloatRange(min=0), default=0.0, show_default=True,
+        click.option("--restart-cost", type=FiniteFloat(min=0), default=0.0, show_default=True,
                      help="Seconds an interrupted job pays when it starts again."),
-        click.option("--checkpoint-interval", type=click.FloatRange(min=0, min_open=True), default=None,
+        click.option("--checkpoint-interval", type=FiniteFloat(min=0, min_open=True), default=None,
                      help="Seconds of progress between checkpoints (default: none, restart from scratch)."),
         click.option("--check-every", type=click.IntRange(min=0), default=0, show_default=True,
                      help="Re-verify the cluster state's invariants every N cycles (debug; 0 = never)."),
@@ -169,7 +166,7 @@ def cli() -> None:
     """kant: a unified scheduler and trace-driven simulator for AI clusters."""
 
 
-@cli.command()
+@cli.command(cls=OneLineCommand)
 @click.option("--policy", default="kant", show_default=True,
               help="Bundled policy name (see `kant policies`) or a policy YAML file.")
 @_common_options
@@ -212,7 +209,7 @@ def simulate(policy: str, **kw: Any) -> None:
     console.print(f"wrote {json_path} and {html_path}")
 
 
-@cli.command()
+@cli.command(cls=OneLineCommand)
 @click.option("--policy", "policies", multiple=True, required=True,
               help="Policy name or YAML file; repeat for each policy to compare.")
 @click.option("--jobs", "workers", type=click.IntRange(min=1), default=None,

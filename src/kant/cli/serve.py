@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from kant.cli._common import fail
+from kant.cli._common import FiniteFloat, OneLineCommand, fail
 from kant.errors import KantError
 
 __all__ = ["serve"]
@@ -29,7 +29,7 @@ def _duration(value: str) -> float:
     return out
 
 
-@click.command()
+@click.command(cls=OneLineCommand)
 @click.option("--db", "db_url", default="sqlite:///kant.db", show_default=True, envvar="KANT_DB",
               help="SQLAlchemy URL: sqlite:///PATH (embedded, one service) or postgresql+psycopg://... "
                    "(several services, leader election).")
@@ -44,9 +44,9 @@ def _duration(value: str) -> float:
 @click.option("--clock", type=click.Choice(["wall", "accelerated", "manual"]), default=None,
               help="Service time: wall (default), accelerated (--speed x wall time; default with --demo) or "
                    "manual (moved by POST /v1/clock; for tests and exact replays).")
-@click.option("--speed", type=click.FloatRange(min=0, min_open=True, max=1e9), default=1.0, show_default=True,
+@click.option("--speed", type=FiniteFloat(min=0, min_open=True, max=1e9), default=1.0, show_default=True,
               help="Seconds of service time per wall second with the accelerated clock.")
-@click.option("--clock-start", type=float, default=None,
+@click.option("--clock-start", type=FiniteFloat(), default=None,
               help="Start time of an accelerated or manual clock (default: where the database left off).")
 @click.option("--demo", default=None, metavar="TRACE",
               help="Replay a trace into the service (e.g. philly) at --speed; jobs run for their trace durations.")
@@ -63,7 +63,7 @@ def _duration(value: str) -> float:
               help="Keep predicted start times of pending jobs fresh (the digital twin, in a worker process).")
 @click.option("--predict-runs", type=click.IntRange(1, 100), default=10, show_default=True,
               help="Sampled runs behind each prediction's band.")
-@click.option("--predict-every", type=click.FloatRange(min=0.1, max=86400), default=5.0, show_default=True,
+@click.option("--predict-every", type=FiniteFloat(min=0.1, max=86400), default=5.0, show_default=True,
               help="At most one prediction per this many wall seconds (bounds the twin's CPU).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)

@@ -16,7 +16,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from kant.cli._common import fail
+from kant.cli._common import FiniteFloat, OneLineCommand, fail
 from kant.errors import ConfigError, KantError
 
 __all__ = ["parse_time", "trace"]
@@ -25,14 +25,15 @@ _UNITS = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 _TIME = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(s|m|min|h|d)?\s*$")
 
 
-
-
 def parse_time(text: str, what: str = "time") -> float:
     """``90``, ``90s``, ``15m``, ``6h``, ``2d`` -> seconds."""
     m = _TIME.match(text)
     if not m:
         raise ConfigError("command line", what, f"expected a number with an optional unit s/m/h/d, got {text!r}")
-    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+    seconds = float(m.group(1)) * _UNITS[m.group(2) or "s"]
+    if not math.isfinite(seconds):
+        raise ConfigError("command line", what, f"{text!r} is not a finite time")
+    return seconds
 
 
 def _window(text: str) -> tuple[float | None, float | None]:
@@ -95,7 +96,7 @@ def _json_safe(obj: Any) -> Any:
     return obj
 
 
-@trace.command("info")
+@trace.command("info", cls=OneLineCommand)
 @click.argument("name")
 @click.option("--skip-invalid", is_flag=True, help="Drop malformed rows (and report how many and why).")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
@@ -115,15 +116,17 @@ def info_cmd(name: str, skip_invalid: bool, as_json: bool) -> None:
     _report_dropped(problems, skip_invalid)
 
 
-@trace.command("convert")
+@trace.command("convert", cls=OneLineCommand)
 @click.argument("name")
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--skip-invalid", is_flag=True, help="Drop malformed rows (and report how many and why).")
 @click.option("--window", "window_", default=None, help="Keep jobs submitted in START:END (e.g. 0:7d, 2h:), "
               "re-based to start at 0.")
-@click.option("--scale-load", type=float, default=None, help="Divide submit times by this factor (2 = twice the load).")
-@click.option("--sample", "sample_", type=float, default=None, help="Keep this fraction of the jobs (seeded).")
-@click.option("--resize-mean", type=float, default=None,
+@click.option("--scale-load", type=FiniteFloat(min=0, min_open=True), default=None,
+              help="Divide submit times by this factor (2 = twice the load).")
+@click.option("--sample", "sample_", type=FiniteFloat(min=0, max=1, min_open=True), default=None,
+              help="Keep this fraction of the jobs (seeded).")
+@click.option("--resize-mean", type=FiniteFloat(min=1), default=None,
               help="Re-size gangs toward this mean GPUs per job (e.g. 5.68 Seren, 26.77 Kalos).")
 @click.option("--preserve-gpu-time", is_flag=True,
               help="With --resize-mean: shorten or lengthen re-sized jobs so each keeps its GPU-time.")

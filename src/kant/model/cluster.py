@@ -14,10 +14,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["NodeSpec", "Cluster", "DEFAULT_NODES_PER_LEAF", "DEFAULT_LEAVES_PER_SPINE"]
+__all__ = [
+    "NodeSpec", "Cluster", "DEFAULT_NODES_PER_LEAF", "DEFAULT_LEAVES_PER_SPINE", "MAX_GPUS_PER_NODE", "MAX_NODES",
+]
 
 DEFAULT_NODES_PER_LEAF = 32
 DEFAULT_LEAVES_PER_SPINE = 8
+#: the largest cluster a spec, inventory or mapping may describe (docs/clusters.md): more is a typo,
+#: and building it would take minutes and gigabytes before the first job is placed
+MAX_NODES = 1_000_000
+#: the most GPUs one node may have (docs/clusters.md)
+MAX_GPUS_PER_NODE = 1024
 
 IntArray = npt.NDArray[np.int64]
 

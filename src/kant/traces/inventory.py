@@ -20,7 +20,14 @@ from typing import Any
 import yaml
 
 from kant.errors import InputError
-from kant.model.cluster import DEFAULT_LEAVES_PER_SPINE, DEFAULT_NODES_PER_LEAF, Cluster, NodeSpec
+from kant.model.cluster import (
+    DEFAULT_LEAVES_PER_SPINE,
+    DEFAULT_NODES_PER_LEAF,
+    MAX_GPUS_PER_NODE,
+    MAX_NODES,
+    Cluster,
+    NodeSpec,
+)
 from kant.traces._csv import Problems, csv_rows, parse_int
 
 __all__ = ["BUILTIN_CLUSTERS", "parse_cluster_spec", "read_inventory", "load_cluster"]
@@ -48,6 +55,22 @@ def _num(text: str, source: str, what: str) -> int:
     return value
 
 
+def _check_group(source: str, where: str, count: int, gpus: int, before: int) -> None:
+    """A node group's size is within the limits (docs/clusters.md); ``before`` nodes came earlier."""
+    if gpus < 0:
+        raise InputError(source, f"{where}: GPUs per node must be >= 0", value=gpus)
+    if gpus > MAX_GPUS_PER_NODE:
+        raise InputError(source, f"{where}: at most {MAX_GPUS_PER_NODE:,} GPUs per node", value=gpus)
+    if before + count > MAX_NODES:
+        raise InputError(source, f"{where}: at most {MAX_NODES:,} nodes in a cluster", value=before + count)
+
+
+def _no_gpus(source: str, nodes: list[NodeSpec]) -> None:
+    """A cluster of CPU-only nodes has nothing for kant to schedule."""
+    if not any(n.gpus for n in nodes):
+        raise InputError(source, "the cluster has no GPUs (0-GPU nodes are CPU-only; at least one node needs GPUs)")
+
+
 def parse_cluster_spec(spec: str) -> Cluster:
     """Build a cluster from a compact or spelled-out spec string (see the module docstring)."""
     source = "cluster spec"
@@ -65,8 +88,9 @@ def parse_cluster_spec(spec: str) -> Cluster:
             raise InputError(source, f"unknown option {opt!r}; expected leaf=<nodes per leaf> or "
                              "spine=<leaves per spine>", value=spec)
         options[key] = _num(val.strip(), source, key)
-    nodes: list[NodeSpec] = []
-    for group in head.split("+"):
+    groups: list[tuple[int, int, str]] = []
+    total = 0
+    for group in head.split("+"):  # every group is checked before any node is built
         m = _GROUP.match(group)
         if not m:
             raise InputError(source, f"bad node group {group.strip()!r}; expected <nodes>x<gpus>[:<type>], "
@@ -74,8 +98,14 @@ def parse_cluster_spec(spec: str) -> Cluster:
         count, gpus, gtype = int(m.group(1)), int(m.group(2)), m.group(3) or "GPU"
         if count < 1:
             raise InputError(source, "node count must be >= 1", value=group)
+        _check_group(source, f"node group {group.strip()!r}", count, gpus, total)
+        total += count
+        groups.append((count, gpus, gtype))
+    nodes: list[NodeSpec] = []
+    for count, gpus, gtype in groups:
         start = len(nodes)
         nodes.extend(NodeSpec(f"{gtype.lower()}-{start + i}", gtype, gpus) for i in range(count))
+    _no_gpus(source, nodes)
     return Cluster.from_nodes(nodes, nodes_per_leaf=options["leaf"], leaves_per_spine=options["spine"])
 
 
@@ -85,6 +115,11 @@ def _parse_wordy(text: str, source: str) -> Cluster:
         raise InputError(source, "expected '<N> nodes x <G> <type>'", value=text)
     leaf_m = _WORDY_LEAF.search(text)
     spine_m = re.search(r"([\d,_]+)\s*(?:leaf|leaves)\s*per\s*spine", text, re.I)
+    total = 0
+    for count_s, gpus_s, _ in groups:  # every group is checked before any node is built
+        count = _num(count_s, source, "node count")
+        _check_group(source, f"node group '{count_s} nodes x {gpus_s}'", count, int(gpus_s), total)
+        total += count
     nodes: list[NodeSpec] = []
     for count_s, gpus_s, gtype in groups:
         count = _num(count_s, source, "node count")
@@ -92,6 +127,7 @@ def _parse_wordy(text: str, source: str) -> Cluster:
         gtype = gtype or "GPU"
         start = len(nodes)
         nodes.extend(NodeSpec(f"{gtype.lower()}-{start + i}", gtype, gpus) for i in range(count))
+    _no_gpus(source, nodes)
     return Cluster.from_nodes(
         nodes,
         nodes_per_leaf=_num(leaf_m.group(1), source, "nodes per leaf") if leaf_m else DEFAULT_NODES_PER_LEAF,
@@ -121,6 +157,7 @@ def read_inventory(
     name_c, gpus_c, type_c = cols
     nodes: list[NodeSpec] = []
     seen: dict[str, int] = {}
+    spine_of: dict[str, tuple[str | None, int]] = {}  # leaf label -> (its spine label, line that set it)
     for line, row in csv_rows(p, cols, problems=problems):
         try:
             name = row[name_c].strip()
@@ -130,20 +167,31 @@ def read_inventory(
                 raise InputError(source, f"duplicate node name (first on line {seen[name]})", line=line,
                                  column=name_c, value=name)
             gpus = parse_int(source, line, gpus_c, row[gpus_c], minimum=0)
+            if gpus > MAX_GPUS_PER_NODE:
+                raise InputError(source, f"at most {MAX_GPUS_PER_NODE:,} GPUs per node", line=line, column=gpus_c,
+                                 value=row[gpus_c])
             gtype = row[type_c].strip() or ("CPU" if gpus == 0 else "")
             if not gtype:
                 raise InputError(source, "empty GPU type on a GPU node", line=line, column=type_c, value="")
             cpu = parse_int(source, line, "cpu_milli", row["cpu_milli"], minimum=0) if row.get("cpu_milli") else 0
             mem = parse_int(source, line, "memory_mib", row["memory_mib"], minimum=0) if row.get("memory_mib") else 0
+            leaf, spine = (row.get("leaf") or "").strip() or None, (row.get("spine") or "").strip() or None
+            if leaf is not None and spine is not None and leaf in spine_of and spine_of[leaf][0] != spine:
+                first_spine, first_line = spine_of[leaf]
+                raise InputError(source, f"leaf {leaf!r} is already under spine {first_spine or '(none)'!r} (line "
+                                 f"{first_line}); a leaf sits under one spine", line=line, column="spine",
+                                 value=spine or "")
+            if len(nodes) >= MAX_NODES:
+                raise InputError(source, f"at most {MAX_NODES:,} nodes in a cluster", line=line)
         except InputError as err:
             problems.add(err)
             continue
         seen[name] = line
         if gpus == 0 and gpu_nodes_only:
             continue
-        nodes.append(
-            NodeSpec(name, gtype, gpus, cpu, mem, leaf=row.get("leaf") or None, spine=row.get("spine") or None)
-        )
+        if leaf is not None:
+            spine_of.setdefault(leaf, (spine, line))
+        nodes.append(NodeSpec(name, gtype, gpus, cpu, mem, leaf=leaf, spine=spine))
     if not nodes:
         raise InputError(source, "no GPU nodes in inventory")
     return Cluster.from_nodes(nodes, nodes_per_leaf=nodes_per_leaf, leaves_per_spine=leaves_per_spine)
@@ -171,6 +219,8 @@ def _read_cluster_yaml(path: Path) -> Cluster:
     if unknown:
         raise InputError(source, f"unknown key(s) {sorted(unknown)}")
     nodes: list[NodeSpec] = []
+    groups: list[tuple[int, int, int, int, str, str]] = []
+    total = 0
     for i, group in enumerate(data["nodes"]):
         where = f"nodes[{i}]"
         if not isinstance(group, dict):
@@ -189,8 +239,12 @@ def _read_cluster_yaml(path: Path) -> Cluster:
             raise InputError(source, f"{where}: count, gpus, cpu_milli, memory_mib must be integers") from None
         if count < 1 or gpus < 0 or cpu < 0 or mem < 0:
             raise InputError(source, f"{where}: count must be >= 1 and resources >= 0")
+        _check_group(source, where, count, gpus, total)
+        total += count
         gtype = str(group.get("gpu_type", "GPU"))
         prefix = str(group.get("name_prefix", gtype.lower()))
+        groups.append((count, gpus, cpu, mem, gtype, prefix))
+    for count, gpus, cpu, mem, gtype, prefix in groups:  # built once every group passed its checks
         start = len(nodes)
         nodes.extend(NodeSpec(f"{prefix}-{start + k}", gtype, gpus, cpu, mem) for k in range(count))
     topo = data.get("topology") or {}
@@ -203,6 +257,7 @@ def _read_cluster_yaml(path: Path) -> Cluster:
         raise InputError(source, "topology: values must be integers") from None
     if npl < 1 or lps < 1:
         raise InputError(source, "topology: values must be >= 1")
+    _no_gpus(source, nodes)
     return Cluster.from_nodes(nodes, nodes_per_leaf=npl, leaves_per_spine=lps)
 
 

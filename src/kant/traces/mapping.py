@@ -53,7 +53,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from kant.config.yaml_file import read_yaml
 from kant.errors import ConfigError, InputError
-from kant.model.cluster import DEFAULT_LEAVES_PER_SPINE, DEFAULT_NODES_PER_LEAF, Cluster, NodeSpec
+from kant.model.cluster import (
+    DEFAULT_LEAVES_PER_SPINE,
+    DEFAULT_NODES_PER_LEAF,
+    MAX_GPUS_PER_NODE,
+    MAX_NODES,
+    Cluster,
+    NodeSpec,
+)
 from kant.model.job import FULL_GPU_MILLI, JobKind, JobTable
 from kant.traces._csv import Problems
 from kant.traces.load import LoadSeries
@@ -1022,6 +1029,7 @@ class _Ctx:
         self.check.flag(kind_codes < 0, m.columns.get("kind", "kind"), "kind must be training or inference",
                         kinds)
         names = self.names(np.ones(self.n, dtype=bool))
+        self._duplicate_names(names)
         keep = self.check.finish()
         shift, origin_epoch = self.origin(submit, keep)
         rows = np.flatnonzero(keep)
@@ -1052,6 +1060,25 @@ class _Ctx:
             origin_epoch=origin_epoch,
         )
 
+    def _duplicate_names(self, names: list[str]) -> None:
+        """A job name is unique in a trace: a later row that repeats a (good) row's name is bad."""
+        first: dict[str, int] = {}
+        dup = np.zeros(self.n, dtype=bool)
+        for i in np.flatnonzero(~self.check.bad).tolist():
+            nm = names[i]
+            if nm in first:
+                dup[i] = True
+            else:
+                first[nm] = i
+        if not dup.any():
+            return
+        col = self.m.columns.get("name", "name")
+        i = int(np.flatnonzero(dup)[0])  # the earliest gets the line of the name's first row
+        one = np.zeros(self.n, dtype=bool)
+        one[i] = True
+        self.check.flag(one, col, f"duplicate job name (first on line {int(self.raw.lines[first[names[i]]])})", names)
+        self.check.flag(dup, col, "duplicate job name", names)
+
     def nodes(self) -> Cluster:
         m = self.m
         gpus = self.number("gpus", integer=True, minimum=0).astype(np.int64)
@@ -1062,6 +1089,12 @@ class _Ctx:
         self._too_big(mem, "memory")
         self.check.flag(count > 100_000, m.columns.get("count", "count"), "more than 100,000 nodes in one row",
                         pa.array(count))
+        self.check.flag(gpus > MAX_GPUS_PER_NODE, m.columns.get("gpus", "gpus"),
+                        f"at most {MAX_GPUS_PER_NODE:,} GPUs per node", pa.array(gpus))
+        with np.errstate(invalid="ignore"):
+            total = np.cumsum(np.where(self.check.bad, 0, np.maximum(count, 0)))
+        self.check.flag(total > MAX_NODES, m.columns.get("count", "count"),
+                        f"at most {MAX_NODES:,} nodes in a cluster", pa.array(total))
         types = self.text("gpu_type", "")
         gt_col = m.columns.get("gpu_type", "gpu_type")
         no_type = np.array([not t for t in types], dtype=bool) & (gpus > 0)
@@ -1076,6 +1109,15 @@ class _Ctx:
         self.check.flag(dup, m.columns.get("name", "name"), "duplicate node name", names)
         leaves = self.text("leaf", "") if (self.has("leaf") or self.default("leaf") is not None) else None
         spines = self.text("spine", "") if (self.has("spine") or self.default("spine") is not None) else None
+        if leaves is not None and spines is not None:
+            spine_of: dict[str, str] = {}
+            clash = np.zeros(self.n, dtype=bool)
+            kept = ~self.check.bad & (gpus > 0) if m.gpu_nodes_only else ~self.check.bad
+            for i in np.flatnonzero(kept).tolist():
+                if leaves[i] and spines[i]:
+                    clash[i] = spine_of.setdefault(leaves[i], spines[i]) != spines[i]
+            self.check.flag(clash, m.columns.get("spine", "spine"),
+                            "a leaf sits under one spine; this leaf is already under another", spines)
         keep = self.check.finish()
         nodes: list[NodeSpec] = []
         for i in np.flatnonzero(keep).tolist():
@@ -1093,7 +1135,7 @@ class _Ctx:
                     leaf=(leaves[i] or None) if leaves is not None else None,
                     spine=(spines[i] or None) if spines is not None else None,
                 ))
-        if not nodes:
+        if not any(n.gpus for n in nodes):
             raise InputError(self.raw.source, "no GPU nodes in the inventory")
         return Cluster.from_nodes(nodes, nodes_per_leaf=m.topology.nodes_per_leaf,
                                   leaves_per_spine=m.topology.leaves_per_spine)
