@@ -78,7 +78,7 @@ def test_convert_with_transforms_and_bad_options(tmp_path: Path) -> None:
     r = CliRunner().invoke(trace, ["convert", "philly", str(out), "--window", "bad"])
     assert r.exit_code == 2 and r.output.startswith("error: ")
     r = CliRunner().invoke(trace, ["convert", "philly", str(out), "--scale-load", "-1"])
-    assert r.exit_code == 2 and "scale_load" in r.output
+    assert r.exit_code == 2 and "--scale-load" in r.output
 
 
 def test_schema_metadata_and_column_types() -> None:
