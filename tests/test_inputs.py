@@ -314,5 +314,5 @@ def test_float_flags_reject_nan_and_inf(tmp_path: Path, args: list[str], value: 
 
 
 def test_window_rejects_an_infinite_time(tmp_path: Path) -> None:
-    line = _one_error_line(*_kant(["trace", "convert", "tiresias", str(tmp_path / "x.parquet"), "--window", "0:1e999"]))
+    line = _one_error_line(*_kant(["trace", "convert", "philly", str(tmp_path / "x.parquet"), "--window", "0:1e999"]))
     assert line == "error: command line: --window: '1e999' is not a finite time"
