@@ -11,7 +11,6 @@ else arrives" (docs/whatif.md says what that costs in accuracy).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -24,26 +23,16 @@ from kant.scheduler import SchedulerSnapshot
 from kant.sim.simulator import Simulator
 from kant.twin.snapshot import SnapshotError, TwinSnapshot
 
-__all__ = ["ForwardRun", "run_forward"]
-
-FloatArray = npt.NDArray[np.float64]
+__all__ = ["run_forward"]
 
 
-@dataclass(frozen=True)
-class ForwardRun:
-    """One forward run: the simulator's result (rows as in the snapshot) and each job's first start
-    (NaN: did not start within the run; a running job keeps its start)."""
-
-    result: SimResult
-    first_start: FloatArray
-
-
-def run_forward(snap: TwinSnapshot, duration: Sequence[float] | FloatArray | None = None, *,
+def run_forward(snap: TwinSnapshot, duration: Sequence[float] | npt.NDArray[np.float64] | None = None, *,
                 policy: Policy | None = None, cluster: Cluster | None = None,
-                sched: SchedulerSnapshot | None = None, horizon_s: float | None = None) -> ForwardRun:
+                sched: SchedulerSnapshot | None = None, horizon_s: float | None = None) -> SimResult:
     """Simulate ``snap`` forward with each job's true run time from ``duration`` (default: its
     estimate), under ``policy`` on ``cluster`` from scheduler state ``sched`` (defaults: the
-    snapshot's), for ``horizon_s`` seconds (None: until nothing more can start)."""
+    snapshot's), for ``horizon_s`` seconds (None: until nothing more can start). Rows are the
+    snapshot's; ``first_start`` is NaN for a job that did not start within the run."""
     table = snap.table(duration)
     state = sched or snap.sched
     sim = Simulator(cluster or snap.cluster(), table, policy or snap.policy, seed=snap.seed,
@@ -52,5 +41,4 @@ def run_forward(snap: TwinSnapshot, duration: Sequence[float] | FloatArray | Non
         sim.resume(state)
     except SchedulingError as exc:
         raise SnapshotError(f"the snapshot cannot be loaded here: {exc}") from None
-    result = sim.run(until=None if horizon_s is None else state.now + horizon_s)
-    return ForwardRun(result, result.first_start)
+    return sim.run(until=None if horizon_s is None else state.now + horizon_s)

@@ -20,7 +20,6 @@ P10/P90 the band (nearest rank, so a job that did not start within the horizon i
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,9 +27,10 @@ import numpy as np
 import numpy.typing as npt
 
 from kant.config.policy import Policy
+from kant.metrics.recorder import SimResult
 from kant.model.cluster import Cluster
 from kant.scheduler import SchedulerSnapshot
-from kant.twin.forward import ForwardRun, run_forward
+from kant.twin.forward import run_forward
 from kant.twin.snapshot import TwinSnapshot
 
 __all__ = ["Prediction", "predict", "sample_durations", "neighbours", "DEFAULT_RUNS"]
@@ -49,7 +49,7 @@ class Prediction:
 
     snapshot: TwinSnapshot
     starts: FloatArray  # runs x jobs
-    runs: tuple[ForwardRun, ...]
+    runs: tuple[SimResult, ...]
     horizon_s: float | None
 
     def quantile(self, q: float) -> FloatArray:
@@ -142,15 +142,9 @@ def predict(snap: TwinSnapshot, *, runs: int = DEFAULT_RUNS, seed: int | None = 
     if not snap.ratios:
         runs = 1
     base = snap.seed if seed is None else seed
-    done: list[ForwardRun] = []
+    done: list[SimResult] = []
     for k in range(runs):
         duration = sample_durations(snap, np.random.default_rng([base, k]))
         done.append(run_forward(snap, duration, policy=policy, cluster=cluster, sched=sched, horizon_s=horizon_s))
     starts = np.vstack([r.first_start for r in done]) if done else np.zeros((0, len(snap)))
     return Prediction(snap, starts, tuple(done), horizon_s)
-
-
-def naive_waits(positions: Sequence[int], mean_runtime: float) -> FloatArray:
-    """The naive estimate a queue list gives: a job's wait is its queue position (0: next) times the
-    mean run time of finished jobs."""
-    return np.asarray(positions, dtype=np.float64) * mean_runtime

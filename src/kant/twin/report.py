@@ -49,7 +49,7 @@ def whatif_html(snap: TwinSnapshot, results: Sequence[ScenarioResult]) -> str:
     for r in results:
         if not r.prediction.runs:
             continue
-        res = r.prediction.runs[0].result
+        res = r.prediction.runs[0]
         tl = Timeline(res, start=now)
         x = (tl.edges - now) / 3600.0
         y = tl.gar()

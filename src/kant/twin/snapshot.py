@@ -150,9 +150,6 @@ class TwinSnapshot:
         return Scheduler.from_snapshot(policy or self.policy, cluster or self.cluster(),
                                        JobStore.from_table(self.table()), self.sched, seed=self.seed)
 
-    def pending_rows(self) -> tuple[int, ...]:
-        return self.sched.pending
-
     # --- JSON -----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         jobs = {col: list(values) for col, values in self.jobs.items()}

@@ -133,7 +133,7 @@ def _waits(snap: TwinSnapshot, starts: np.ndarray) -> dict[str, Any]:
 def _horizon_means(pred: Prediction, lo: float, hi: float) -> tuple[float | None, float | None]:
     gars, gfrs = [], []
     for run in pred.runs:
-        tl = Timeline(run.result, start=lo)
+        tl = Timeline(run, start=lo)
         w = tl.weights(lo, hi)
         if w.sum() <= 0:
             continue
