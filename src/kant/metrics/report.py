@@ -164,6 +164,18 @@ def _line_plot(
     return _png(fig)
 
 
+def _gar_axes(ax: Axes, title: str, xlabel: str, *, legend: bool) -> None:
+    """Title, labels, a 0-1 y range and a grid for a GAR-over-time plot (the comparison's and the
+    what-if's)."""
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("allocated / total")
+    ax.set_ylim(0, 1.05)
+    ax.grid(alpha=0.3)
+    if legend:
+        ax.legend(loc="best", fontsize="small")
+
+
 def _no_data(ax: Axes) -> None:
     ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
 
@@ -400,13 +412,7 @@ def write_comparison_html(path: str | Path, results: Comparison) -> Path:
     for name, result, _ in results:
         for _, x, y in _series_plot(result, "gar"):
             ax.plot(x, y, label=name, linewidth=0.9)
-    ax.set_title("GAR over time")
-    ax.set_xlabel("days from first submit")
-    ax.set_ylabel("allocated / total")
-    ax.set_ylim(0, 1.05)
-    ax.grid(alpha=0.3)
-    if results:
-        ax.legend(loc="best", fontsize="small")
+    _gar_axes(ax, "GAR over time", "days from first submit", legend=bool(results))
 
     cdf_fig = _new_figure(9.0, 4.0)
     ax = cdf_fig.add_subplot()

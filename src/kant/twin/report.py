@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kant.metrics.report import _new_figure, _page, _png, _table
+from kant.metrics.report import _gar_axes, _new_figure, _page, _png, _table
 from kant.metrics.summary import Timeline, format_duration
 from kant.twin.snapshot import TwinSnapshot
 from kant.twin.whatif import ScenarioResult
@@ -55,13 +55,7 @@ def whatif_html(snap: TwinSnapshot, results: Sequence[ScenarioResult]) -> str:
         y = tl.gar()
         if y.size:
             ax.step(x[:-1], y, where="post", label=r.name, linewidth=0.9)
-    ax.set_title("GAR over the horizon (first sampled run)")
-    ax.set_xlabel("hours from now")
-    ax.set_ylabel("allocated / total")
-    ax.set_ylim(0, 1.05)
-    ax.grid(alpha=0.3)
-    if results:
-        ax.legend(loc="best", fontsize="small")
+    _gar_axes(ax, "GAR over the horizon (first sampled run)", "hours from now", legend=bool(results))
     rows = []
     pending = list(snap.sched.pending)
     p50s = [r.prediction.p50 for r in results]
