@@ -105,8 +105,7 @@ class Twin:
         self.min_interval_s = min_interval_s
         self.predict_on = predict_on
         self._ctx = multiprocessing.get_context("spawn")
-        self._predict_pool: ProcessPoolExecutor | None = None
-        self._whatif_pool: ProcessPoolExecutor | None = None
+        self._pools: dict[str, ProcessPoolExecutor] = {}  # "predict", "whatif": one worker each
         self._pool_lock = threading.Lock()
         self._latest: dict[int, Predicted] = {}
         self._version: Any = None
@@ -124,24 +123,18 @@ class Twin:
             out: dict[str, Any] = pool.submit(fn, *args).result(timeout)
         except BrokenProcessPool:
             with self._pool_lock:
-                if which == "predict" and self._predict_pool is pool:
-                    self._predict_pool = None
-                elif which == "whatif" and self._whatif_pool is pool:
-                    self._whatif_pool = None
+                if self._pools.get(which) is pool:
+                    del self._pools[which]
             pool.shutdown(wait=False, cancel_futures=True)
             raise KantError("the twin's worker process died; a new one starts with the next request") from None
         return out
 
     def _pool(self, which: str) -> ProcessPoolExecutor:
         with self._pool_lock:
-            pool = self._predict_pool if which == "predict" else self._whatif_pool
+            pool = self._pools.get(which)
             if pool is None:
-                pool = ProcessPoolExecutor(max_workers=1, mp_context=self._ctx, initializer=_worker_init,
-                                           initargs=(os.getpid(),))
-                if which == "predict":
-                    self._predict_pool = pool
-                else:
-                    self._whatif_pool = pool
+                pool = self._pools[which] = ProcessPoolExecutor(max_workers=1, mp_context=self._ctx,
+                                                                initializer=_worker_init, initargs=(os.getpid(),))
             return pool
 
     # --- the refresh thread ----------------------------------------------------------------------
@@ -156,9 +149,8 @@ class Twin:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(5.0)
-        for pool in (self._predict_pool, self._whatif_pool):
-            if pool is not None:
-                pool.shutdown(wait=False, cancel_futures=True)
+        for pool in self._pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
