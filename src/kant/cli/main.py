@@ -37,6 +37,8 @@ class RunSpec:
     checkpoint_interval_s: float | None
     check_every: int
     services: str | None = None  # services YAML (inference next to the training trace)
+    jobs_out: str | None = None  # per-job results Parquet written by the run (kant.metrics.jobs)
+    policy_doc: dict[str, Any] | None = None  # a resolved policy mapping used instead of loading `policy`
 
 
 def _run(spec: RunSpec, progress: Callable[[int, int], None] | None = None) -> tuple[Any, Any, str]:
@@ -49,7 +51,12 @@ def _run(spec: RunSpec, progress: Callable[[int, int], None] | None = None) -> t
     from kant.traces import Problems
     from kant.traces.registry import load_nodes, load_trace
 
-    policy = load_policy(spec.policy)
+    if spec.policy_doc is not None:
+        from kant.config import parse_policy
+
+        policy = parse_policy(spec.policy_doc, spec.policy)
+    else:
+        policy = load_policy(spec.policy)
     cluster = load_nodes(spec.cluster)
     problems = Problems(skip=spec.skip_invalid)
     jobs = load_trace(spec.trace, problems=problems)
@@ -79,7 +86,12 @@ def _run(spec: RunSpec, progress: Callable[[int, int], None] | None = None) -> t
     result.info["trace"] = spec.trace
     result.info["cluster"] = spec.cluster
     result.info["cluster_description"] = cluster.describe()
-    metrics = summarize(result, estimates=_estimates_of(sim))
+    estimates = _estimates_of(sim)
+    metrics = summarize(result, estimates=estimates)
+    if spec.jobs_out is not None:
+        from kant.metrics.jobs import write_jobs
+
+        write_jobs(spec.jobs_out, result, estimates)
     if spec.services is not None:
         from dataclasses import replace
 
@@ -143,7 +155,7 @@ def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def _spec(policy: str, kw: dict[str, Any]) -> RunSpec:
+def _spec(policy: str, kw: dict[str, Any], jobs_out: Path | None = None) -> RunSpec:
     return RunSpec(
         trace=kw["trace"],
         cluster=kw["cluster"],
@@ -157,6 +169,7 @@ def _spec(policy: str, kw: dict[str, Any]) -> RunSpec:
         checkpoint_interval_s=kw["checkpoint_interval"],
         check_every=kw["check_every"],
         services=kw.get("services"),
+        jobs_out=None if jobs_out is None else str(jobs_out),
     )
 
 
@@ -175,8 +188,8 @@ def simulate(policy: str, **kw: Any) -> None:
     from kant.metrics.report import write_html, write_json
     from kant.metrics.summary import summary_rows
 
-    spec = _spec(policy, kw)
     out_dir: Path = kw["out_dir"]
+    spec = _spec(policy, kw, out_dir / "jobs.parquet")
     try:
         with Progress(
             TextColumn("[bold]simulating[/] {task.description}"),
@@ -206,7 +219,7 @@ def simulate(policy: str, **kw: Any) -> None:
         console.print(f"trace rows: {dropped}")
     if result.reasons:
         console.print(f"{len(result.reasons)} job(s) could never run; reasons are in {json_path}")
-    console.print(f"wrote {json_path} and {html_path}")
+    console.print(f"wrote {json_path}, {html_path} and {spec.jobs_out}")
 
 
 @cli.command(cls=OneLineCommand)
@@ -221,8 +234,10 @@ def compare(policies: tuple[str, ...], workers: int | None, **kw: Any) -> None:
 
     if len(set(policies)) != len(policies):
         fail("a policy is listed twice")
-    specs = [_spec(p, kw) for p in policies]
     out_dir: Path = kw["out_dir"]
+    stems = [Path(p).stem for p in policies]
+    names = stems if len(set(stems)) == len(stems) else [f"{i + 1}-{s}" for i, s in enumerate(stems)]
+    specs = [_spec(p, kw, out_dir / "jobs" / f"{name}.parquet") for p, name in zip(policies, names, strict=True)]
     n = workers or min(len(specs), os.cpu_count() or 1)
     try:
         from kant.config import load_policy
@@ -261,7 +276,7 @@ def compare(policies: tuple[str, ...], workers: int | None, **kw: Any) -> None:
     except OSError as exc:
         fail(f"{exc.filename or out_dir}: {exc.strerror or exc}")
     _print_comparison(labelled)
-    console.print(f"wrote {html_path}, {csv_path} and {json_path}")
+    console.print(f"wrote {html_path}, {csv_path}, {json_path} and per-job results in {out_dir / 'jobs'}")
 
 
 def _print_comparison(labelled: Sequence[tuple[str, Any, Any]]) -> None:
