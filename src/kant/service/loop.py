@@ -214,7 +214,7 @@ class ServiceLoop:
     def __init__(self, db: Database, policy: Policy, clock: Clock, executor: Executor, *, epoch: int | None = None,
                  default_estimate: float = 86400.0, seed: int = 0,
                  on_events: Callable[[], None] | None = None, metrics: Any = None,
-                 compact_min: int = 10_000, ratio_history: int = 2000) -> None:
+                 compact_min: int = 10_000, ratio_history: int = 2000, history: Any = None) -> None:
         self.db = db
         self.base_policy = policy
         self.clock = clock
@@ -224,6 +224,7 @@ class ServiceLoop:
         self.seed = seed
         self.on_events = on_events
         self.metrics = metrics
+        self.history = history  # the dashboard's time series (kant.service.dashboard.History): views and waits
         self.compact_min = compact_min
         self.inbox: queue.SimpleQueue[_Command] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -631,6 +632,8 @@ class ServiceLoop:
                     info.first_start = now
                     if self.metrics is not None:
                         self.metrics.wait_seconds.labels(gang_bucket(info.total_gpus)).observe(now - info.submit_time)
+                    if self.history is not None:
+                        self.history.wait(now - info.submit_time)
                 self._updates.append(JobUpdate(job_id, state="running", reason=None, start_time=now,
                                                first_start_time=now if first else UNSET, placement=list(nodes),
                                                runs=info.runs))
@@ -706,6 +709,8 @@ class ServiceLoop:
         self.view = view
         if self.metrics is not None:
             self.metrics.observe_view(view)
+        if self.history is not None:
+            self.history.observe(view)
 
     # --- nodes --------------------------------------------------------------------------------
     def _node_index(self, name: str) -> int:

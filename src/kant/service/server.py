@@ -38,6 +38,8 @@ from kant.scheduler import Scheduler
 from kant.service.api import create_app
 from kant.service.auth import Authenticator
 from kant.service.clock import make_clock
+from kant.service.dashboard import History
+from kant.service.dashboard.routes import mount as mount_dashboard
 from kant.service.db import Database, LeaderLock, NewJob
 from kant.service.events import EventHub
 from kant.service.executors import make_executor
@@ -111,6 +113,7 @@ class Service:
         self.quota_enforced = any(issubclass(p.cls, Quota) for p in self.policy.plugins)
         self.db = Database(config.db_url)
         self.metrics = ServiceMetrics()
+        self.history = History()  # the dashboard's time series, fed by the loop
         self.auth = Authenticator(self.db)
         self.loop: ServiceLoop | None = None
         self.clock = make_clock("wall")
@@ -177,6 +180,7 @@ class Service:
         self.prepare()
         self.start()
         app = create_app(self)
+        mount_dashboard(app, self)
         config = uvicorn.Config(app, host=self.config.host, port=self.config.port, log_level=self.config.log_level,
                                 access_log=False, server_header=False, timeout_graceful_shutdown=5)
         try:
@@ -217,7 +221,7 @@ class Service:
         assert self.hub is not None
         loop = ServiceLoop(self.db, self.policy, self.clock, executor, epoch=epoch,
                            default_estimate=cfg.default_estimate, seed=cfg.seed, on_events=self.hub.notify,
-                           metrics=self.metrics)
+                           metrics=self.metrics, history=self.history)
         loop.load(self._cluster)
         loop.start()
         self.loop = loop

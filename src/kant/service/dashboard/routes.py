@@ -1,0 +1,317 @@
+"""The web dashboard of ``kant serve`` (docs/dashboard.md): the page at ``/``, its static assets at
+``/dashboard/static`` (HTML, JS, CSS and the vendored uPlot; nothing from a CDN), and the aggregate
+routes it reads besides the ``/v1`` API: the cluster map by leaf and node, the tenants' use and
+borrowing, the time series (and a server-sent stream of it), predicted starts of a page of jobs.
+
+Every ``/v1/dashboard`` route takes the API's bearer token and its scoping: a tenant sees its own jobs
+in detail and other tenants only as the total ``others``. The map and the per-tenant sums are taken
+on the scheduling loop's thread in one pass (:class:`Layout`) and kept until the loop's state changes
+(:class:`LayoutCache`), so many open pages cost one pass per change.
+"""
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query
+from fastapi.responses import FileResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+
+from kant.model.job import JobKind
+from kant.service.api import _principal
+from kant.service.auth import Principal
+from kant.service.dashboard.models import (
+    LeafOut,
+    MapJob,
+    MapNode,
+    MapOut,
+    NodeCounts,
+    PredictionsOut,
+    SeriesOut,
+    TenantRow,
+    TenantsOut,
+    WhoOut,
+)
+
+if TYPE_CHECKING:
+    from kant.service.loop import ServiceLoop
+    from kant.service.server import Service
+
+__all__ = ["Layout", "LayoutCache", "mount", "STATIC"]
+
+#: the page and its assets, shipped in the package
+STATIC = Path(str(files("kant.service.dashboard") / "static"))
+
+#: nodes drawn one by one when no leaf is asked for; a larger cluster is drawn per leaf (drill down)
+DETAIL_MAX_NODES = 512
+
+OTHERS = "others"
+
+
+@dataclass(frozen=True, slots=True)
+class _Node:
+    name: str
+    leaf: str
+    spine: str
+    gpu_type: str
+    gpus: int
+    used: int
+    state: str
+    jobs: tuple[tuple[int, str, str, int], ...]  # (job id, tenant, kind, GPUs on this node)
+
+    @property
+    def use(self) -> str:
+        """full, partial, empty (up nodes), cordoned or down (docs/metrics.md: GFR counts up nodes)."""
+        if self.state == "down":
+            return "down"
+        if self.state != "up":
+            return "cordoned"
+        if self.used == 0:
+            return "empty"
+        return "full" if self.used >= self.gpus else "partial"
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The cluster at one turn of the loop: every node with the jobs on it, and per tenant the GPUs
+    held, the jobs waiting and the GPUs they ask for."""
+
+    now: float
+    nodes: tuple[_Node, ...]
+    running_gpus: dict[str, int]
+    pending_jobs: dict[str, int]
+    pending_gpus: dict[str, int]
+
+    @staticmethod
+    def capture(lp: "ServiceLoop") -> "Layout":
+        """Run on the loop's thread (:meth:`ServiceLoop.call`)."""
+        sched = lp.sched
+        on_node: dict[str, list[tuple[int, str, str, int]]] = {}
+        names = sched.cluster.names
+        running: dict[str, int] = {}
+        for row, placement in sched.state.allocations.items():
+            job_id = lp.ids[row]
+            info = lp.active.get(job_id)
+            tenant = info.tenant if info is not None else "?"
+            kind = "inference" if int(sched.jobs.kind[row]) == int(JobKind.INFERENCE) else "training"
+            running[tenant] = running.get(tenant, 0) + placement.total_gpus
+            for n, count in placement.per_node.items():
+                on_node.setdefault(names[n], []).append((job_id, tenant, kind, count * placement.gpus))
+        pending_jobs: dict[str, int] = {}
+        pending_gpus: dict[str, int] = {}
+        for info in lp.active.values():
+            if info.row in sched.queue:
+                pending_jobs[info.tenant] = pending_jobs.get(info.tenant, 0) + 1
+                pending_gpus[info.tenant] = pending_gpus.get(info.tenant, 0) + info.total_gpus
+        nodes = tuple(_Node(v.name, v.leaf, v.spine, v.gpu_type, v.gpus, v.used_gpus, v.state,
+                            tuple(sorted(on_node.get(v.name, ()))))
+                      for v in lp.node_views())
+        return Layout(lp.clock.now(), nodes, running, pending_jobs, pending_gpus)
+
+
+class LayoutCache:
+    """The one :class:`Layout` of the loop's current state (taken again when the state changed)."""
+
+    def __init__(self, svc: "Service") -> None:
+        self.svc = svc
+        self._key: tuple[int, int, float] | None = None
+        self._layout: Layout | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Layout:
+        loop = self.svc.loop
+        if loop is None or not loop.alive:
+            raise HTTPException(503, "this service is a standby, not the leader", headers={"Retry-After": "1"})
+        view = loop.view
+        key = (id(loop), loop.state_version, view.now if view is not None else 0.0)
+        with self._lock:
+            if self._key == key and self._layout is not None:
+                return self._layout
+            layout: Layout = loop.call(Layout.capture)
+            self._key, self._layout = key, layout
+            return layout
+
+
+def _scoped(tenant: str, p: Principal) -> str:
+    return tenant if p.admin or tenant == p.tenant else OTHERS
+
+
+def _add(d: dict[str, int], key: str, n: int) -> None:
+    d[key] = d.get(key, 0) + n
+
+
+def _counts(nodes: list[_Node]) -> NodeCounts:
+    c: dict[str, int] = {}
+    for n in nodes:
+        _add(c, n.use, 1)
+    return NodeCounts(**c)
+
+
+def _map_node(n: _Node, p: Principal) -> MapNode:
+    jobs: dict[tuple[int | None, str, str], int] = {}
+    for job_id, tenant, kind, gpus in n.jobs:
+        who = _scoped(tenant, p)
+        _add(jobs, (job_id if who != OTHERS else None, who, kind), gpus)  # type: ignore[arg-type]
+    return MapNode(name=n.name, leaf=n.leaf, spine=n.spine, gpu_type=n.gpu_type, gpus=n.gpus, used_gpus=n.used,
+                   state=n.state, jobs=[MapJob(id=i, tenant=t, kind=k, gpus=g) for (i, t, k), g in jobs.items()])
+
+
+def cluster_map(layout: Layout, p: Principal, leaf: str | None, max_nodes: int) -> MapOut:
+    by_leaf: dict[str, list[_Node]] = {}
+    for n in layout.nodes:
+        by_leaf.setdefault(n.leaf, []).append(n)
+    if leaf is not None and leaf not in by_leaf:
+        raise HTTPException(404, f"no leaf {leaf!r}")
+    leaves = []
+    for name, nodes in by_leaf.items():
+        tenants: dict[str, int] = {}
+        kinds: dict[str, int] = {}
+        for n in nodes:
+            for _, tenant, kind, gpus in n.jobs:
+                _add(tenants, _scoped(tenant, p), gpus)
+                _add(kinds, kind, gpus)
+        leaves.append(LeafOut(leaf=name, spine=nodes[0].spine, nodes=len(nodes), gpus=sum(n.gpus for n in nodes),
+                              used_gpus=sum(n.used for n in nodes), counts=_counts(nodes), tenants=tenants,
+                              kinds=kinds))
+    all_nodes = list(layout.nodes)
+    detail = leaf is not None or len(all_nodes) <= max_nodes
+    shown = by_leaf[leaf] if leaf is not None else all_nodes if detail else []
+    return MapOut(now=layout.now, nodes=len(all_nodes), gpus=sum(n.gpus for n in all_nodes),
+                  used_gpus=sum(n.used for n in all_nodes), counts=_counts(all_nodes), detail=detail, leaf=leaf,
+                  leaves=leaves, node_rows=[_map_node(n, p) for n in shown])
+
+
+def lent_gpus(guaranteed: dict[str, int], used: dict[str, int]) -> dict[str, int]:
+    """Each tenant's idle guarantee (``max(0, G - U)``) that others' borrowing (``max(0, U - G)``)
+    uses, the borrowing shared out over the idle guarantees in proportion to their size (floored)."""
+    idle = {t: max(0, g - used.get(t, 0)) for t, g in guaranteed.items()}
+    borrowed = sum(max(0, u - guaranteed.get(t, 0)) for t, u in used.items())
+    total_idle = sum(idle.values())
+    if total_idle == 0:
+        return {t: 0 for t in guaranteed}
+    share = min(1.0, borrowed / total_idle)
+    return {t: int(i * share) for t, i in idle.items()}
+
+
+def tenant_rows(svc: "Service", layout: Layout, p: Principal) -> TenantsOut:
+    quotas = {t.name: t for t in svc.db.list_tenants()}
+    names = sorted(set(quotas) | set(layout.running_gpus) | set(layout.pending_jobs))
+    guaranteed = {n: q.guaranteed_gpus for n, q in quotas.items() if q.guaranteed_gpus is not None}
+    lent = lent_gpus(guaranteed, layout.running_gpus)
+    rows = []
+    for n in names:
+        q = quotas.get(n)
+        used = layout.running_gpus.get(n, 0)
+        g = q.guaranteed_gpus if q is not None else None
+        rows.append(TenantRow(tenant=n, guaranteed_gpus=g, max_gpus=q.max_gpus if q is not None else None,
+                              used_gpus=used, borrowed_gpus=max(0, used - (g or 0)) if g is not None else 0,
+                              lent_gpus=lent.get(n, 0), pending_jobs=layout.pending_jobs.get(n, 0),
+                              pending_gpus=layout.pending_gpus.get(n, 0)))
+    others = None
+    if not p.admin:
+        rest = [r for r in rows if r.tenant != p.tenant]
+        others = TenantRow(tenant=OTHERS, guaranteed_gpus=None, max_gpus=None,
+                           used_gpus=sum(r.used_gpus for r in rest), borrowed_gpus=sum(r.borrowed_gpus for r in rest),
+                           lent_gpus=sum(r.lent_gpus for r in rest), pending_jobs=sum(r.pending_jobs for r in rest),
+                           pending_gpus=sum(r.pending_gpus for r in rest))
+        rows = [r for r in rows if r.tenant == p.tenant]
+    return TenantsOut(now=layout.now, quota_enforced=svc.quota_enforced, tenants=rows, others=others)
+
+
+def _sse(event: str, data: Any) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+def mount(app: FastAPI, svc: "Service") -> None:
+    """Serve the page at ``/``, its assets and the ``/v1/dashboard`` routes on ``app`` (the API's
+    bearer tokens, :func:`kant.service.api._principal`)."""
+    cache = LayoutCache(svc)
+    history = svc.history
+    router = APIRouter(prefix="/v1/dashboard", tags=["dashboard"])
+    Who = Annotated[Principal, Depends(_principal)]
+
+    @router.get("/whoami", response_model=WhoOut)
+    def whoami(p: Who) -> WhoOut:
+        """The token's role and tenant (the page shows a tenant its own jobs)."""
+        return WhoOut(role=p.role, tenant=p.tenant)
+
+    @router.get("/map", response_model=MapOut)
+    def map_(p: Who, leaf: Annotated[str | None, Query(max_length=256)] = None,
+             max_nodes: Annotated[int, Query(ge=0, le=100_000)] = DETAIL_MAX_NODES) -> MapOut:
+        """Nodes by leaf: per leaf the GPUs held (per tenant and job kind) and the nodes full, partly
+        used, empty, cordoned and down; every node with its jobs when the cluster has at most
+        ``max_nodes`` nodes, or those of ``leaf``."""
+        return cluster_map(cache.get(), p, leaf, max_nodes)
+
+    @router.get("/tenants", response_model=TenantsOut)
+    def tenants(p: Who) -> TenantsOut:
+        """Per tenant: quota, GPUs used, borrowed and lent, jobs waiting and the GPUs they ask for."""
+        return tenant_rows(svc, cache.get(), p)
+
+    @router.get("/series", response_model=SeriesOut)
+    def series(p: Who, after: Annotated[int, Query(ge=0)] = 0) -> SeriesOut:
+        """Samples of GAR, SOR, GFR, the queue and the wait percentiles newer than ``after``."""
+        seq = history.seq
+        return SeriesOut(seq=seq, samples=history.since(after))
+
+    @router.get("/predictions", response_model=PredictionsOut)
+    def predictions(p: Who, ids: Annotated[str, Query(max_length=20_000, pattern=r"^[0-9]+(,[0-9]+)*$")]
+                    ) -> PredictionsOut:
+        """Predicted starts (P10, P50, P90 on the service clock) of the listed pending jobs the caller
+        may see (the twin's latest prediction; none until it has run)."""
+        wanted = [int(i) for i in ids.split(",")][:1000]
+        loop = svc.loop
+        if loop is None or not loop.alive:
+            raise HTTPException(503, "this service is a standby, not the leader")
+        owners: dict[int, str] = loop.call(lambda lp: {i: lp.active[i].tenant for i in wanted if i in lp.active})
+        out: dict[str, dict[str, float | int | None]] = {}
+        for job_id, tenant in owners.items():
+            if not p.admin and tenant != p.tenant:
+                continue
+            pred = svc.twin.predicted(job_id)
+            if pred is not None:
+                out[str(job_id)] = {"p10": pred.p10, "p50": pred.p50, "p90": pred.p90, "as_of": pred.as_of,
+                                    "runs": pred.runs}
+        return PredictionsOut(now=svc.clock.now(), predictions=out)
+
+    @router.get("/stream", response_class=StreamingResponse, responses={200: {"content": {"text/event-stream": {}}}})
+    async def stream(p: Who, after: Annotated[int, Query(ge=0)] = 0) -> StreamingResponse:
+        """Server-sent events: ``samples`` (new time-series samples, as ``/series``) whenever the loop
+        publishes, at most once a second, and ``state`` when the cluster's state changed (the page
+        then reads the map, queue and tenants again)."""
+
+        async def events() -> AsyncIterator[bytes]:
+            seen, version, quiet = after, -1, 0
+            while True:
+                loop = svc.loop
+                now_version = loop.state_version if loop is not None else -1
+                if history.seq > seen:
+                    samples = history.since(seen)
+                    seen = history.seq
+                    yield _sse("samples", {"seq": seen, "samples": samples})
+                    quiet = 0
+                if now_version != version:
+                    version = now_version
+                    yield _sse("state", {"version": version})
+                    quiet = 0
+                quiet += 1
+                if quiet >= 15:
+                    yield b": keep-alive\n\n"
+                    quiet = 0
+                await asyncio.sleep(1.0)
+
+        return StreamingResponse(events(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    app.include_router(router)
+
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+    app.mount("/dashboard/static", StaticFiles(directory=STATIC), name="dashboard-static")

@@ -1,0 +1,561 @@
+// The kant dashboard: one page, plain ES module, no build step. It reads the /v1 API with the token
+// the user logs in with (kept in sessionStorage), and /v1/dashboard/* for the cluster map, tenants
+// and time series; a fetch-based server-sent-event reader (EventSource cannot send a bearer token)
+// brings new samples and state changes. Simulation results are opened from a file, in the browser.
+
+const $ = (sel, root = document) => root.querySelector(sel);
+const view = $("#view");
+const S = {
+  token: sessionStorage.getItem("kant-token"),
+  who: null,
+  colorBy: "tenant",
+  map: null,
+  samples: [],       // time-series samples, by id, oldest first
+  seq: 0,
+  charts: [],
+  stream: null,
+  route: "",
+  renders: 0,
+  results: null,     // the opened result.json / comparison.json
+};
+
+// --- formatting ----------------------------------------------------------------------------------
+const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+const pct = (x) => (x == null ? "n/a" : `${(100 * x).toFixed(1)}%`);
+const num = (x, d = 1) => (x == null ? "n/a" : Number(x).toFixed(d));
+const int = (x) => (x == null ? "n/a" : Number(x).toLocaleString("en-US"));
+// the same steps as kant.metrics.summary.format_duration
+function dur(s) {
+  if (s == null || !isFinite(s)) return "n/a";
+  const a = Math.abs(s);
+  if (a < 120) return `${s.toFixed(0)} s`;
+  if (a < 7200) return `${(s / 60).toFixed(1)} min`;
+  if (a < 2 * 86400) return `${(s / 3600).toFixed(1)} h`;
+  return `${(s / 86400).toFixed(1)} d`;
+}
+function hue(name) {
+  let h = 0;
+  for (const c of name) h = (h * 31 + c.charCodeAt(0)) >>> 0;
+  return h % 360;
+}
+function tenantColor(name) {
+  if (name === "others") return "var(--others)";
+  return `hsl(${hue(name)} 62% 52%)`;
+}
+const kindColor = (kind) => (kind === "inference" ? "var(--inference)" : "var(--training)");
+
+// --- the API ------------------------------------------------------------------------------------
+class ApiError extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
+async function api(path, init = {}) {
+  const r = await fetch(path, { ...init, headers: { Authorization: `Bearer ${S.token}`, ...(init.headers || {}) } });
+  if (!r.ok) {
+    let msg = r.statusText;
+    try { msg = (await r.json()).message || msg; } catch { /* not JSON */ }
+    throw new ApiError(r.status, `${r.status}: ${msg}`);
+  }
+  return r.json();
+}
+
+// --- login ----------------------------------------------------------------------------------------
+async function login(token) {
+  S.token = token;
+  try {
+    S.who = await api("/v1/dashboard/whoami");
+  } catch (e) {
+    S.token = null;
+    S.who = null;
+    sessionStorage.removeItem("kant-token");
+    throw e;
+  }
+  sessionStorage.setItem("kant-token", token);
+  $("#who").textContent = S.who.role === "admin" ? "admin" : `tenant ${S.who.tenant}`;
+  $("#nav").hidden = false;
+  $("#logout").hidden = false;
+  $("#login").hidden = true;
+  await loadSeries();
+  openStream();
+}
+function logout() {
+  sessionStorage.removeItem("kant-token");
+  location.hash = "#/cluster";
+  location.reload();
+}
+$("#login-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  $("#login-error").textContent = "";
+  try {
+    await login($("#token").value.trim());
+    await render();
+  } catch (e) {
+    $("#login-error").textContent = e.status === 401 ? "This token is not valid (unknown, expired or revoked)." : String(e.message || e);
+  }
+});
+$("#logout").addEventListener("click", logout);
+
+// --- live updates: server-sent events over fetch ---------------------------------------------------
+function addSamples(samples) {
+  for (const s of samples) {
+    const last = S.samples[S.samples.length - 1];
+    if (last && last.id === s.id) S.samples[S.samples.length - 1] = s;
+    else S.samples.push(s);
+  }
+  if (S.samples.length > 3600) S.samples.splice(0, S.samples.length - 3600);
+}
+async function loadSeries() {
+  const out = await api(`/v1/dashboard/series?after=${S.seq}`);
+  addSamples(out.samples);
+  S.seq = out.seq;
+}
+let refreshTimer = null;
+function onState() {
+  // the cluster changed: read the live views again (at most one refresh per second)
+  if (refreshTimer) return;
+  refreshTimer = setTimeout(() => {
+    refreshTimer = null;
+    const name = routeName();
+    if (["cluster", "queue", "tenants"].includes(name)) render(true);
+  }, 1000);
+}
+async function openStream() {
+  if (S.stream) return;
+  const ctrl = new AbortController();
+  S.stream = ctrl;
+  while (S.stream === ctrl && S.token) {
+    try {
+      const r = await fetch(`/v1/dashboard/stream?after=${S.seq}`, { headers: { Authorization: `Bearer ${S.token}` }, signal: ctrl.signal });
+      if (!r.ok) throw new ApiError(r.status, r.statusText);
+      const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value;
+        let i;
+        while ((i = buf.indexOf("\n\n")) >= 0) {
+          const chunk = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          let event = "message", data = "";
+          for (const line of chunk.split("\n")) {
+            if (line.startsWith("event:")) event = line.slice(6).trim();
+            else if (line.startsWith("data:")) data += line.slice(5).trim();
+          }
+          if (!data) continue;
+          const msg = JSON.parse(data);
+          if (event === "samples") {
+            addSamples(msg.samples);
+            S.seq = msg.seq;
+            if (routeName() === "charts") drawCharts();
+          } else if (event === "state") {
+            onState();
+          }
+        }
+      }
+    } catch (e) {
+      if (ctrl.signal.aborted) return;
+    }
+    await new Promise((res) => setTimeout(res, 2000));
+  }
+}
+
+// --- routing --------------------------------------------------------------------------------------
+function parseRoute() {
+  const h = location.hash.replace(/^#\/?/, "") || "cluster";
+  const [path, qs] = h.split("?");
+  return { parts: path.split("/").map(decodeURIComponent), query: new URLSearchParams(qs || "") };
+}
+const routeName = () => parseRoute().parts[0];
+
+let rendering = 0;
+async function render(refresh = false) {
+  const { parts, query } = parseRoute();
+  const name = parts[0];
+  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.view === name);
+  $("#error").textContent = "";
+  if (name !== "results" && !S.token) {
+    $("#login").hidden = false;
+    view.innerHTML = "";
+    return;
+  }
+  const ticket = ++rendering;
+  try {
+    let html;
+    if (name === "cluster") html = await clusterView(parts[2] && parts[1] === "leaf" ? parts[2] : null);
+    else if (name === "queue") html = await queueView(query);
+    else if (name === "tenants") html = await tenantsView();
+    else if (name === "charts") html = chartsView();
+    else if (name === "job") html = await jobView(parts[1]);
+    else if (name === "results") html = resultsView();
+    else html = `<p>No page ${esc(name)}. <a href="#/cluster">Cluster</a></p>`;
+    if (ticket !== rendering) return;  // a newer render started meanwhile
+    const y = window.scrollY;
+    view.innerHTML = html;
+    if (refresh) window.scrollTo(0, y);
+    after(name);
+    S.renders += 1;
+    view.dataset.ready = name;
+    view.dataset.renders = String(S.renders);
+  } catch (e) {
+    if (ticket !== rendering) return;
+    if (e.status === 401) { logout(); return; }
+    $("#error").textContent = String(e.message || e);
+    view.dataset.ready = `error:${name}`;
+  }
+}
+function after(name) {
+  if (name === "charts") drawCharts();
+  if (name === "results") bindResults();
+  if (name === "cluster") bindMap();
+  if (name === "queue") bindQueue();
+}
+window.addEventListener("hashchange", () => render());
+
+// --- cluster: headline and map -----------------------------------------------------------------
+function kpi(id, label, text, value) {
+  return `<div class="kpi"><div class="v" data-testid="kpi-${id}" data-value="${value ?? ""}">${esc(text)}</div><div class="k">${esc(label)}</div></div>`;
+}
+function countsLine(c) {
+  const item = (k, label, color) => `<span><span class="sw" style="background:${color}"></span>${label} <b data-testid="nodes-${k}">${c[k]}</b></span>`;
+  return `<div class="legend">${item("full", "full", "var(--full)")}${item("partial", "partly used", "var(--partial)")}${item("empty", "empty", "var(--free)")}${item("cordoned", "cordoned", "var(--cordoned)")}${item("down", "down", "var(--down)")}</div>`;
+}
+async function clusterView(leaf) {
+  const params = new URLSearchParams();
+  if (leaf) params.set("leaf", leaf);
+  const maxNodes = new URLSearchParams(location.search).get("max_nodes");
+  if (maxNodes) params.set("max_nodes", maxNodes);
+  const [cl, map] = await Promise.all([api("/v1/cluster"), api(`/v1/dashboard/map?${params}`)]);
+  S.map = map;
+  const kpis = [
+    kpi("gar", "GAR: allocated / all GPUs", pct(cl.gar), cl.gar),
+    kpi("sor", "SOR", pct(cl.sor), cl.sor),
+    kpi("gfr-nodes", "GFR: partly used nodes", pct(cl.gfr_nodes), cl.gfr_nodes),
+    kpi("gfr-gpus", "GFR: free GPUs stranded", pct(cl.gfr_gpus), cl.gfr_gpus),
+    kpi("allocated", `GPUs allocated of ${int(cl.total_gpus)}`, int(cl.allocated_gpus), cl.allocated_gpus),
+    kpi("queue", "jobs waiting", int(cl.queue_len), cl.queue_len),
+    kpi("running", "jobs running", int(cl.running_jobs), cl.running_jobs),
+  ].join("");
+  const head = `<h1>Cluster <span class="muted">${esc(cl.policy)} · ${esc(cl.clock)} clock · now ${esc(num(cl.now, 0))}</span></h1>
+    <div class="kpis">${kpis}</div>
+    <div class="toolbar">
+      <label>Colour by <select id="color-by"><option value="tenant">tenant</option><option value="kind">job kind</option></select></label>
+      ${countsLine(map.counts)}
+      <span class="muted">${int(map.nodes)} nodes, ${int(map.used_gpus)} of ${int(map.gpus)} GPUs held</span>
+    </div>
+    <div id="map-legend" class="legend"></div>`;
+  return head + `<div id="map">${mapBody(map)}</div>`;
+}
+function mapBody(map) {
+  if (map.leaf) {
+    return `<p><a href="#/cluster">&larr; all leaves</a></p><h2>Leaf ${esc(map.leaf)}</h2>${nodesHtml(map.node_rows)}`;
+  }
+  if (map.detail) return nodesHtml(map.node_rows);
+  return leavesHtml(map.leaves);
+}
+function nodeCells(n) {
+  const cells = [];
+  const cls = n.state === "down" ? "down" : n.state === "up" ? "" : "cordoned";
+  for (const j of n.jobs) {
+    const color = S.colorBy === "kind" ? kindColor(j.kind) : tenantColor(j.tenant);
+    const tip = j.id == null ? `${j.tenant}: ${j.gpus} GPU` : `job ${j.id} · ${j.tenant} · ${j.kind} · ${j.gpus} GPU`;
+    for (let k = 0; k < j.gpus; k++) {
+      cells.push(`<span class="cell${j.id != null ? " job" : ""}" style="background:${color}" data-tip="${esc(tip)}"${j.id != null ? ` data-job="${j.id}"` : ""} data-tenant="${esc(j.tenant)}"></span>`);
+    }
+  }
+  for (let k = cells.length; k < n.gpus; k++) cells.push(`<span class="cell ${cls}" data-tip="${esc(n.name)}: free${cls ? ` (${n.state})` : ""}"></span>`);
+  return cells.join("");
+}
+function nodesHtml(nodes) {
+  const bySpine = new Map();
+  for (const n of nodes) {
+    if (!bySpine.has(n.spine)) bySpine.set(n.spine, new Map());
+    const leaves = bySpine.get(n.spine);
+    if (!leaves.has(n.leaf)) leaves.set(n.leaf, []);
+    leaves.get(n.leaf).push(n);
+  }
+  let out = "";
+  for (const [spine, leaves] of bySpine) {
+    out += `<div class="spine"><div class="title">${esc(spine)}</div>`;
+    for (const [leaf, ns] of leaves) {
+      out += `<div class="leaf" data-leaf="${esc(leaf)}"><div class="title">${esc(leaf)}</div>`;
+      for (const n of ns) {
+        const partial = n.state === "up" && n.used_gpus > 0 && n.used_gpus < n.gpus;
+        out += `<div class="node${partial ? " partial" : ""}" data-node="${esc(n.name)}" data-used="${n.used_gpus}" data-state="${esc(n.state)}"><span class="name" title="${esc(n.name)} · ${esc(n.gpu_type)} · ${n.used_gpus}/${n.gpus} GPUs · ${esc(n.state)}">${esc(n.name)}</span><span class="cells">${nodeCells(n)}</span></div>`;
+      }
+      out += "</div>";
+    }
+    out += "</div>";
+  }
+  return out || "<p>No nodes.</p>";
+}
+function barHtml(parts, total) {
+  return `<span class="bar">${parts.filter(([, v]) => v > 0).map(([color, v, tip]) => `<span style="width:${(100 * v) / total}%;background:${color}" title="${esc(tip)}"></span>`).join("")}</span>`;
+}
+function leavesHtml(leaves) {
+  const rows = leaves.map((l) => {
+    const c = l.counts;
+    const nodesBar = barHtml([["var(--full)", c.full, `${c.full} full`], ["var(--partial)", c.partial, `${c.partial} partly used`],
+      ["var(--free)", c.empty, `${c.empty} empty`], ["var(--cordoned)", c.cordoned, `${c.cordoned} cordoned`], ["var(--down)", c.down, `${c.down} down`]], l.nodes);
+    const holders = S.colorBy === "kind" ? Object.entries(l.kinds).map(([k, g]) => [kindColor(k), g, `${k}: ${g} GPUs`])
+      : Object.entries(l.tenants).map(([t, g]) => [tenantColor(t), g, `${t}: ${g} GPUs`]);
+    return `<tr data-leaf="${esc(l.leaf)}"><td>${esc(l.leaf)}</td><td>${esc(l.spine)}</td><td class="num">${l.nodes}</td>
+      <td class="num" data-testid="leaf-used">${l.used_gpus} / ${l.gpus}</td><td class="num" data-testid="leaf-partial">${c.partial}</td>
+      <td>${nodesBar}</td><td>${barHtml(holders, l.gpus)}</td></tr>`;
+  }).join("");
+  return `<p class="muted">${leaves.length} leaves; click one for its nodes.</p>
+    <table class="leaves"><thead><tr><th>leaf</th><th>spine</th><th class="num">nodes</th><th class="num">GPUs held</th><th class="num">partly used</th><th>nodes: full · partly used · empty · cordoned · down</th><th>GPUs by ${S.colorBy === "kind" ? "job kind" : "tenant"}</th></tr></thead><tbody>${rows}</tbody></table>`;
+}
+function mapLegend(map) {
+  const seen = new Map();
+  const add = (t, g) => seen.set(t, (seen.get(t) || 0) + g);
+  if (S.colorBy === "kind") {
+    for (const l of map.leaves) for (const [k, g] of Object.entries(l.kinds)) add(k, g);
+    return [...seen].map(([k, g]) => `<span><span class="sw" style="background:${kindColor(k)}"></span>${esc(k)} ${g}</span>`).join("");
+  }
+  for (const l of map.leaves) for (const [t, g] of Object.entries(l.tenants)) add(t, g);
+  return [...seen].sort((a, b) => b[1] - a[1]).map(([t, g]) => `<span><span class="sw" style="background:${tenantColor(t)}"></span>${esc(t)} ${g}</span>`).join("")
+    + `<span><span class="sw" style="background:var(--free)"></span>free</span>`;
+}
+let tip = null;
+function bindMap() {
+  const sel = $("#color-by");
+  sel.value = S.colorBy;
+  sel.addEventListener("change", () => {
+    S.colorBy = sel.value;
+    $("#map").innerHTML = mapBody(S.map);
+    $("#map-legend").innerHTML = mapLegend(S.map);
+  });
+  $("#map-legend").innerHTML = mapLegend(S.map);
+  const map = $("#map");
+  map.addEventListener("click", (ev) => {
+    const cell = ev.target.closest("[data-job]");
+    if (cell) { location.hash = `#/job/${cell.dataset.job}`; return; }
+    const row = ev.target.closest("tr[data-leaf]");
+    if (row) location.hash = `#/cluster/leaf/${encodeURIComponent(row.dataset.leaf)}`;
+  });
+  map.addEventListener("mouseover", (ev) => {
+    const t = ev.target.closest("[data-tip]");
+    if (!t) { if (tip) tip.hidden = true; return; }
+    if (!tip) { tip = document.createElement("div"); tip.id = "tip"; document.body.appendChild(tip); }
+    tip.hidden = false;
+    tip.textContent = t.dataset.tip;
+    const r = t.getBoundingClientRect();
+    tip.style.left = `${r.right + 6}px`;
+    tip.style.top = `${r.top - 4}px`;
+  });
+  map.addEventListener("mouseleave", () => { if (tip) tip.hidden = true; });
+}
+
+// --- queue ----------------------------------------------------------------------------------------
+const STATE_FILTERS = { pending: ["pending"], running: ["running"], active: ["pending", "running"], ended: ["finished", "failed", "cancelled", "unschedulable"] };
+async function queueView(q) {
+  const filter = q.get("state") || "pending";
+  const tenant = q.get("tenant") || "";
+  const after = q.get("after") || "";
+  const params = new URLSearchParams({ limit: "100" });
+  for (const s of STATE_FILTERS[filter] || ["pending"]) params.append("state", s);
+  if (tenant) params.set("tenant", tenant);
+  if (after) params.set("after", after);
+  const admin = S.who.role === "admin";
+  const [page, clock, tenants] = await Promise.all([api(`/v1/jobs?${params}`), api("/v1/clock"),
+    admin ? api("/v1/dashboard/tenants") : Promise.resolve(null)]);
+  const pendingIds = page.items.filter((j) => j.state === "pending").map((j) => j.id);
+  const preds = pendingIds.length ? (await api(`/v1/dashboard/predictions?ids=${pendingIds.join(",")}`)).predictions : {};
+  const now = clock.now;
+  const opt = (v, label, cur) => `<option value="${esc(v)}"${v === cur ? " selected" : ""}>${esc(label)}</option>`;
+  const tenantSel = admin ? `<label>Tenant <select id="f-tenant">${opt("", "all", tenant)}${tenants.tenants.map((t) => opt(t.tenant, t.tenant, tenant)).join("")}</select></label>` : `<span class="muted">tenant ${esc(S.who.tenant)} (your jobs)</span>`;
+  const rows = page.items.map((j) => {
+    const gpus = j.gpu_milli && j.gpus_per_worker <= 1 && j.gpu_milli < 1000 ? `${j.workers}×${j.gpu_milli / 1000}` : `${j.workers}×${j.gpus_per_worker}`;
+    const p = preds[String(j.id)];
+    const predicted = p && p.p50 != null ? `in ${dur(p.p50 - now)}${p.p10 != null && p.p90 != null ? ` (${dur(p.p10 - now)} – ${dur(p.p90 - now)})` : ""}` : "";
+    const wait = j.state === "pending" ? dur(now - j.submit_time) : j.first_start_time != null ? dur(j.first_start_time - j.submit_time) : "";
+    const ran = j.state === "running" && j.start_time != null ? dur(now - j.start_time) : "";
+    return `<tr data-job="${j.id}"><td><a href="#/job/${j.id}">${j.id}</a></td><td>${esc(j.name)}</td><td data-col="tenant">${esc(j.tenant)}</td>
+      <td class="num" data-col="gpus">${gpus}</td><td data-col="state">${esc(j.state)}</td><td class="num" data-col="wait">${wait}</td>
+      <td class="num">${ran}</td><td data-col="reason">${esc(j.state === "pending" ? j.reason : j.placement ? j.placement.join(", ") : j.reason)}</td><td data-col="predicted">${predicted}</td></tr>`;
+  }).join("");
+  const link = (a) => `#/queue?${new URLSearchParams({ state: filter, ...(tenant ? { tenant } : {}), ...(a ? { after: a } : {}) })}`;
+  return `<h1>Queue</h1>
+    <div class="toolbar"><label>State <select id="f-state">${opt("pending", "pending", filter)}${opt("running", "running", filter)}${opt("active", "pending and running", filter)}${opt("ended", "ended", filter)}</select></label>${tenantSel}
+      <span class="muted">service clock ${num(now, 0)}</span></div>
+    <table id="jobs"><thead><tr><th>id</th><th>name</th><th>tenant</th><th class="num">GPUs</th><th>state</th><th class="num">waited</th><th class="num">running for</th><th>reason / nodes</th><th>predicted start</th></tr></thead>
+    <tbody>${rows || `<tr><td colspan="9" class="muted">no jobs</td></tr>`}</tbody></table>
+    <div class="pager">${after ? `<a href="${link("")}">first page</a>` : ""}${page.next != null ? `<a id="next-page" href="${link(page.next)}">next page</a>` : ""}<span class="muted" data-testid="shown">${page.items.length} shown</span></div>`;
+}
+function bindQueue() {
+  const go = () => {
+    const st = $("#f-state").value;
+    const t = $("#f-tenant") ? $("#f-tenant").value : "";
+    location.hash = `#/queue?${new URLSearchParams({ state: st, ...(t ? { tenant: t } : {}) })}`;
+  };
+  $("#f-state").addEventListener("change", go);
+  if ($("#f-tenant")) $("#f-tenant").addEventListener("change", go);
+}
+
+// --- job ------------------------------------------------------------------------------------------
+async function jobView(id) {
+  const j = await api(`/v1/jobs/${encodeURIComponent(id)}`);
+  let logs;
+  try {
+    const r = await fetch(`/v1/jobs/${encodeURIComponent(id)}/logs`, { headers: { Authorization: `Bearer ${S.token}` } });
+    if (r.ok) {
+      const type = r.headers.get("content-type") || "";
+      if (type.includes("json")) {
+        const body = await r.json();
+        logs = typeof body === "string" ? body : body.logs ?? body.text ?? (Array.isArray(body.lines) ? body.lines.join("\n") : JSON.stringify(body, null, 2));
+      } else logs = await r.text();
+    }
+  } catch { /* no logs */ }
+  const field = (k, v) => `<dt>${esc(k)}</dt><dd data-field="${esc(k)}">${v}</dd>`;
+  const fields = [
+    field("tenant", esc(j.tenant)), field("user", esc(j.user)), field("kind", esc(j.kind)), field("state", esc(j.state)),
+    field("workers", `${j.workers} × ${j.gpus_per_worker} GPU${j.gpu_type ? ` (${esc(j.gpu_type)})` : ""}`),
+    field("priority", j.priority), field("submitted", num(j.submit_time, 0)),
+    field("first start", j.first_start_time == null ? "" : `${num(j.first_start_time, 0)} (waited ${dur(j.first_start_time - j.submit_time)})`),
+    field("end", j.end_time == null ? "" : num(j.end_time, 0)), field("runs", j.runs),
+    field("nodes", esc((j.placement || []).join(", "))), field("exit code", j.exit_code ?? ""),
+    field("estimate", dur(j.estimate_s)), field("command", `<code>${esc(j.command || "")}</code>`),
+  ].join("");
+  const why = j.why ? `<h2>Why</h2><p data-testid="why">${esc(j.why.summary || j.why.reason)}${j.why.position != null ? ` · ${j.why.position} job(s) ahead` : ""}</p>` : "";
+  const events = j.events.map((e) => `<tr><td class="num">${num(e.time, 0)}</td><td>${esc(e.kind)}</td><td>${esc(e.node || "")}</td><td>${esc(e.message)}</td></tr>`).join("");
+  return `<p><a href="#/queue">&larr; queue</a></p><h1 data-testid="job-title">Job ${j.id} <span class="muted">${esc(j.name)}</span></h1>
+    <dl class="fields">${fields}</dl>${why}
+    <h2>Events</h2><table id="events"><thead><tr><th class="num">time</th><th>event</th><th>node</th><th>message</th></tr></thead><tbody>${events}</tbody></table>
+    <h2>Logs</h2>${logs != null ? `<pre class="logs" data-testid="logs">${esc(logs)}</pre>` : `<p class="muted" data-testid="logs">no logs</p>`}`;
+}
+
+// --- tenants --------------------------------------------------------------------------------------
+async function tenantsView() {
+  const t = await api("/v1/dashboard/tenants");
+  const row = (r, cls = "") => `<tr class="${cls}" data-tenant="${esc(r.tenant)}"><td>${esc(r.tenant)}</td><td class="num" data-col="guaranteed">${r.guaranteed_gpus ?? ""}</td>
+    <td class="num" data-col="max">${r.max_gpus ?? ""}</td><td class="num" data-col="used">${r.used_gpus}</td><td class="num" data-col="borrowed">${r.borrowed_gpus}</td>
+    <td class="num" data-col="lent">${r.lent_gpus}</td><td class="num" data-col="pending-jobs">${r.pending_jobs}</td><td class="num" data-col="pending-gpus">${r.pending_gpus}</td></tr>`;
+  return `<h1>Tenants <span class="muted">${t.quota_enforced ? "quotas enforced" : "quotas shown, not enforced by this policy"}</span></h1>
+    <table id="tenants"><thead><tr><th>tenant</th><th class="num">guaranteed</th><th class="num">max</th><th class="num">GPUs used</th><th class="num">borrowed</th><th class="num">lent</th><th class="num">jobs waiting</th><th class="num">GPUs asked by waiting jobs</th></tr></thead>
+    <tbody>${t.tenants.map((r) => row(r)).join("")}${t.others ? row(t.others, "others") : ""}</tbody></table>
+    <p class="muted">borrowed: GPUs used above the guarantee; lent: idle guarantee that others' borrowing uses.</p>`;
+}
+
+// --- charts ---------------------------------------------------------------------------------------
+const CHARTS = [
+  { id: "ratios", title: "GAR, SOR and GFR", series: [["GAR", "gar", "#2f6fde"], ["SOR", "sor", "#17a589"], ["GFR nodes", "gfr_nodes", "#f0a020"], ["GFR GPUs", "gfr_gpus", "#c0392b"]], fmt: pct, range: [0, 1] },
+  { id: "queue", title: "Queue length (jobs) and GPUs they ask for", series: [["jobs waiting", "queue_len", "#6c3483"], ["GPUs asked", "pending_gpus", "#a58bd6"]], fmt: (v) => int(v) },
+  { id: "wait", title: "Wait before first start (JWTD) of the jobs that started in each interval", series: [["P50", "wait.p50", "#2f6fde"], ["P90", "wait.p90", "#f0a020"], ["P99", "wait.p99", "#c0392b"]], fmt: dur },
+];
+const pick = (s, key) => key.split(".").reduce((o, k) => (o == null ? null : o[k]), s);
+function chartsView() {
+  const last = S.samples[S.samples.length - 1];
+  const lastLine = last ? CHARTS.flatMap((c) => c.series.map(([label, key]) => `<span>${esc(label)} <b data-testid="last-${key.replace(".", "-")}" data-value="${pick(last, key) ?? ""}">${c.fmt(pick(last, key))}</b></span>`)).join(" · ") : "no samples yet";
+  return `<h1>Time series <span class="muted" data-testid="samples">${S.samples.length} samples</span></h1>
+    <p class="legend" id="last-values">latest (service clock <span data-testid="last-t">${last ? num(last.t, 0) : ""}</span>): ${lastLine}</p>
+    ${CHARTS.map((c) => `<h2>${esc(c.title)}</h2><div class="chart" id="chart-${c.id}"></div>`).join("")}
+    <p class="muted">Definitions as docs/metrics.md, at each sample: the live values of /v1/cluster. Updated live.</p>`;
+}
+function xAxis(samples) {
+  const wall = samples.length && samples[0].t > 1e9;
+  return { wall, xs: samples.map((s) => (wall ? s.t : s.t / 3600)) };
+}
+function drawCharts() {
+  if (routeName() !== "charts" || !window.uPlot) return;
+  const samples = S.samples;
+  const { wall, xs } = xAxis(samples);
+  // refresh the latest-values line without rebuilding the page
+  const fresh = document.createElement("div");
+  fresh.innerHTML = chartsView();
+  const lv = $("#last-values"); if (lv) lv.replaceWith($("#last-values", fresh));
+  const cnt = $('[data-testid="samples"]'); if (cnt) cnt.textContent = `${samples.length} samples`;
+  for (const c of CHARTS) {
+    const el = $(`#chart-${c.id}`);
+    if (!el) continue;
+    const data = [xs, ...c.series.map(([, key]) => samples.map((s) => pick(s, key)))];
+    let chart = S.charts.find((x) => x.el === el);
+    if (chart) { chart.u.setData(data); continue; }
+    const opts = {
+      width: Math.min(1000, window.innerWidth - 80), height: 220,
+      scales: { x: { time: wall }, ...(c.range ? { y: { range: c.range } } : {}) },
+      axes: [{ label: wall ? "" : "service clock (h)" }, { values: (u, vals) => vals.map((v) => c.fmt(v)), size: 70 }],
+      series: [{ label: wall ? "time" : "h" }, ...c.series.map(([label, , color]) => ({ label, stroke: color, width: 1.5, spanGaps: false, value: (u, v) => c.fmt(v) }))],
+    };
+    S.charts = S.charts.filter((x) => document.body.contains(x.el));
+    S.charts.push({ el, u: new uPlot(opts, data, el) });
+  }
+}
+
+// --- simulation results ---------------------------------------------------------------------------
+// what the results pages show of a result.json (its metrics, docs/metrics.md): label, dotted key,
+// format, and whether more is better (for the side-by-side's best value)
+const RESULT_ROWS = [
+  ["GAR (window)", "gar.window", pct, 1], ["GAR while jobs wait", "gar.busy", pct, 1], ["GAR (whole run)", "gar.run", pct, 1],
+  ["SOR", "sor", pct, 1], ["GFR (nodes)", "gfr.nodes", pct, -1], ["GFR (GPUs)", "gfr.gpus", pct, -1],
+  ["JWTD P50", "jwtd.overall.p50", dur, -1], ["JWTD P90", "jwtd.overall.p90", dur, -1], ["JWTD P99", "jwtd.overall.p99", dur, -1],
+  ["Queued in total P99", "queued.overall.p99", dur, -1], ["JCT mean", "jct.overall.mean", dur, -1], ["JCT P99", "jct.overall.p99", dur, -1],
+  ["Queue length mean", "queue.mean_len", (v) => num(v), -1], ["Queue length max", "queue.max_len", int, -1],
+  ["Finished", "counts.finished", int, 1], ["Unschedulable", "counts.unschedulable", int, -1], ["Jobs", "counts.jobs", int, 0],
+  ["Preemptions", "counts.preemptions", int, -1], ["Cross-leaf share of multi-node gangs", "topology.cross_leaf_share", pct, -1],
+];
+function parseResults(text, fileName) {
+  let data;
+  try { data = JSON.parse(text); } catch (e) { throw new Error(`${fileName}: not JSON (${e.message})`); }
+  if (data && typeof data === "object" && data.metrics && data.policy) return { kind: "result", runs: [[data.policy, data]], fileName };
+  if (data && typeof data === "object" && Object.keys(data).length && Object.values(data).every((v) => v && typeof v === "object" && v.metrics)) {
+    return { kind: "comparison", runs: Object.entries(data), fileName };
+  }
+  throw new Error(`${fileName}: not a kant result.json or comparison.json (no 'metrics' key)`);
+}
+function resultsView() {
+  const R = S.results;
+  let body = "";
+  if (R) {
+    const names = R.runs.map(([n]) => n);
+    const head = `<tr><th>metric</th>${names.map((n) => `<th class="num">${esc(n)}</th>`).join("")}</tr>`;
+    const rows = RESULT_ROWS.map(([label, key, fmt, better]) => {
+      const vals = R.runs.map(([, r]) => pick(r.metrics, key));
+      const finite = vals.filter((v) => v != null);
+      const best = better && finite.length > 1 ? (better > 0 ? Math.max(...finite) : Math.min(...finite)) : null;
+      return `<tr data-key="${esc(key)}"><td>${esc(label)}</td>${vals.map((v) => `<td class="num${best != null && v === best ? " best" : ""}" data-value="${v ?? ""}">${fmt(v)}</td>`).join("")}</tr>`;
+    }).join("");
+    const buckets = Object.keys(R.runs[0][1].metrics.jwtd?.buckets || {});
+    const bucketRows = buckets.map((b) => `<tr><td>${esc(b)}</td>${R.runs.map(([, r]) => { const d = r.metrics.jwtd.buckets[b] || {}; return `<td class="num">${int(d.count)}</td><td class="num">${dur(d.p50)}</td><td class="num">${dur(d.p99)}</td>`; }).join("")}</tr>`).join("");
+    const first = R.runs[0][1];
+    body = `<h2>${R.kind === "comparison" ? `Side by side: ${R.runs.length} policies` : `Policy ${esc(first.policy)}`} <span class="muted">${esc(R.fileName)}</span></h2>
+      <p class="muted">trace ${esc(typeof first.trace === "string" ? first.trace : JSON.stringify(first.trace))} · cluster ${esc(typeof first.cluster === "string" ? first.cluster : JSON.stringify(first.cluster))}</p>
+      <table id="result-table"><thead>${head}</thead><tbody>${rows}</tbody></table>
+      <h2>GAR per day</h2><div class="chart" id="chart-daily"></div>
+      <h2>Wait before first start by gang size (GPUs)</h2>
+      <table><thead><tr><th>gang</th>${names.map((n) => `<th class="num" colspan="3">${esc(n)}: count · P50 · P99</th>`).join("")}</tr></thead><tbody>${bucketRows}</tbody></table>`;
+  }
+  return `<h1>Simulation results</h1>
+    <p>Open a <code>result.json</code> (<code>kant simulate</code>) or <code>comparison.json</code> (<code>kant compare</code>);
+       it is read in this browser, nothing is uploaded. The static HTML reports next to them are for sharing.</p>
+    <input type="file" id="results-file" accept=".json,application/json"><p id="results-error" class="error"></p>${body}`;
+}
+function bindResults() {
+  $("#results-file").addEventListener("change", async (ev) => {
+    const f = ev.target.files[0];
+    if (!f) return;
+    try {
+      S.results = parseResults(await f.text(), f.name);
+      await render();
+    } catch (e) {
+      $("#results-error").textContent = String(e.message || e);
+    }
+  });
+  if (!S.results || !window.uPlot) return;
+  const days = Math.max(0, ...S.results.runs.map(([, r]) => (r.metrics.gar?.daily?.values || []).length));
+  const xs = Array.from({ length: days }, (_, i) => i + 1);
+  const colors = ["#2f6fde", "#f0a020", "#17a589", "#c0392b", "#6c3483", "#7f8c8d"];
+  const data = [xs, ...S.results.runs.map(([, r]) => xs.map((_, i) => (r.metrics.gar?.daily?.values || [])[i] ?? null))];
+  new uPlot({
+    width: Math.min(1000, window.innerWidth - 80), height: 220, scales: { x: { time: false }, y: { range: [0, 1] } },
+    axes: [{ label: "day" }, { values: (u, vals) => vals.map(pct), size: 60 }],
+    series: [{ label: "day" }, ...S.results.runs.map(([n], i) => ({ label: n, stroke: colors[i % colors.length], width: 1.5, value: (u, v) => pct(v) }))],
+  }, data, $("#chart-daily"));
+}
+
+// --- start ----------------------------------------------------------------------------------------
+(async () => {
+  if (S.token) {
+    try { await login(S.token); } catch { $("#login").hidden = false; }
+  }
+  await render();
+})();
