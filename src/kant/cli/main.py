@@ -316,10 +316,12 @@ def _register_groups() -> None:
     from kant.cli.client import commands as client_commands
     from kant.cli.experiment import experiment
     from kant.cli.serve import serve
+    from kant.cli.sweep import sweep
     from kant.cli.trace import trace
 
     cli.add_command(experiment)
     cli.add_command(serve)
+    cli.add_command(sweep)
     cli.add_command(trace)
     for command in client_commands:  # the client of `kant serve`: submit, queue, jobs, ... (docs/cli.md)
         cli.add_command(command)

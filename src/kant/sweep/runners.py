@@ -1,0 +1,105 @@
+"""Where a study's runs execute: local processes, or Ray tasks (one task per run, retried when a
+worker dies). Both hand each :class:`~kant.sweep.runs.RunOutcome` to a callback as it finishes, in
+completion order; a run that fails is an outcome with its error and the others go on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from kant.errors import KantError
+from kant.sweep.runs import InputFile, RunOutcome, RunTask, execute, materialise
+
+__all__ = ["run_local", "run_ray"]
+
+Done = Callable[[RunOutcome], None]
+
+
+def _execute_here(task: RunTask) -> RunOutcome:
+    return execute(task)
+
+
+def run_local(tasks: Sequence[RunTask], done: Done, workers: int = 1) -> None:
+    """Run ``tasks`` in ``workers`` processes (in this process when 1)."""
+    if workers <= 1:
+        for task in tasks:
+            done(execute(task))
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        pending: dict[Future[RunOutcome], RunTask] = {pool.submit(_execute_here, t): t for t in tasks}
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                task = pending.pop(fut)
+                try:
+                    outcome = fut.result()
+                except BrokenProcessPool:
+                    outcome = RunOutcome(task.key, None, None, "a worker process died (killed or out of memory)")
+                done(outcome)
+
+
+def _ray_task(task: RunTask, digests: list[str], *data: bytes) -> RunOutcome:
+    """The body of the Ray task: write the inputs this node lacks, then run (``data``: the bytes of the
+    input files named by ``digests``; top-level arguments, so Ray hands over the values, not refs)."""
+    blobs = dict(zip(digests, data, strict=True))
+
+    def locate(file: InputFile) -> str:
+        return materialise(file, blobs[file.digest])
+
+    return execute(task, locate)
+
+
+def run_ray(tasks: Sequence[RunTask], done: Done, address: str | None = None, *, max_retries: int = 3) -> None:
+    """Run ``tasks`` on Ray, one task per run (``max_retries`` retries when its worker or node dies).
+
+    ``address`` ``None`` starts a local Ray (or uses the one this process already joined); else
+    ``ray.init(address=...)`` (``auto``, ``ray://host:10001``, ``host:6379``). Every input file goes
+    to the object store once and is written on the nodes that run the study, so a remote cluster needs
+    kant installed but not the study's files.
+    """
+    try:
+        import ray
+        from ray.exceptions import RayError
+    except ImportError:
+        raise KantError("--ray needs Ray: pip install 'kant[ray]'") from None
+    started = False
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False) if address is None else ray.init(address=address, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise KantError(f"cannot start or join Ray at {address or 'a local cluster'}: {exc}") from None
+        started = True
+    try:
+        remote = ray.remote(_ray_task).options(num_cpus=1, max_retries=max_retries, name="kant-sweep-run")
+        files: dict[str, InputFile] = {}
+        for t in tasks:
+            for f in (t.trace, t.cluster, t.services):
+                if isinstance(f, InputFile):
+                    files[f.digest] = f
+        refs = {digest: ray.put(_read(f)) for digest, f in files.items()}
+        pending: dict[Any, RunTask] = {}
+        for t in tasks:
+            digests = [f.digest for f in (t.trace, t.cluster, t.services) if isinstance(f, InputFile)]
+            pending[remote.remote(t, digests, *(refs[d] for d in digests))] = t
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                task = pending.pop(ref)
+                try:
+                    outcome = ray.get(ref)
+                except RayError as exc:
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    outcome = RunOutcome(task.key, None, None, f"Ray: {first}")
+                done(outcome)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _read(file: InputFile) -> bytes:
+    with open(file.path, "rb") as f:
+        return f.read()
