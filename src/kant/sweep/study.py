@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kant.config import bundled_policies, parse_policy
 from kant.config.policy import _raise_validation  # the one converter of validation errors to key paths
@@ -68,8 +68,8 @@ class _StudyFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(default="study", min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
     description: str = ""
-    traces: list[str | _TraceSpec] = Field(min_length=1)
-    policies: list[str | _PolicySpec] = Field(min_length=1)
+    traces: list[_TraceSpec] = Field(min_length=1)  # a bare name is short for {name: ...}
+    policies: list[_PolicySpec] = Field(min_length=1)
     clusters: list[str] = Field(min_length=1)
     services: list[str | None] = Field(default_factory=lambda: list[str | None]([None]), min_length=1)
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
@@ -78,6 +78,11 @@ class _StudyFile(BaseModel):
     restart_cost: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
     checkpoint_interval: list[float | None] = Field(default_factory=lambda: list[float | None]([None]),
                                                     min_length=1)
+
+    @field_validator("traces", "policies", mode="before")
+    @classmethod
+    def _names(cls, v: Any) -> Any:
+        return [{"name": x} if isinstance(x, str) else x for x in v] if isinstance(v, list) else v
 
 
 @dataclass(frozen=True)
@@ -241,13 +246,11 @@ def _fmt(value: Any) -> str:
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _policies(source: str, base: Path, specs: list[str | _PolicySpec]) -> list[PolicyVariant]:
+def _policies(source: str, base: Path, specs: list[_PolicySpec]) -> list[PolicyVariant]:
     out: list[PolicyVariant] = []
-    for i, entry in enumerate(specs):
-        spec = _PolicySpec(name=entry) if isinstance(entry, str) else entry
+    for i, spec in enumerate(specs):
         where = f"policies[{i}]"
-        label, doc = _policy_base(source, f"{where}.name" if not isinstance(entry, str) else where,
-                                  _local(base, spec.name))
+        label, doc = _policy_base(source, f"{where}.name", _local(base, spec.name))
         label = spec.label or label
         keys = list(spec.set)
         for k in keys:
@@ -271,10 +274,9 @@ def _policies(source: str, base: Path, specs: list[str | _PolicySpec]) -> list[P
     return out
 
 
-def _traces(source: str, base: Path, specs: list[str | _TraceSpec]) -> list[TraceInput]:
+def _traces(source: str, base: Path, specs: list[_TraceSpec]) -> list[TraceInput]:
     out: list[TraceInput] = []
-    for i, entry in enumerate(specs):
-        spec = _TraceSpec(name=entry) if isinstance(entry, str) else entry
+    for i, spec in enumerate(specs):
         window = None if spec.window is None else _window(source, f"traces[{i}].window", spec.window)
         out.append(TraceInput(
             label=spec.label or spec.name, name=_local(base, spec.name), skip_invalid=spec.skip_invalid,
