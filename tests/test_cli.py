@@ -18,7 +18,7 @@ def test_simulate_writes_json_and_html(tmp_path: Path) -> None:
     assert data["policy"] == "k8s-default"
     assert data["metrics"]["counts"]["finished"] == 400
     html = (tmp_path / "report.html").read_text()
-    assert "<img" in html and "GAR" in html
+    assert 'id="plot-gar"' in html and "uPlot" in html and "GAR" in html  # plots drawn by the browser
 
 
 def test_compare_runs_each_policy(tmp_path: Path) -> None:

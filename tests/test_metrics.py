@@ -453,7 +453,7 @@ def test_reports(tmp_path: Path, main: Metrics) -> None:
     assert data["metrics"]["gar"]["window"] == pytest.approx(126 / 160)
     hpath = write_html(tmp_path / "run.html", res, main)
     text = hpath.read_text()
-    assert "<img" in text and "GAR" in text and "data:image/png;base64," in text
+    assert 'id="plot-gar"' in text and "GAR" in text and '<script type="application/json" id="kant-plots">' in text
 
     other = summarize(main_result(policy="other"))
     runs = [("test", res, main), ("other", main_result(policy="other"), other)]

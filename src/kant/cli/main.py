@@ -128,9 +128,9 @@ def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--trace", default="philly", show_default=True,
                      help="Trace name (philly, ...) or file path."),
-        click.option("--cluster", default="philly", show_default=True,
-                     help="Built-in cluster (philly), node trace (openb-nodes, pai-machines), spec like "
-                     "'64x8:V100,leaf=8,spine=4', or inventory CSV/YAML."),
+        click.option("--cluster", default="philly-80", show_default=True,
+                     help="Built-in cluster (philly-80, philly, tiny), node trace (openb-nodes, pai-machines), "
+                     "spec like '64x8:V100,leaf=8,spine=4', or inventory CSV/YAML."),
         click.option("--seed", default=0, show_default=True, type=int, help="Seed for every random choice."),
         click.option("--skip-invalid", is_flag=True,
                      help="Drop malformed trace rows (and report them) instead of failing."),
@@ -182,8 +182,9 @@ def cli() -> None:
 @cli.command(cls=OneLineCommand)
 @click.option("--policy", default="kant", show_default=True,
               help="Bundled policy name (see `kant policies`) or a policy YAML file.")
+@click.option("--no-report", is_flag=True, help="Skip the HTML report (result.json and jobs.parquet only).")
 @_common_options
-def simulate(policy: str, **kw: Any) -> None:
+def simulate(policy: str, no_report: bool, **kw: Any) -> None:
     """Replay a trace on a cluster under one policy; print a summary, write JSON and HTML."""
     from kant.metrics.report import write_html, write_json
     from kant.metrics.summary import summary_rows
@@ -208,7 +209,7 @@ def simulate(policy: str, **kw: Any) -> None:
             result, metrics, dropped = _run(spec, progress)
         out_dir.mkdir(parents=True, exist_ok=True)
         json_path = write_json(out_dir / "result.json", result, metrics)
-        html_path = write_html(out_dir / "report.html", result, metrics)
+        html_path = None if no_report else write_html(out_dir / "report.html", result, metrics)
     except KantError as exc:
         fail(str(exc))
     except OSError as exc:
@@ -219,7 +220,8 @@ def simulate(policy: str, **kw: Any) -> None:
         console.print(f"trace rows: {dropped}")
     if result.reasons:
         console.print(f"{len(result.reasons)} job(s) could never run; reasons are in {json_path}")
-    console.print(f"wrote {json_path}, {html_path} and {spec.jobs_out}")
+    console.print(f"wrote {json_path}, {html_path} and {spec.jobs_out}" if html_path else
+                  f"wrote {json_path} and {spec.jobs_out}")
 
 
 @cli.command(cls=OneLineCommand)

@@ -1,8 +1,12 @@
 """Reports of a run's metrics: JSON, a self-contained HTML page with plots, and multi-policy comparisons.
 
-Plots are PNGs drawn with matplotlib's Agg backend and embedded base64, so an HTML report is one
-file. Step series are downsampled for plotting to time-weighted means over at most
-:data:`MAX_PLOT_POINTS` equal bins. Time axes are in days from the first submit.
+A run's report (:func:`write_html`, written by every ``kant simulate``) carries its plot data as JSON
+and draws the plots in the browser with uPlot (the dashboard's vendored copy, inlined so the report
+stays one file): writing it costs no plotting, which was as much CPU as a short simulation
+(docs/performance.md, "Whole process"). Comparisons (``kant compare``) are PNGs drawn with
+matplotlib's Agg backend and embedded base64. Step series are downsampled for plotting to
+time-weighted means over at most :data:`MAX_PLOT_POINTS` equal bins. Time axes are in days from the
+first submit.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import io
 import json
 import math
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +55,8 @@ FloatArray = npt.NDArray[np.float64]
 
 #: most points drawn per time series
 MAX_PLOT_POINTS = 5000
+#: points of each wait CDF in a run's report (log-spaced waits from 1 s to the longest)
+CDF_POINTS = 400
 
 Comparison = Sequence[tuple[str, SimResult, Metrics]]
 
@@ -144,26 +151,6 @@ def _series_plot(result: SimResult, which: str) -> list[tuple[str, FloatArray, F
     return [(label, (x - origin) / DAY, y) for label, x, y in lines]
 
 
-def _line_plot(
-    lines: Sequence[tuple[str, FloatArray, FloatArray]], title: str, ylabel: str, *, ratio: bool = False
-) -> str:
-    fig = _new_figure()
-    ax = fig.add_subplot()
-    for label, x, y in lines:
-        ax.plot(x, y, label=label, linewidth=0.9)
-    ax.set_title(title)
-    ax.set_xlabel("days from first submit")
-    ax.set_ylabel(ylabel)
-    if ratio:
-        ax.set_ylim(0, 1.05)
-    if lines:
-        ax.legend(loc="best", fontsize="small")
-    else:
-        _no_data(ax)
-    ax.grid(alpha=0.3)
-    return _png(fig)
-
-
 def _gar_axes(ax: Axes, title: str, xlabel: str, *, legend: bool) -> None:
     """Title, labels, a 0-1 y range and a grid for a GAR-over-time plot (the comparison's and the
     what-if's)."""
@@ -192,17 +179,6 @@ def _cdf(ax: Axes, values: FloatArray, label: str, **kw: Any) -> None:
     ax.step(x, y, where="post", label=f"{label} (n={values.size:,})", **kw)
 
 
-def _jwtd_cdf_plot(result: SimResult) -> str:
-    waits, buckets = job_waits(result)
-    fig = _new_figure(9.0, 4.0)
-    ax = fig.add_subplot()
-    _cdf(ax, waits, "all", color="black", linewidth=1.6)
-    for i, label in enumerate(BUCKETS):
-        _cdf(ax, waits[buckets == i], f"{label} GPUs", linewidth=0.9)
-    _finish_cdf(ax, waits.size > 0)
-    return _png(fig)
-
-
 def _finish_cdf(ax: Axes, has_data: bool) -> None:
     ax.set_title("Job waiting time distribution (training jobs that started)")
     ax.set_xlabel("wait (s, log scale; waits under 1 s drawn at 1 s)")
@@ -216,20 +192,110 @@ def _finish_cdf(ax: Axes, has_data: bool) -> None:
     ax.grid(alpha=0.3)
 
 
-def _daily_plot(metrics: Metrics) -> str:
-    vals = metrics.gar.daily.values
-    fig = _new_figure()
-    ax = fig.add_subplot()
-    if vals:
-        ax.bar(np.arange(len(vals)), vals, width=0.8, color="tab:blue")
-        ax.set_ylim(0, 1.05)
-    else:
-        _no_data(ax)
-    ax.set_title("GAR per day of the measurement window")
-    ax.set_xlabel("day of window")
-    ax.set_ylabel("GAR")
-    ax.grid(alpha=0.3, axis="y")
-    return _png(fig)
+# --- plots drawn in the browser (a run's report) ------------------------------------------------
+#: (id, title, y label, y range top or None) of the time-series plots, in page order
+_SERIES_PLOTS: tuple[tuple[str, str, str, float | None], ...] = (
+    ("gar", "GAR over time", "allocated / total", 1.05),
+    ("gfr", "GFR over time", "ratio", 1.05),
+    ("queue", "Queue length over time", "jobs waiting", None),
+    ("pending", "Pending GPUs over time", "GPUs", None),
+)
+
+
+def _rounded(values: FloatArray, digits: int) -> list[float | None]:
+    """JSON-ready values: ``digits`` significant digits, NaN as null (a gap in the plot)."""
+    out: list[float | None] = []
+    for v in values.tolist():
+        out.append(None if v != v else float(f"{v:.{digits}g}"))
+    return out
+
+
+def _series_data(result: SimResult, which: str, title: str, ylabel: str, ymax: float | None) -> dict[str, Any]:
+    lines = _series_plot(result, which)
+    x = lines[0][1] if lines else np.empty(0)
+    series = [{"label": label, "y": _rounded(y, 4)} for label, _, y in lines]
+    return {"id": which, "kind": "line", "title": title, "xlabel": "days from first submit", "ylabel": ylabel,
+            "ymax": ymax, "x": _rounded(x, 7), "series": series}
+
+
+def _daily_data(metrics: Metrics) -> dict[str, Any]:
+    vals = np.asarray(metrics.gar.daily.values, dtype=np.float64)
+    return {"id": "daily", "kind": "bars", "title": "GAR per day of the measurement window",
+            "xlabel": "day of window", "ylabel": "GAR", "ymax": 1.05, "x": list(range(len(vals))),
+            "series": [{"label": "GAR", "y": _rounded(vals, 4)}]}
+
+
+def _jwtd_data(result: SimResult) -> dict[str, Any]:
+    """Wait CDFs (all jobs and each gang-size bucket with jobs) on one log-spaced grid of waits: the
+    share of jobs that waited at most ``x`` (waits under 1 s count as 1 s)."""
+    waits, buckets = job_waits(result)
+    groups = [("all", waits)] + [(f"{b} GPUs", waits[buckets == i]) for i, b in enumerate(BUCKETS)]
+    groups = [(label, np.sort(np.maximum(w, 1.0))) for label, w in groups if w.size]
+    top = max(float(waits.max()), 1.0) if waits.size else 1.0
+    grid = np.unique(np.geomspace(1.0, top, CDF_POINTS)) if waits.size else np.empty(0)
+    series = [{"label": f"{label} (n={w.size:,})", "y": _rounded(np.searchsorted(w, grid, side="right") / w.size, 4)}
+              for label, w in groups]
+    return {"id": "jwtd", "kind": "cdf", "title": "Job waiting time distribution (training jobs that started)",
+            "xlabel": "wait (s, log scale; waits under 1 s counted at 1 s)", "ylabel": "share of jobs", "ymax": 1.02,
+            "x": _rounded(grid, 6), "series": series}
+
+
+def _plot_data(result: SimResult, metrics: Metrics) -> list[dict[str, Any]]:
+    """Every plot of a run's report as data, in page order."""
+    plots = [_series_data(result, *_SERIES_PLOTS[0])]
+    plots.append(_daily_data(metrics))
+    plots += [_series_data(result, *spec) for spec in _SERIES_PLOTS[1:]]
+    plots.append(_jwtd_data(result))
+    return plots
+
+
+def _vendored(name: str) -> str:
+    """A file of the uPlot copy the dashboard serves (kant/service/dashboard/static/vendor)."""
+    return resources.files("kant").joinpath("service", "dashboard", "static", "vendor", name).read_text("utf-8")
+
+
+# draws every plot of the #kant-plots JSON into its <div id="plot-ID">; "no data" when a plot has none
+_DRAW_JS = """
+(() => {
+  const plots = JSON.parse(document.getElementById("kant-plots").textContent);
+  const colors = ["#222222", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"];
+  for (const p of plots) {
+    const el = document.getElementById("plot-" + p.id);
+    if (!p.x.length || !p.series.length) { el.textContent = p.title + ": no data"; continue; }
+    const first = p.kind === "cdf" ? 0 : 1;  // the CDF's first colour is "all" (black)
+    const series = [{ label: p.xlabel }, ...p.series.map((s, i) => {
+      const color = colors[(i + first) % colors.length];
+      const one = { label: s.label, stroke: color, width: p.kind === "cdf" && i === 0 ? 2 : 1 };
+      if (p.kind === "bars") Object.assign(one, { fill: color, paths: uPlot.paths.bars({ size: [0.8] }) });
+      if (p.kind === "cdf") one.paths = uPlot.paths.stepped({ align: 1 });
+      return one;
+    })];
+    const opts = {
+      title: p.title, width: Math.min(960, Math.max(400, el.clientWidth || 960)), height: p.kind === "cdf" ? 340 : 260,
+      scales: { x: p.kind === "cdf" ? { time: false, distr: 3, log: 10 } : { time: false },
+                y: p.ymax ? { range: [0, p.ymax] } : { range: (u, lo, hi) => [0, hi > 0 ? hi * 1.05 : 1] } },
+      axes: [{ label: p.xlabel }, { label: p.ylabel, size: 70 }],
+      series,
+    };
+    new uPlot(opts, [p.x, ...p.series.map((s) => s.y)], el);
+  }
+})();
+"""
+
+
+def _plots_html(plots: list[dict[str, Any]]) -> dict[str, str]:
+    """Per plot id, the element it is drawn in."""
+    return {p["id"]: f'<div class="plot" id="plot-{p["id"]}"></div>' for p in plots}
+
+
+def _plots_script(plots: list[dict[str, Any]]) -> str:
+    """The plot data, uPlot and the drawing code, as the end of a page's body."""
+    data = json.dumps(plots, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    return "\n".join([
+        f'<script type="application/json" id="kant-plots">{data}</script>',
+        f"<script>{_vendored('uPlot.iife.min.js')}</script>",
+        f"<script>{_DRAW_JS}</script>",
+    ])
 
 
 # --- HTML --------------------------------------------------------------------------------------
@@ -240,17 +306,19 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 th { background: #f3f3f3; }
 img { max-width: 100%; display: block; margin: 0.5em 0 1.5em; }
+.plot { margin: 0.5em 0 1.5em; min-height: 2em; }
 .note { color: #666; font-size: 0.9em; }
 """
 
 
-def _page(title: str, body: list[str]) -> str:
+def _page(title: str, body: list[str], style: str = "") -> str:
+    """A whole HTML page; ``style`` is more CSS for its head."""
     return "\n".join(
         [
             "<!DOCTYPE html>",
             '<html lang="en"><head><meta charset="utf-8">',
             f"<title>{html.escape(title)}</title>",
-            f"<style>{_STYLE}</style></head><body>",
+            f"<style>{_STYLE}{style}</style></head><body>",
             f"<h1>{html.escape(title)}</h1>",
             *body,
             "</body></html>",
@@ -322,11 +390,11 @@ def _write(path: str | Path, text: str) -> Path:
 
 
 def write_html(path: str | Path, result: SimResult, metrics: Metrics) -> Path:
-    """Write one self-contained HTML report of a run (headline table, plots, JWTD/JCT tables)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    """Write one self-contained HTML report of a run (headline table, plots, JWTD/JCT tables); the
+    plots are data drawn by the browser (uPlot, inlined)."""
     c = metrics.counts
+    plots = _plot_data(result, metrics)
+    div = _plots_html(plots)
     body = [
         f"<p>Policy <b>{html.escape(result.policy)}</b> on {html.escape(result.cluster.describe())}; "
         f"{c.jobs:,} jobs from {html.escape(result.jobs.source or 'an unnamed trace')}.</p>",
@@ -334,15 +402,15 @@ def write_html(path: str | Path, result: SimResult, metrics: Metrics) -> Path:
         "<h2>Headline</h2>",
         _table(["metric", "value"], summary_rows(metrics)),
         "<h2>GPU allocation ratio (GAR)</h2>",
-        _line_plot(_series_plot(result, "gar"), "GAR over time", "allocated / total", ratio=True),
-        _daily_plot(metrics),
+        div["gar"],
+        div["daily"],
         "<h2>Fragmentation (GFR)</h2>",
-        _line_plot(_series_plot(result, "gfr"), "GFR over time", "ratio", ratio=True),
+        div["gfr"],
         "<h2>Queue</h2>",
-        _line_plot(_series_plot(result, "queue"), "Queue length over time", "jobs waiting"),
-        _line_plot(_series_plot(result, "pending"), "Pending GPUs over time", "GPUs"),
+        div["queue"],
+        div["pending"],
         "<h2>Job waiting time (JWTD)</h2>",
-        _jwtd_cdf_plot(result),
+        div["jwtd"],
         _jwtd_table(metrics),
         f'<p class="note">{metrics.jwtd.never_started:,} training job(s) never started and are not in '
         "the distribution.</p>",
@@ -355,7 +423,8 @@ def write_html(path: str | Path, result: SimResult, metrics: Metrics) -> Path:
             "<h2>Unschedulable jobs</h2>",
             _table(["reason", "jobs"], [(r, f"{n:,}") for r, n in c.unschedulable_reasons.items()]),
         ]
-    return _write(path, _page(f"kant report: {result.policy}", body))
+    body.append(_plots_script(plots))
+    return _write(path, _page(f"kant report: {result.policy}", body, style=_vendored("uPlot.min.css")))
 
 
 # --- comparison --------------------------------------------------------------------------------

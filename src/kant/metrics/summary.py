@@ -688,6 +688,12 @@ def _num(x: float | None, digits: int = 1) -> str:
     return "n/a" if x is None else f"{x:,.{digits}f}"
 
 
+def _by_gang_size(stats: JwtdStats, which: str) -> str:
+    """``1: 20.1 h, 2-4: 23.2 h, ...``: one percentile per gang-size bucket that has jobs ("n/a" if none)."""
+    parts = [f"{b}: {format_duration(getattr(d, which))}" for b, d in stats.buckets.items() if d.count]
+    return ", ".join(parts) if parts else "n/a"
+
+
 def summary_rows(m: Metrics) -> list[tuple[str, str]]:
     """The headline lines ``(label, formatted value)`` the CLI prints as a table."""
     c = m.counts
@@ -709,6 +715,7 @@ def summary_rows(m: Metrics) -> list[tuple[str, str]]:
         ("JWTD P50", format_duration(m.jwtd.overall.p50)),
         ("JWTD P90", format_duration(m.jwtd.overall.p90)),
         ("JWTD P99", format_duration(m.jwtd.overall.p99)),
+        ("JWTD P90 by gang size (GPUs)", _by_gang_size(m.jwtd, "p90")),
         ("Queued in total P50 / P99", queued),
         ("JCT mean", format_duration(m.jct.overall.mean)),
         ("JCT P99", format_duration(m.jct.overall.p99)),
