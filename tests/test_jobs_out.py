@@ -12,8 +12,10 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kant.cli.main import cli
+from kant.cli.main import RunSpec, _run, cli
 from kant.metrics.jobs import JOB_COLUMNS
 
 # 600 Philly jobs on 4 nodes x 8 GPUs: most of them wait, so the wait percentiles are not all 0
@@ -72,3 +74,29 @@ def test_compare_writes_one_file_per_policy_equal_to_simulate(simulated: Path, t
     assert sorted(p.name for p in (tmp_path / "jobs").iterdir()) == ["fifo.parquet", "priority-preempt.parquet"]
     # the same run gives the same file, bit for bit (determinism), whichever command ran it
     assert (tmp_path / "jobs" / "priority-preempt.parquet").read_bytes() == (simulated / "jobs.parquet").read_bytes()
+
+
+@settings(max_examples=8)
+@given(seed=st.integers(0, 10_000), nodes=st.integers(2, 6), policy=st.sampled_from(["priority-preempt", "kant"]))
+def test_the_file_agrees_with_the_metrics_on_random_workloads(
+    tmp_path_factory: pytest.TempPathFactory, seed: int, nodes: int, policy: str
+) -> None:
+    # seeded synthetic workloads with two priorities, so priority-preempt preempts some of them
+    trace = f"synthetic:jobs=150,seed={seed},rate=40,priorities=0:3|5:1,gangs=1:6|2:2|8:2|16:1"
+    path = tmp_path_factory.mktemp("h") / "jobs.parquet"
+    spec = RunSpec(trace=trace, cluster=f"{nodes}x8:V100,leaf=2,spine=1", policy=policy, seed=seed,
+                   skip_invalid=False, limit=None, cross_leaf_penalty=0.0, cross_spine_penalty=0.0,
+                   restart_cost_s=0.0, checkpoint_interval_s=None, check_every=0, jobs_out=str(path))
+    _, metrics, _ = _run(spec)
+    df = pd.read_parquet(path)
+    c = metrics.counts
+    assert (len(df), int((df.state == "finished").sum()), int(df.preemptions.sum())) == (
+        c.jobs, c.finished, c.preemptions)
+    assert int((df.state == "unschedulable").sum()) == c.unschedulable
+    assert df.reason.notna().sum() == c.unschedulable
+    waits = df.loc[(df.kind == "training") & df.start.notna(), "wait"].to_numpy()
+    d = metrics.jwtd.overall
+    assert waits.size == d.count
+    if waits.size:
+        assert np.percentile(waits, [50, 90, 99]).tolist() == [d.p50, d.p90, d.p99]
+    assert int((df.nodes > 1).sum()) == metrics.topology.multi_node
