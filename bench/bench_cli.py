@@ -1,0 +1,124 @@
+"""Whole-process cost of ``kant simulate``: CPU (user + sys), wall and peak memory of the command as a
+user runs it, start-up, trace loading, simulation, summary and report included.
+
+    python bench/bench_cli.py [--before REV] [--runs 1] [--case defaults --case 1000-jobs ...]
+
+Each case is one ``kant simulate ...`` process timed by ``/usr/bin/time`` and pinned to one core
+(``taskset -c 1``). Cases: ``defaults`` (the README's ``kant simulate``: the default trace, cluster
+and policy, report included), ``philly`` (the same on the ``philly`` cluster, for a before/after on
+the same work when the default cluster changed), ``no-report`` (``--no-report``), ``1000-jobs``
+(``--limit 1000``) and ``start-up`` (``kant --version``: imports only).
+
+With ``--before REV`` every case also runs on that commit, checked out aside with ``git worktree
+add --detach`` and run with ``PYTHONPATH=<worktree>/src`` by the same interpreter, alternating
+before / after run by run (one batch, so machine noise hits both alike). A case that fails on a tree
+(``--no-report`` before the option existed) is shown as ``n/a``.
+
+Prints one table (median of ``--runs``) and writes bench/results/cli.json. Figures, never asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+#: figures the issue asks for: seconds of CPU (user + sys)
+TARGETS = {"defaults": 3.0, "1000-jobs": 0.5}
+CASES: dict[str, list[str]] = {
+    "defaults": ["simulate"],
+    "philly": ["simulate", "--cluster", "philly"],
+    "no-report": ["simulate", "--no-report"],
+    "1000-jobs": ["simulate", "--limit", "1000"],
+    "start-up": ["--version"],
+}
+_FMT = "%U %S %e %M"  # user s, sys s, wall s, peak RSS KiB
+
+
+def run_case(args: list[str], src: Path, out_dir: Path) -> dict[str, Any]:
+    """One ``kant`` process on the tree whose sources are ``src``; its /usr/bin/time figures."""
+    env = dict(os.environ, PYTHONPATH=str(src), COLUMNS="100")
+    extra = ["--out", str(out_dir)] if args[0] == "simulate" else []
+    code = "import sys; from kant.cli.main import main; sys.exit(main())"
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
+        cmd = ["/usr/bin/time", "-o", tf.name, "-f", _FMT, "taskset", "-c", "1", sys.executable, "-c", code,
+               *args, *extra]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        fields = tf.read().strip().splitlines()[-1].split()
+    if proc.returncode != 0:
+        return {"exit": proc.returncode, "error": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
+    user, sys_s, wall, rss = float(fields[0]), float(fields[1]), float(fields[2]), int(fields[3])
+    return {"exit": 0, "user_s": user, "sys_s": sys_s, "cpu_s": round(user + sys_s, 2), "wall_s": wall,
+            "peak_mib": round(rss / 1024, 1)}
+
+
+def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    if any(r["exit"] != 0 for r in runs):
+        return runs[0]
+    row: dict[str, Any] = {"exit": 0}
+    for k in ("user_s", "sys_s", "cpu_s", "wall_s", "peak_mib"):
+        row[k] = round(statistics.median(r[k] for r in runs), 2)
+    row["cpu_all_s"] = [r["cpu_s"] for r in runs]
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--before", metavar="REV", help="also run every case on this commit (a git worktree)")
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--case", action="append", choices=sorted(CASES), help="cases to run (default: all)")
+    args = ap.parse_args()
+    cases = args.case or list(CASES)
+    trees: list[tuple[str, Path]] = [("after", ROOT / "src")]
+    work = Path(tempfile.mkdtemp(prefix="kant-bench-cli-"))
+    worktree = work / "before"
+    try:
+        if args.before:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree), args.before],
+                           check=True, capture_output=True)
+            trees.insert(0, (f"before ({args.before})", worktree / "src"))
+        runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for _ in range(args.runs):
+            for case in cases:
+                for name, src in trees:
+                    r = run_case(CASES[case], src, work / "out")
+                    runs.setdefault((case, name), []).append(r)
+                    shown = r.get("cpu_s", f"exit {r['exit']}")
+                    print(f"  {case} / {name}: {shown}", file=sys.stderr, flush=True)
+    finally:
+        if args.before and worktree.exists():
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(worktree)], check=False,
+                           capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+    rows = [{"case": case, "tree": name, **median_row(runs[(case, name)])} for case in cases for name, _ in trees]
+    print(f"kant simulate, whole process, taskset -c 1, median of {args.runs} run(s); Python "
+          f"{platform.python_version()}, loadavg {os.getloadavg()[0]:.2f}")
+    print(f"{'case':<11}{'tree':<22}{'user s':>8}{'sys s':>7}{'CPU s':>7}{'wall s':>8}{'peak MiB':>10}{'target':>8}")
+    for r in rows:
+        target = TARGETS.get(r["case"])
+        tgt = f"{target:g}" if target else "-"
+        if r["exit"] != 0:
+            print(f"{r['case']:<11}{r['tree']:<22}{'n/a (exit ' + str(r['exit']) + ')':>40}")
+            continue
+        print(f"{r['case']:<11}{r['tree']:<22}{r['user_s']:>8.2f}{r['sys_s']:>7.2f}{r['cpu_s']:>7.2f}"
+              f"{r['wall_s']:>8.2f}{r['peak_mib']:>10.1f}{tgt:>8}")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "cli.json").write_text(json.dumps({
+        "machine": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
+        "loadavg": os.getloadavg(), "runs": args.runs, "before": args.before, "targets": TARGETS, "rows": rows,
+    }, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
