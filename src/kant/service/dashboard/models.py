@@ -55,7 +55,6 @@ class MapNode(BaseModel):
 
 
 class MapOut(BaseModel):
-    now: float
     nodes: int
     gpus: int
     used_gpus: int
@@ -79,7 +78,6 @@ class TenantRow(BaseModel):
 
 
 class TenantsOut(BaseModel):
-    now: float
     quota_enforced: bool
     tenants: list[TenantRow]
     others: TenantRow | None = Field(default=None, description="for a tenant: every other tenant together")

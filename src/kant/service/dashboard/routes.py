@@ -77,64 +77,109 @@ class _Node:
 
 
 @dataclass(frozen=True, slots=True)
+class _Raw:
+    """What :meth:`Layout.capture` copies on the loop's thread: references to immutable parts (the
+    cluster, the node rows, the placements) and small sums, so that the loop waits as little as it can."""
+
+    cluster: Any  # kant.model.cluster.Cluster (immutable; a rebuild makes a new one)
+    rows: list[Any]  # the loop's NodeRow per node, in cluster order (immutable rows)
+    used: list[int]
+    jobs: list[tuple[int, str, int, Any]]  # (job id, tenant, kind code, Placement) of each running job
+    pending_jobs: dict[str, int]
+    pending_gpus: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
 class Layout:
     """The cluster at one turn of the loop: every node with the jobs on it, and per tenant the GPUs
     held, the jobs waiting and the GPUs they ask for."""
 
-    now: float
     nodes: tuple[_Node, ...]
     running_gpus: dict[str, int]
     pending_jobs: dict[str, int]
     pending_gpus: dict[str, int]
 
     @staticmethod
-    def capture(lp: "ServiceLoop") -> "Layout":
-        """Run on the loop's thread (:meth:`ServiceLoop.call`)."""
+    def capture(lp: "ServiceLoop") -> _Raw:
+        """Run on the loop's thread (:meth:`ServiceLoop.call`): O(nodes + jobs) copying, no building."""
         sched = lp.sched
-        on_node: dict[str, list[tuple[int, str, str, int]]] = {}
-        names = sched.cluster.names
-        running: dict[str, int] = {}
+        kinds = sched.jobs.kind
+        active = lp.active
+        ids = lp.ids
+        jobs = []
         for row, placement in sched.state.allocations.items():
-            job_id = lp.ids[row]
-            info = lp.active.get(job_id)
-            tenant = info.tenant if info is not None else "?"
-            kind = "inference" if int(sched.jobs.kind[row]) == int(JobKind.INFERENCE) else "training"
-            running[tenant] = running.get(tenant, 0) + placement.total_gpus
-            for n, count in placement.per_node.items():
-                on_node.setdefault(names[n], []).append((job_id, tenant, kind, count * placement.gpus))
+            info = active.get(ids[row])
+            jobs.append((ids[row], info.tenant if info is not None else "?", int(kinds[row]), placement))
         pending_jobs: dict[str, int] = {}
         pending_gpus: dict[str, int] = {}
-        for info in lp.active.values():
-            if info.row in sched.queue:
+        for row in sched.queue:
+            info = active.get(ids[row])
+            if info is not None:
                 pending_jobs[info.tenant] = pending_jobs.get(info.tenant, 0) + 1
                 pending_gpus[info.tenant] = pending_gpus.get(info.tenant, 0) + info.total_gpus
-        nodes = tuple(_Node(v.name, v.leaf, v.spine, v.gpu_type, v.gpus, v.used_gpus, v.state,
-                            tuple(sorted(on_node.get(v.name, ()))))
-                      for v in lp.node_views())
-        return Layout(lp.clock.now(), nodes, running, pending_jobs, pending_gpus)
+        cluster = sched.cluster
+        return _Raw(cluster, [lp.nodes[n] for n in cluster.names], sched.state.used_gpus().tolist(), jobs,
+                    pending_jobs, pending_gpus)
+
+    @staticmethod
+    def build(raw: _Raw) -> "Layout":
+        """The layout of a capture (off the loop's thread)."""
+        c = raw.cluster
+        on_node: list[list[tuple[int, str, str, int]]] = [[] for _ in c.names]
+        running: dict[str, int] = {}
+        inference = int(JobKind.INFERENCE)
+        for job_id, tenant, kind, placement in raw.jobs:
+            name = "inference" if kind == inference else "training"
+            _add(running, tenant, placement.total_gpus)
+            for n, count in placement.per_node.items():
+                on_node[n].append((job_id, tenant, name, count * placement.gpus))
+        leaf_names, spine_names = c.leaf_names, c.spine_names
+        leaf, spine, gpus = c.leaf.tolist(), c.spine.tolist(), c.gpus.tolist()
+        nodes = []
+        for i, name in enumerate(c.names):
+            row, used = raw.rows[i], raw.used[i]
+            # (a draining node that holds nothing shows drained, as GET /v1/nodes says)
+            state = "drained" if row.state == "draining" and used == 0 else row.state
+            nodes.append(_Node(name, leaf_names[leaf[i]], spine_names[spine[i]], row.gpu_type, gpus[i], used, state,
+                               tuple(sorted(on_node[i]))))
+        return Layout(tuple(nodes), running, raw.pending_jobs, raw.pending_gpus)
 
 
 class LayoutCache:
-    """The one :class:`Layout` of the loop's current state (taken again when the state changed)."""
+    """The one :class:`Layout` of the loop's current state, taken again when the state changed (the
+    loop's ``state_version``: every start, end, arrival and node change), and the maps drawn from it
+    (per caller scope, leaf and size), so that many open pages cost one pass per change."""
 
     def __init__(self, svc: "Service") -> None:
         self.svc = svc
-        self._key: tuple[int, int, float] | None = None
+        self._key: tuple[int, int] | None = None
         self._layout: Layout | None = None
+        self._maps: dict[tuple[str | None, str | None, bool], MapOut] = {}
         self._lock = threading.Lock()
 
     def get(self) -> Layout:
         loop = self.svc.loop
         if loop is None or not loop.alive:
             raise HTTPException(503, "this service is a standby, not the leader", headers={"Retry-After": "1"})
-        view = loop.view
-        key = (id(loop), loop.state_version, view.now if view is not None else 0.0)
+        key = (id(loop), loop.state_version)
         with self._lock:
             if self._key == key and self._layout is not None:
                 return self._layout
-            layout: Layout = loop.call(Layout.capture)
-            self._key, self._layout = key, layout
-            return layout
+            raw: _Raw = loop.call(Layout.capture)
+            self._key, self._layout, self._maps = key, Layout.build(raw), {}
+            return self._layout
+
+    def map(self, p: Principal, leaf: str | None, max_nodes: int) -> MapOut:
+        layout = self.get()
+        detail = leaf is not None or len(layout.nodes) <= max_nodes
+        key = (p.scope(), leaf, detail)
+        out = self._maps.get(key)
+        if out is None or self._layout is not layout:
+            out = cluster_map(layout, p, leaf, detail)
+            with self._lock:
+                if self._layout is layout and len(self._maps) < 256:
+                    self._maps[key] = out
+        return out
 
 
 def _scoped(tenant: str, p: Principal) -> str:
@@ -161,7 +206,9 @@ def _map_node(n: _Node, p: Principal) -> MapNode:
                    state=n.state, jobs=[MapJob(id=i, tenant=t, kind=k, gpus=g) for (i, t, k), g in jobs.items()])
 
 
-def cluster_map(layout: Layout, p: Principal, leaf: str | None, max_nodes: int) -> MapOut:
+def cluster_map(layout: Layout, p: Principal, leaf: str | None, detail: bool) -> MapOut:
+    """The map a caller sees: leaf aggregates always, and every node of ``leaf`` (or of the cluster,
+    with ``detail``) with its jobs; another tenant's jobs are ``others``, without ids."""
     by_leaf: dict[str, list[_Node]] = {}
     for n in layout.nodes:
         by_leaf.setdefault(n.leaf, []).append(n)
@@ -179,9 +226,9 @@ def cluster_map(layout: Layout, p: Principal, leaf: str | None, max_nodes: int) 
                               used_gpus=sum(n.used for n in nodes), counts=_counts(nodes), tenants=tenants,
                               kinds=kinds))
     all_nodes = list(layout.nodes)
-    detail = leaf is not None or len(all_nodes) <= max_nodes
+    detail = detail or leaf is not None
     shown = by_leaf[leaf] if leaf is not None else all_nodes if detail else []
-    return MapOut(now=layout.now, nodes=len(all_nodes), gpus=sum(n.gpus for n in all_nodes),
+    return MapOut(nodes=len(all_nodes), gpus=sum(n.gpus for n in all_nodes),
                   used_gpus=sum(n.used for n in all_nodes), counts=_counts(all_nodes), detail=detail, leaf=leaf,
                   leaves=leaves, node_rows=[_map_node(n, p) for n in shown])
 
@@ -220,7 +267,7 @@ def tenant_rows(svc: "Service", layout: Layout, p: Principal) -> TenantsOut:
                            lent_gpus=sum(r.lent_gpus for r in rest), pending_jobs=sum(r.pending_jobs for r in rest),
                            pending_gpus=sum(r.pending_gpus for r in rest))
         rows = [r for r in rows if r.tenant == p.tenant]
-    return TenantsOut(now=layout.now, quota_enforced=svc.quota_enforced, tenants=rows, others=others)
+    return TenantsOut(quota_enforced=svc.quota_enforced, tenants=rows, others=others)
 
 
 def _sse(event: str, data: Any) -> bytes:
@@ -246,7 +293,7 @@ def mount(app: FastAPI, svc: "Service") -> None:
         """Nodes by leaf: per leaf the GPUs held (per tenant and job kind) and the nodes full, partly
         used, empty, cordoned and down; every node with its jobs when the cluster has at most
         ``max_nodes`` nodes, or those of ``leaf``."""
-        return cluster_map(cache.get(), p, leaf, max_nodes)
+        return cache.map(p, leaf, max_nodes)
 
     @router.get("/tenants", response_model=TenantsOut)
     def tenants(p: Who) -> TenantsOut:
