@@ -1,13 +1,21 @@
 """Where a study's runs execute: local processes, or Ray tasks (one task per run, retried when a
 worker dies). Both hand each :class:`~kant.sweep.runs.RunOutcome` to a callback as it finishes, in
 completion order; a run that fails is an outcome with its error and the others go on.
+
+Every run executes in a worker whose BLAS uses one thread (:data:`ONE_THREAD`, set before NumPy is
+imported there): a NumPy dot product of the metrics sums in a different order with more threads, which
+changes the last bits of GAR and GFR, so a study would give different tables on machines with different
+core counts, or locally and on Ray (whose workers get ``OMP_NUM_THREADS=1``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from typing import Any
 
 from kant.errors import KantError
@@ -17,18 +25,34 @@ __all__ = ["run_local", "run_ray"]
 
 Done = Callable[[RunOutcome], None]
 
+#: the environment of every run's worker: BLAS libraries on one thread
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
 
 def _execute_here(task: RunTask) -> RunOutcome:
     return execute(task)
 
 
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``values`` while processes are spawned, restored after."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def run_local(tasks: Sequence[RunTask], done: Done, workers: int = 1) -> None:
-    """Run ``tasks`` in ``workers`` processes (in this process when 1)."""
-    if workers <= 1:
-        for task in tasks:
-            done(execute(task))
-        return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    """Run ``tasks`` in ``workers`` fresh (spawned) processes whose BLAS uses one thread."""
+    spawn = multiprocessing.get_context("spawn")  # a forked child would keep this process's BLAS threads
+    with _environment(ONE_THREAD), ProcessPoolExecutor(max_workers=max(1, min(workers, len(tasks))),
+                                                       mp_context=spawn) as pool:
         pending: dict[Future[RunOutcome], RunTask] = {pool.submit(_execute_here, t): t for t in tasks}
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -74,7 +98,8 @@ def run_ray(tasks: Sequence[RunTask], done: Done, address: str | None = None, *,
             raise KantError(f"cannot start or join Ray at {address or 'a local cluster'}: {exc}") from None
         started = True
     try:
-        remote = ray.remote(_ray_task).options(num_cpus=1, max_retries=max_retries, name="kant-sweep-run")
+        remote = ray.remote(_ray_task).options(num_cpus=1, max_retries=max_retries, name="kant-sweep-run",
+                                               runtime_env={"env_vars": ONE_THREAD})
         files: dict[str, InputFile] = {}
         for t in tasks:
             for f in (t.trace, t.cluster, t.services):

@@ -16,7 +16,7 @@ import os
 import tempfile
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ class RunTask:
     trace: InputFile
     cluster: str | InputFile  # built-in name or spec string, or a file
     services: InputFile | None
-    policy_doc: dict[str, Any] = field(hash=False)
+    policy_doc: dict[str, Any]  # the resolved policy (Policy.to_dict() with the variant's values)
 
 
 @dataclass(frozen=True)
