@@ -39,8 +39,19 @@ def _duration(value: str) -> float:
 @click.option("--policy", default="kant", show_default=True, help="Bundled policy name or policy YAML file.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--executor", type=click.Choice(["simulated"]), default="simulated", show_default=True,
-              help="Where jobs run: simulated (a job runs for its duration_s).")
+@click.option("--executor", type=click.Choice(["simulated", "ray"]), default="simulated", show_default=True,
+              help="Where jobs run: simulated (a job runs for its duration_s) or ray (each worker a Ray task "
+                   "on the node kant chose; docs/ray.md).")
+@click.option("--ray-address", default="auto", show_default=True, metavar="auto|HOST:PORT|ray://HOST:PORT",
+              help="With --executor ray: the Ray cluster (its nodes are the cluster when --cluster is not given).")
+@click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("kant-logs"),
+              show_default=True, help="With --executor ray: where workers' output is kept (kant logs).")
+@click.option("--checkpoint-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("kant-checkpoints"),
+              show_default=True, help="With --executor ray: KANT_CHECKPOINT_DIR of job N is DIR/job-N (storage "
+                                      "every node sees).")
+@click.option("--ray-start-timeout", type=FiniteFloat(min=0, min_open=True, max=86400), default=60.0,
+              show_default=True, help="With --executor ray: seconds a gang's workers have to start, or it goes "
+                                      "back to the queue.")
 @click.option("--clock", type=click.Choice(["wall", "accelerated", "manual"]), default=None,
               help="Service time: wall (default), accelerated (--speed x wall time; default with --demo) or "
                    "manual (moved by POST /v1/clock; for tests and exact replays).")
@@ -67,7 +78,8 @@ def _duration(value: str) -> float:
               help="At most one prediction per this many wall seconds (bounds the twin's CPU).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
-def serve(db_url: str, cluster: str | None, policy: str, host: str, port: int, executor: str, clock: str | None,
+def serve(db_url: str, cluster: str | None, policy: str, host: str, port: int, executor: str, ray_address: str,
+          log_dir: Path, checkpoint_dir: Path, ray_start_timeout: float, clock: str | None,
           speed: float, clock_start: float | None, demo: str | None, demo_limit: int | None,
           admin_token_file: Path | None, token_out: Path, advertise_url: str | None, default_estimate: str,
           seed: int, predict: bool, predict_runs: int, predict_every: float, log_level: str) -> None:
@@ -87,9 +99,11 @@ def serve(db_url: str, cluster: str | None, policy: str, host: str, port: int, e
         fail("--demo replays on a moving clock: use --clock accelerated (the default with --demo) or wall")
     if clock is None:
         clock = "accelerated" if demo is not None else "wall"
-    if cluster is None:
+    if cluster is None and executor != "ray":  # (with ray, the nodes come from the Ray cluster)
         cluster = "philly"
     config = ServeConfig(db_url=db_url, cluster=cluster, policy=policy, host=host, port=port, executor=executor,
+                         ray_address=ray_address, log_dir=log_dir, checkpoint_dir=checkpoint_dir,
+                         start_timeout=ray_start_timeout,
                          clock=clock, speed=speed, clock_start=clock_start, admin_token=token, token_out=token_out,
                          advertise_url=advertise_url, default_estimate=_duration(default_estimate), seed=seed,
                          demo=demo, demo_limit=demo_limit, log_level=log_level, predict=predict,

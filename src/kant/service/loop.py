@@ -64,7 +64,7 @@ from kant.service.db import (
     NotFound,
     TenantRow,
 )
-from kant.service.executors.base import ExecEvent, Executor, Launch
+from kant.service.executors.base import NODE_LOST_PREFIX, ExecEvent, Executor, Launch, NodeEvent
 from kant.twin.snapshot import TwinSnapshot
 
 __all__ = ["ServiceLoop", "Arrival", "LiveView", "NodeView", "Invalid", "gang_bucket", "CLOCK_KEY"]
@@ -259,6 +259,8 @@ class ServiceLoop:
         self.state_version = 0
         self._head_key: tuple[Scheduler, int, int, int] | None = None  # (see _head)
         self._head_row: int | None = None
+        self._next_reconcile = time.monotonic() + executor.reconcile_every
+        executor.set_waker(self.wake)
 
     # --- loading ------------------------------------------------------------------------------
     def load(self, cluster_if_empty: Cluster | None = None) -> None:
@@ -420,6 +422,7 @@ class ServiceLoop:
         manual = isinstance(self.clock, ManualClock)
         if not manual:
             self._fire_due(self.clock.now())
+        self._reconcile()
         for cmd in commands:
             if isinstance(cmd, _Stop):
                 self._running = False
@@ -494,7 +497,33 @@ class ServiceLoop:
                 self._flush()
                 self._fire_due(to)  # zero-length runs end at once
 
+    def _reconcile(self) -> None:
+        """Every ``executor.reconcile_every`` wall seconds: tell the executor which runs the loop thinks
+        are running (it stops others and reports the ones it lost)."""
+        if time.monotonic() < self._next_reconcile:
+            return
+        self._next_reconcile = time.monotonic() + self.executor.reconcile_every
+        running = self.sched.running
+        self.executor.reconcile({a.id: a.runs for a in self.active.values() if a.row in running})
+
+    def _node_event(self, ev: NodeEvent, now: float) -> None:
+        """A node joined or left the executor's cluster: add a new node, repair one the executor had
+        reported lost, fail one it lost (its jobs go back to the queue)."""
+        row = self.nodes.get(ev.name)
+        try:
+            if ev.kind == "up":
+                if row is None and ev.spec is not None:
+                    self._add_node(ev.spec, now)
+                elif row is not None and row.state == "down" and (row.reason or "").startswith(NODE_LOST_PREFIX):
+                    self._node_op(_NodeOp(ev.name, "repair", f"{NODE_LOST_PREFIX}{ev.reason or 'back'}"), now)
+            elif row is not None and row.state != "down":
+                self._node_op(_NodeOp(ev.name, "fail", ev.reason or f"{NODE_LOST_PREFIX}lost"), now)
+        except KantError as exc:
+            log.warning("node %s (%s from the executor): %s", ev.name, ev.kind, exc)
+
     def _fire_due(self, now: float) -> None:
+        for node_ev in self.executor.node_events():
+            self._node_event(node_ev, now)
         if self._wakeups:
             due = [w for w in self._wakeups if w <= now]
             if due:
@@ -651,7 +680,8 @@ class ServiceLoop:
     def _launch_of(self, job_id: int, nodes: Sequence[str], start: float) -> Launch:
         info = self.active[job_id]
         return Launch(job_id, info.runs, tuple(nodes), int(self.sched.jobs.gpus_per_worker[info.row]), start,
-                      info.command, info.duration_s, {str(k): str(v) for k, v in info.labels.items()})
+                      info.command, info.duration_s, {str(k): str(v) for k, v in info.labels.items()},
+                      int(self.sched.jobs.gpu_milli[info.row]))
 
     # --- persistence, then action -------------------------------------------------------------
     def _flush(self) -> None:

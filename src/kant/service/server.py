@@ -66,6 +66,10 @@ class ServeConfig:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     executor: str = "simulated"
+    ray_address: str = "auto"  # --executor ray: the Ray cluster to run on
+    log_dir: Path = Path("kant-logs")  # --executor ray: workers' output, one file per job, run and worker
+    checkpoint_dir: Path = Path("kant-checkpoints")  # --executor ray: KANT_CHECKPOINT_DIR/job-N (shared storage)
+    start_timeout: float = 60.0  # --executor ray: seconds a gang's workers have to hold their GPUs
     clock: str = "wall"  # wall | accelerated | manual
     speed: float = 1.0
     clock_start: float | None = None
@@ -167,6 +171,7 @@ class Service:
         self.twin.close()
         if self.loop is not None:
             self.loop.stop()
+            self.loop.executor.close()
         self.writer.stop()
         if self.hub is not None:
             self.hub.close()
@@ -217,12 +222,14 @@ class Service:
         self.db.set_meta("leader_url", url)
         self.clock = make_clock(cfg.clock, speed=cfg.speed, start=self._clock_start())
         self.writer.clock = self.clock
-        executor = make_executor(cfg.executor)
+        executor = make_executor(cfg.executor, ray_address=cfg.ray_address, log_dir=cfg.log_dir,
+                                 checkpoint_dir=cfg.checkpoint_dir, start_timeout=cfg.start_timeout)
+        found = executor.discover_nodes()  # (Ray's nodes: the cluster when --cluster is not given)
         assert self.hub is not None
         loop = ServiceLoop(self.db, self.policy, self.clock, executor, epoch=epoch,
                            default_estimate=cfg.default_estimate, seed=cfg.seed, on_events=self.hub.notify,
                            metrics=self.metrics, history=self.history)
-        loop.load(self._cluster)
+        loop.load(self._cluster if self._cluster is not None or not found else Cluster.from_nodes(found))
         loop.start()
         self.loop = loop
         self.twin.start()

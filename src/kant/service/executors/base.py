@@ -2,8 +2,11 @@
 status, Slurm's slurmctld/slurmd split): the loop starts a job's workers on the nodes a commit chose,
 stops them, and hears back when they end, fail or cannot start.
 
-Every call comes from the loop's thread. An executor that learns of events on its own threads (a
-real engine) queues them and calls the waker it was given, so the loop polls without delay.
+Every call comes from the loop's thread, except :meth:`Executor.read_logs` (any thread). An executor
+that learns of events on its own threads (a real engine) queues them and calls the waker it was
+given, so the loop polls without delay. An engine with its own view of the nodes (Ray) reports
+nodes joining and leaving as :class:`NodeEvent` (the loop adds, repairs or fails them), and is told
+periodically which runs the loop thinks are running (:meth:`Executor.reconcile`).
 """
 
 from __future__ import annotations
@@ -12,7 +15,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-__all__ = ["ExecEvent", "Executor", "Launch", "EventKind"]
+from kant.model.cluster import NodeSpec
+
+__all__ = ["ExecEvent", "Executor", "Launch", "EventKind", "NodeEvent", "LogChunk", "NODE_LOST_PREFIX"]
+
+#: the reason of a node the executor reported lost starts with this (the loop repairs such a node,
+#: and only such a node, when the executor reports it back)
+NODE_LOST_PREFIX = "executor: "
 
 #: ``finished``: exit code 0; ``failed``: another exit code; ``bind_failed``: it could not start where
 #: it was placed (the job goes back to the queue); ``lost``: it died with its node (requeued)
@@ -31,6 +40,7 @@ class Launch:
     command: str | None = None
     duration_s: float | None = None  # how long the simulated executor runs it (None: until stopped)
     labels: Mapping[str, str] = field(default_factory=dict)
+    gpu_milli: int = 1000  # thousandths of one GPU per 1-GPU worker (under 1000: a shared GPU)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +52,30 @@ class ExecEvent:
     exit_code: int | None = None
     reason: str = ""
     runtime: float | None = None  # how long the run worked, when the executor knows (None: end - start)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvent:
+    """A node joined (``up``, with its spec) or left (``lost``) the executor's cluster."""
+
+    kind: Literal["up", "lost"]
+    name: str
+    spec: NodeSpec | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LogChunk:
+    """Bytes ``offset`` to ``next_offset`` of one worker's output (stdout and stderr) in one run."""
+
+    job_id: int
+    run: int  # 0: the job never ran here
+    worker: int
+    workers: int  # workers with output in this run
+    offset: int
+    next_offset: int
+    size: int  # bytes kept so far
+    text: str
 
 
 class Executor(Protocol):
@@ -69,6 +103,28 @@ class Executor(Protocol):
 
     def poll(self, now: float) -> list[ExecEvent]:
         """Events due by ``now``, oldest first."""
+        ...
+
+    def discover_nodes(self) -> list[NodeSpec]:
+        """The engine's nodes now (the cluster of a first start without ``--cluster``; empty: none)."""
+        ...
+
+    def node_events(self) -> list[NodeEvent]:
+        """Nodes that joined or left since the last call (an engine without its own nodes: none)."""
+        ...
+
+    #: wall seconds between two :meth:`reconcile` calls (inf: never)
+    reconcile_every: float
+
+    def reconcile(self, running: Mapping[int, int]) -> None:
+        """The loop's view, job -> run number of every running job: stop what runs for jobs not in
+        it, report ``lost`` for runs in it that the engine no longer runs."""
+        ...
+
+    def read_logs(self, job_id: int, worker: int = 0, *, run: int | None = None, offset: int = 0,
+                  limit: int = 1 << 20) -> LogChunk | None:
+        """Output of one worker (``run`` None: the latest); None when this executor keeps none.
+        Called from any thread."""
         ...
 
     def close(self) -> None: ...

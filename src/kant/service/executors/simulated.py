@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from kant.service.executors.base import ExecEvent, Launch
+from kant.model.cluster import NodeSpec
+from kant.service.executors.base import ExecEvent, Launch, LogChunk, NodeEvent
 
 __all__ = ["SimulatedExecutor", "EXIT_CODE_LABEL"]
 
@@ -22,6 +23,7 @@ EXIT_CODE_LABEL = "kant.io/sim-exit-code"
 
 class SimulatedExecutor:
     name = "simulated"
+    reconcile_every = math.inf  # its runs are its own bookkeeping: nothing to reconcile
 
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, int, int]] = []  # (end, seq, job, run)
@@ -73,6 +75,22 @@ class SimulatedExecutor:
     def running(self) -> list[int]:
         """Jobs with a current run (for reconciliation and tests)."""
         return sorted(self._runs)
+
+    def discover_nodes(self) -> list[NodeSpec]:
+        """Nodes come from --cluster or the database."""
+        return []
+
+    def node_events(self) -> list[NodeEvent]:
+        """Nodes are the database's: none join or leave by themselves."""
+        return []
+
+    def reconcile(self, running: Mapping[int, int]) -> None:
+        """Never called (``reconcile_every`` is inf)."""
+
+    def read_logs(self, job_id: int, worker: int = 0, *, run: int | None = None, offset: int = 0,
+                  limit: int = 1 << 20) -> LogChunk | None:
+        """Nothing runs, so there is no output."""
+        return None
 
     def close(self) -> None:
         self._heap.clear()
