@@ -616,6 +616,41 @@ def why(api: Client, job: str, as_json: bool) -> None:
         click.echo(_why_text(data))
 
 
+@_client_command("logs", json_option=False)
+@click.argument("job")
+@click.option("--worker", type=click.IntRange(min=0), default=0, show_default=True, help="Which worker (its RANK).")
+@click.option("--run", "run", type=click.IntRange(min=1), default=None,
+              help="Which run of a job that was requeued (default: the latest).")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new output until the job ends.")
+@click.option("--interval", type=FiniteFloat(min=0.05), default=0.5, show_default=True, metavar="S",
+              help="With --follow: seconds between two reads when nothing new came.")
+def logs(api: Client, job: str, worker: int, run: int | None, follow: bool, interval: float) -> None:
+    """Output (stdout and stderr) of one worker of a job (`kant serve --executor ray` keeps it)."""
+    job_id = _job_id(job)
+    offset, current = 0, run  # the run being read (None: the latest, until the first answer says which)
+    while True:
+        params: dict[str, Any] = {"worker": worker, "offset": offset}
+        if current is not None:
+            params["run"] = current
+        data = api.get(f"/v1/jobs/{job_id}/logs", params=params)
+        if not data["kept"]:
+            fail("this service keeps no output: its executor runs nothing (kant serve --executor ray does)")
+        click.echo(data["text"], nl=False)
+        offset = int(data["next_offset"])
+        current = current if current is not None or not data["run"] else int(data["run"])
+        if offset < int(data["size"]):
+            continue  # the rest did not fit in one answer
+        if not follow or data["complete"]:
+            return
+        if run is None and current is not None:  # a requeued job started again: follow its new run
+            latest = int(api.get(f"/v1/jobs/{job_id}/logs", params={"worker": worker, "limit": 1})["run"])
+            if latest > current:
+                current, offset = latest, 0
+                click.echo(f"--- run {current} ---", err=True)
+                continue
+        time.sleep(interval)
+
+
 # --- nodes -----------------------------------------------------------------------------------------
 @_client_command("nodes")
 def nodes(api: Client, as_json: bool) -> None:
@@ -908,5 +943,5 @@ def _opt_span(seconds: float | None) -> str:
 
 
 #: every client command, for ``kant.cli.main``
-commands: tuple[click.Command, ...] = (submit, queue, jobs, show, cancel, why, nodes, drain, cordon, uncordon, top,
-                                       whatif)
+commands: tuple[click.Command, ...] = (submit, queue, jobs, show, cancel, why, logs, nodes, drain, cordon, uncordon,
+                                       top, whatif)

@@ -41,6 +41,7 @@ from kant.service.schemas import (
     JobOut,
     JobPage,
     JobSubmit,
+    LogsOut,
     NodeAction,
     NodeIn,
     NodeOut,
@@ -332,6 +333,23 @@ def create_app(svc: Service) -> FastAPI:
             if why is not None:
                 return why
         return WhyOut(id=job_id, state=row.state, reason=row.reason or row.state)
+
+    @app.get("/v1/jobs/{job_id}/logs", tags=["jobs"], response_model=LogsOut)
+    def job_logs(job_id: int, p: Who, worker: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+                 run: Annotated[int | None, Query(ge=1, le=1_000_000_000)] = None,
+                 offset: Annotated[int, Query(ge=0, le=2**62)] = 0,
+                 limit: Annotated[int, Query(ge=1, le=1 << 20)] = 1 << 20) -> LogsOut:
+        """Output (stdout and stderr) of one worker of a job from byte `offset` (the latest run unless
+        `run`); a follower passes the answer's `next_offset` until `complete`."""
+        row = visible_job(job_id, p)
+        chunk = leader().executor.read_logs(job_id, worker, run=run, offset=offset, limit=limit)
+        ended = row.state not in ("pending", "running")
+        if chunk is None:
+            return LogsOut(id=job_id, run=0, worker=worker, workers=0, offset=0, next_offset=0, size=0, text="",
+                           complete=ended, kept=False)
+        return LogsOut(id=job_id, run=chunk.run, worker=worker, workers=chunk.workers, offset=chunk.offset,
+                       next_offset=chunk.next_offset, size=chunk.size, text=chunk.text,
+                       complete=ended and chunk.next_offset >= chunk.size, kept=True)
 
     @app.post("/v1/jobs/{job_id}/cancel", tags=["jobs"], response_model=JobOut)
     def cancel_job(job_id: int, p: Who) -> JobOut:

@@ -13,7 +13,7 @@ __all__ = [
     "JobSubmit", "JobBatch", "JobOut", "JobPage", "SubmitOut", "BatchOut", "WhyOut", "EventOut", "JobDetail",
     "NodeIn", "NodeOut", "NodeAction", "TenantIn", "TenantPatch", "TenantOut", "TokenIn", "TokenOut",
     "TokenCreated", "ServiceIn", "ServiceOut", "ScaleIn", "ClusterOut", "TenantUse", "ClockIn", "ClockOut",
-    "Message", "PredictionOut", "WhatIfIn", "WhatIfScenario", "WhatIfNode", "WhatIfQuota",
+    "Message", "PredictionOut", "LogsOut", "WhatIfIn", "WhatIfScenario", "WhatIfNode", "WhatIfQuota",
 ]
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
@@ -142,6 +142,19 @@ class WhyOut(BaseModel):
     prediction: PredictionOut | None = None
     prediction_text: str | None = Field(default=None, description="the prediction in words, from now")
     summary: str | None = Field(default=None, description="the reason and the predicted start in one line")
+
+
+class LogsOut(BaseModel):
+    id: int
+    run: int = Field(description="the run these bytes are of (0: the job never ran)")
+    worker: int
+    workers: int = Field(description="workers of this run with output")
+    offset: int = Field(description="byte offset of text in the worker's output")
+    next_offset: int = Field(description="where the next read continues (offset for the next request)")
+    size: int = Field(description="bytes of output kept so far")
+    text: str = Field(description="stdout and stderr of the worker, as it wrote them")
+    complete: bool = Field(description="the job ended and every byte was read: a follower stops")
+    kept: bool = Field(description="false: this service's executor keeps no output (simulated)")
 
 
 class EventOut(BaseModel):
