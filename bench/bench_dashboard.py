@@ -11,7 +11,10 @@ that cannot start. Printed:
 
 * each JSON route the pages read: the answer's size and the wall time of a request on loopback
   (median of ``--repeat``; "cold" for the map and tenants is the first request after a job was
-  cancelled, when the loop's pass over the cluster is taken again, "warm" is from the cache);
+  cancelled, when the loop's pass over the cluster is taken again, "warm" is from the cache; the
+  service's ``Server-Timing`` splits a cold request into "loop": waiting for the loop's thread, which
+  first finishes the turn the cancel started, a scheduling cycle over the whole queue, and copying
+  there, and "build": making the layout off the loop's thread);
 * in headless Chromium (Playwright, /usr/bin/chromium): the time from navigation to each page
   rendered (cluster by leaf, one leaf drilled into, queue, tenants, charts), the DOM size, and the
   JS heap; and the update cost: from a running job's cancel to the open cluster page re-rendered (the
@@ -65,11 +68,17 @@ def fill(srv: Served, client: httpx.Client, nodes: int, pending: int) -> dict[st
     return cl
 
 
-def timed(client: httpx.Client, path: str) -> tuple[float, int]:
+def timed(client: httpx.Client, path: str, parts: list[dict[str, float]] | None = None) -> tuple[float, int]:
     t0 = time.perf_counter()
     r = client.get(path)
     dt = time.perf_counter() - t0
     r.raise_for_status()
+    if parts is not None:  # the service's Server-Timing: loop (wait for the loop's turn and copy), build
+        for item in r.headers.get("server-timing", "").split(","):
+            name, _, rest = item.strip().partition(";")
+            for attr in rest.split(";"):
+                if attr.startswith("dur="):
+                    parts.append({name: float(attr[4:])})
     return dt, len(r.content)
 
 
@@ -88,21 +97,27 @@ def routes(client: httpx.Client, repeat: int) -> None:
         (f"/v1/dashboard/predictions?ids={ids}", False),
         ("/v1/nodes", False),
     ]
-    print(f"{'route':<44} {'bytes':>10} {'cold ms':>9} {'warm ms':>9}")
+    print(f"{'route':<44} {'bytes':>10} {'cold ms':>9} {'warm ms':>9}   cold: loop / build ms")
     for path, cached in paths:
         cold = []
         warm = []
+        parts: list[dict[str, float]] = []
         size = 0
         for _ in range(repeat):
             if cached:  # a job ends: the next request takes the pass over the cluster again
                 client.post(f"/v1/jobs/{next(victims)['id']}/cancel").raise_for_status()
-                dt, size = timed(client, path)
+                dt, size = timed(client, path, parts)
                 cold.append(dt)
             dt, size = timed(client, path)
             warm.append(dt)
         shown = path if len(path) < 44 else path[:40] + "..."
         c = f"{1000 * statistics.median(cold):9.1f}" if cold else f"{'':>9}"
-        print(f"{shown:<44} {size:>10,} {c} {1000 * statistics.median(warm):9.1f}")
+        split = ""
+        if parts:
+            loop = statistics.median(d["loop"] for d in parts if "loop" in d)
+            build = statistics.median(d["build"] for d in parts if "build" in d)
+            split = f"   {loop:.1f} / {build:.1f}"
+        print(f"{shown:<44} {size:>10,} {c} {1000 * statistics.median(warm):9.1f}{split}")
 
 
 def browser(srv: Served, client: httpx.Client, repeat: int) -> None:

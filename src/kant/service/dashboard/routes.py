@@ -12,13 +12,14 @@ on the scheduling loop's thread in one pass (:class:`Layout`) and kept until the
 import asyncio
 import json
 import threading
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Response
 from fastapi.responses import FileResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 
@@ -156,6 +157,8 @@ class LayoutCache:
         self._layout: Layout | None = None
         self._maps: dict[tuple[str | None, str | None, bool], MapOut] = {}
         self._lock = threading.Lock()
+        #: milliseconds of the last refresh: waiting for and copying on the loop's thread, building
+        self.last_ms: tuple[float, float] = (0.0, 0.0)
 
     def get(self) -> Layout:
         loop = self.svc.loop
@@ -165,9 +168,24 @@ class LayoutCache:
         with self._lock:
             if self._key == key and self._layout is not None:
                 return self._layout
+            t0 = time.perf_counter()
             raw: _Raw = loop.call(Layout.capture)
+            t1 = time.perf_counter()
             self._key, self._layout, self._maps = key, Layout.build(raw), {}
+            self.last_ms = (1000 * (t1 - t0), 1000 * (time.perf_counter() - t1))
             return self._layout
+
+    def timing(self, fresh: bool) -> str:
+        """A ``Server-Timing`` header value: the refresh this request made, if it made one."""
+        if not fresh:
+            return "cache;desc=\"layout from the cache\""
+        loop_ms, build_ms = self.last_ms
+        return f"loop;dur={loop_ms:.1f};desc=\"wait for the loop and copy\", build;dur={build_ms:.1f}"
+
+    def fresh(self) -> bool:
+        """Whether the next :meth:`get` takes a new layout (for the timing header)."""
+        loop = self.svc.loop
+        return loop is None or (id(loop), loop.state_version) != self._key
 
     def map(self, p: Principal, leaf: str | None, max_nodes: int) -> MapOut:
         layout = self.get()
@@ -288,17 +306,23 @@ def mount(app: FastAPI, svc: "Service") -> None:
         return WhoOut(role=p.role, tenant=p.tenant)
 
     @router.get("/map", response_model=MapOut)
-    def map_(p: Who, leaf: Annotated[str | None, Query(max_length=256)] = None,
+    def map_(p: Who, response: Response, leaf: Annotated[str | None, Query(max_length=256)] = None,
              max_nodes: Annotated[int, Query(ge=0, le=100_000)] = DETAIL_MAX_NODES) -> MapOut:
         """Nodes by leaf: per leaf the GPUs held (per tenant and job kind) and the nodes full, partly
         used, empty, cordoned and down; every node with its jobs when the cluster has at most
         ``max_nodes`` nodes, or those of ``leaf``."""
-        return cache.map(p, leaf, max_nodes)
+        fresh = cache.fresh()
+        out = cache.map(p, leaf, max_nodes)
+        response.headers["Server-Timing"] = cache.timing(fresh)
+        return out
 
     @router.get("/tenants", response_model=TenantsOut)
-    def tenants(p: Who) -> TenantsOut:
+    def tenants(p: Who, response: Response) -> TenantsOut:
         """Per tenant: quota, GPUs used, borrowed and lent, jobs waiting and the GPUs they ask for."""
-        return tenant_rows(svc, cache.get(), p)
+        fresh = cache.fresh()
+        out = tenant_rows(svc, cache.get(), p)
+        response.headers["Server-Timing"] = cache.timing(fresh)
+        return out
 
     @router.get("/series", response_model=SeriesOut)
     def series(p: Who, after: Annotated[int, Query(ge=0)] = 0) -> SeriesOut:

@@ -395,15 +395,14 @@ function bindQueue() {
 // --- job ------------------------------------------------------------------------------------------
 async function jobView(id) {
   const j = await api(`/v1/jobs/${encodeURIComponent(id)}`);
-  let logs;
+  // logs: GET /v1/jobs/{id}/logs (an executor that keeps output, such as Ray); "no logs" otherwise
+  let logs = null;
+  const worker = Number(new URLSearchParams(location.hash.split("?")[1] || "").get("worker") || 0);
   try {
-    const r = await fetch(`/v1/jobs/${encodeURIComponent(id)}/logs`, { headers: { Authorization: `Bearer ${S.token}` } });
+    const r = await fetch(`/v1/jobs/${encodeURIComponent(id)}/logs?worker=${worker}`, { headers: { Authorization: `Bearer ${S.token}` } });
     if (r.ok) {
-      const type = r.headers.get("content-type") || "";
-      if (type.includes("json")) {
-        const body = await r.json();
-        logs = typeof body === "string" ? body : body.logs ?? body.text ?? (Array.isArray(body.lines) ? body.lines.join("\n") : JSON.stringify(body, null, 2));
-      } else logs = await r.text();
+      const body = await r.json();
+      if (body.kept !== false && (body.size > 0 || body.text)) logs = body;
     }
   } catch { /* no logs */ }
   const field = (k, v) => `<dt>${esc(k)}</dt><dd data-field="${esc(k)}">${v}</dd>`;
@@ -421,7 +420,10 @@ async function jobView(id) {
   return `<p><a href="#/queue">&larr; queue</a></p><h1 data-testid="job-title">Job ${j.id} <span class="muted">${esc(j.name)}</span></h1>
     <dl class="fields">${fields}</dl>${why}
     <h2>Events</h2><table id="events"><thead><tr><th class="num">time</th><th>event</th><th>node</th><th>message</th></tr></thead><tbody>${events}</tbody></table>
-    <h2>Logs</h2>${logs != null ? `<pre class="logs" data-testid="logs">${esc(logs)}</pre>` : `<p class="muted" data-testid="logs">no logs</p>`}`;
+    <h2>Logs</h2>${logs == null ? `<p class="muted" data-testid="logs">no logs</p>` : `${logs.workers > 1
+      ? `<p>worker ${Array.from({ length: logs.workers }, (_, k) => k === worker ? `<b>${k}</b>` : `<a href="#/job/${j.id}?worker=${k}">${k}</a>`).join(" ")}</p>` : ""}
+      <p class="muted">run ${logs.run}, worker ${logs.worker}: ${int(logs.size)} bytes${logs.next_offset < logs.size ? `, the first ${int(logs.next_offset - logs.offset)} shown` : ""}</p>
+      <pre class="logs" data-testid="logs">${esc(logs.text)}</pre>`}`;
 }
 
 // --- tenants --------------------------------------------------------------------------------------
