@@ -319,6 +319,30 @@ def test_a_tenant_sees_its_own_jobs_and_only_totals_of_others(ctx: Any, srv: Ser
     shot(page, artifacts, "tenant-queue")
 
 
+def test_the_dashboard_routes_take_the_apis_tokens_and_scope(srv: Server, tenant: tuple[str, str]) -> None:
+    name, token = tenant
+    me = srv.client(token)
+    running = srv.admin.get("/v1/jobs", params={"state": "running", "limit": 1000}).json()["items"]
+    pending = srv.admin.get("/v1/jobs", params={"state": "pending", "limit": 1000}).json()["items"]
+    theirs = [j["id"] for j in running + pending if j["tenant"] != name]
+    ids = ",".join(str(j["id"]) for j in pending[:50])
+    for path in ("/v1/dashboard/whoami", "/v1/dashboard/map", "/v1/dashboard/map?leaf=leaf-0", "/v1/dashboard/tenants",
+                 "/v1/dashboard/series", f"/v1/dashboard/predictions?ids={ids}", "/v1/dashboard/stream"):
+        assert srv.client(None).get(path).status_code == 401, path
+        assert srv.client("kant_wrong").get(path).status_code == 401, path
+    assert me.get("/v1/dashboard/whoami").json() == {"role": "tenant", "tenant": name}
+    nodes = me.get("/v1/dashboard/map?max_nodes=100").json()["node_rows"]
+    seen = {j["id"] for n in nodes for j in n["jobs"]}
+    assert seen and None in seen and not seen & set(theirs)
+    leaves = me.get("/v1/dashboard/map?max_nodes=0").json()
+    assert leaves["node_rows"] == [] and all(set(leaf["tenants"]) <= {name, "others"} for leaf in leaves["leaves"])
+    assert me.get("/v1/dashboard/map?leaf=nowhere").status_code == 404
+    assert me.get("/v1/dashboard/predictions?ids=1,x").status_code == 422
+    with me.stream("GET", "/v1/dashboard/stream", timeout=10) as stream:
+        first = next(line for line in stream.iter_lines() if line.startswith("data:"))
+    assert json.loads(first[5:])["samples"]
+
+
 def test_a_wrong_token_is_refused(ctx: Any, srv: Server) -> None:
     page = new_page(ctx)
     page.goto(f"{srv.url}/#/cluster")
@@ -340,7 +364,7 @@ def _results(tmp: Path, jobs: JobTable) -> tuple[Path, Path, dict[str, Any]]:
 
     runs = {}
     for policy in ("kant", "volcano-binpack"):
-        result = Simulator(load_nodes("philly"), jobs, load_policy(policy)).run()
+        result = Simulator(load_nodes(CLUSTER), jobs, load_policy(policy)).run()
         runs[f"{result.policy} ({policy})"] = (result, summarize(result))
     single = write_json(tmp / "result.json", *next(iter(runs.values())))
     data = {label: report_dict(r, m) for label, (r, m) in runs.items()}

@@ -12,6 +12,7 @@ const S = {
   map: null,
   samples: [],       // time-series samples, by id, oldest first
   seq: 0,
+  version: null,     // the loop's state version the stream last said
   charts: [],
   stream: null,
   route: "",
@@ -109,14 +110,16 @@ async function loadSeries() {
   S.seq = out.seq;
 }
 let refreshTimer = null;
+let lastRefresh = 0;
 function onState() {
-  // the cluster changed: read the live views again (at most one refresh per second)
+  // the cluster changed: read the live views again, at once, then at most once a second
   if (refreshTimer) return;
+  const wait = Math.max(0, lastRefresh + 1000 - Date.now());
   refreshTimer = setTimeout(() => {
     refreshTimer = null;
-    const name = routeName();
-    if (["cluster", "queue", "tenants"].includes(name)) render(true);
-  }, 1000);
+    lastRefresh = Date.now();
+    if (["cluster", "queue", "tenants"].includes(routeName())) render(true);
+  }, wait);
 }
 async function openStream() {
   if (S.stream) return;
@@ -148,7 +151,9 @@ async function openStream() {
             S.seq = msg.seq;
             if (routeName() === "charts") drawCharts();
           } else if (event === "state") {
-            onState();
+            // (the first answer of a stream is the version now: the page just read that state)
+            if (S.version != null && msg.version !== S.version) onState();
+            S.version = msg.version;
           }
         }
       }
@@ -513,10 +518,14 @@ function resultsView() {
     const rows = RESULT_ROWS.map(([label, key, fmt, better]) => {
       const vals = R.runs.map(([, r]) => pick(r.metrics, key));
       const finite = vals.filter((v) => v != null);
-      const best = better && finite.length > 1 ? (better > 0 ? Math.max(...finite) : Math.min(...finite)) : null;
+      // the best value of a row where the runs differ (more is better for GAR, SOR, finished; less for the rest)
+      const differ = new Set(finite).size > 1;
+      const best = better && differ ? (better > 0 ? Math.max(...finite) : Math.min(...finite)) : null;
       return `<tr data-key="${esc(key)}"><td>${esc(label)}</td>${vals.map((v) => `<td class="num${best != null && v === best ? " best" : ""}" data-value="${v ?? ""}">${fmt(v)}</td>`).join("")}</tr>`;
     }).join("");
-    const buckets = Object.keys(R.runs[0][1].metrics.jwtd?.buckets || {});
+    const order = ["1", "2-4", "5-8", "9-16", "17-32", "33-64", ">64"];  // docs/metrics.md's gang-size buckets
+    const rank = (b) => (order.includes(b) ? order.indexOf(b) : order.length);
+    const buckets = Object.keys(R.runs[0][1].metrics.jwtd?.buckets || {}).sort((x, y) => rank(x) - rank(y));
     const bucketRows = buckets.map((b) => `<tr><td>${esc(b)}</td>${R.runs.map(([, r]) => { const d = r.metrics.jwtd.buckets[b] || {}; return `<td class="num">${int(d.count)}</td><td class="num">${dur(d.p50)}</td><td class="num">${dur(d.p99)}</td>`; }).join("")}</tr>`).join("");
     const first = R.runs[0][1];
     body = `<h2>${R.kind === "comparison" ? `Side by side: ${R.runs.length} policies` : `Policy ${esc(first.policy)}`} <span class="muted">${esc(R.fileName)}</span></h2>
