@@ -14,6 +14,10 @@ add --detach`` and run with ``PYTHONPATH=<worktree>/src`` by the same interprete
 before / after run by run (one batch, so machine noise hits both alike). A case that fails on a tree
 (``--no-report`` before the option existed) is shown as ``n/a``.
 
+``--phases`` also splits one process of the current tree into its phases (CPU time of each, in one
+process pinned to one core, as ``kant simulate`` runs them): imports, policy, cluster, trace, the
+simulation, the summary and each file written; for the defaults and for ``--limit 1000``.
+
 Prints one table (median of ``--runs``) and writes bench/results/cli.json. Figures, never asserts.
 """
 
@@ -28,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +68,67 @@ def run_case(args: list[str], src: Path, out_dir: Path) -> dict[str, Any]:
             "peak_mib": round(rss / 1024, 1)}
 
 
+def phases(limit: int | None, cluster: str) -> list[tuple[str, float]]:
+    """CPU seconds of each phase of one ``kant simulate`` run in this process (the CLI's own steps)."""
+    laps: list[tuple[str, float]] = []
+    last = time.process_time()
+
+    def lap(name: str) -> None:
+        nonlocal last
+        now = time.process_time()
+        laps.append((name, round(now - last, 3)))
+        last = now
+
+    import kant.cli.main  # noqa: F401  (what the `kant` command imports before it runs)
+
+    lap("import kant.cli.main")
+    import numpy as np
+
+    from kant.config import load_policy
+    from kant.metrics.summary import summarize
+    from kant.sim import Simulator
+    from kant.traces import Problems
+    from kant.traces.registry import load_nodes, load_trace
+
+    lap("import config, sim, traces")
+    policy = load_policy("kant")
+    lap("load the policy")
+    nodes = load_nodes(cluster)
+    lap("build the cluster")
+    jobs = load_trace("philly", problems=Problems(skip=False))
+    if limit is not None:
+        jobs = jobs.take(np.arange(min(limit, len(jobs))))
+    lap("read the Philly trace")
+    result = Simulator(nodes, jobs, policy).run()
+    lap("simulate")
+    metrics = summarize(result)
+    lap("summarize")
+    from kant.metrics.report import write_html, write_json
+
+    out = Path(tempfile.mkdtemp(prefix="kant-bench-phases-"))
+    write_json(out / "result.json", result, metrics)
+    lap("result.json")
+    write_html(out / "report.html", result, metrics)
+    lap("report.html")
+    try:
+        from kant.metrics.jobs import write_jobs
+    except ImportError:  # a tree before per-job results
+        pass
+    else:
+        write_jobs(out / "jobs.parquet", result)
+        lap("jobs.parquet")
+    shutil.rmtree(out, ignore_errors=True)
+    return laps
+
+
+def run_phases(limit: int | None, cluster: str) -> list[tuple[str, float]]:
+    """:func:`phases` in a fresh interpreter pinned to one core."""
+    cmd = ["taskset", "-c", "1", sys.executable, __file__, "--phases-one", str(limit or 0), cluster]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=dict(os.environ,
+                         PYTHONPATH=str(ROOT / "src"))).stdout
+    return [(name, float(v)) for name, v in json.loads(out.strip().splitlines()[-1])]
+
+
 def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
     if any(r["exit"] != 0 for r in runs):
         return runs[0]
@@ -78,7 +144,12 @@ def main() -> None:
     ap.add_argument("--before", metavar="REV", help="also run every case on this commit (a git worktree)")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--case", action="append", choices=sorted(CASES), help="cases to run (default: all)")
+    ap.add_argument("--phases", action="store_true", help="also the phases of one process (current tree)")
+    ap.add_argument("--phases-one", nargs=2, metavar=("LIMIT", "CLUSTER"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.phases_one:
+        print(json.dumps(phases(int(args.phases_one[0]) or None, args.phases_one[1])))
+        return
     cases = args.case or list(CASES)
     trees: list[tuple[str, Path]] = [("after", ROOT / "src")]
     work = Path(tempfile.mkdtemp(prefix="kant-bench-cli-"))
@@ -113,10 +184,20 @@ def main() -> None:
             continue
         print(f"{r['case']:<11}{r['tree']:<22}{r['user_s']:>8.2f}{r['sys_s']:>7.2f}{r['cpu_s']:>7.2f}"
               f"{r['wall_s']:>8.2f}{r['peak_mib']:>10.1f}{tgt:>8}")
+    split: dict[str, list[tuple[str, float]]] = {}
+    if args.phases:
+        split = {"defaults": run_phases(None, "philly-80"), "1000-jobs": run_phases(1000, "philly-80")}
+        print(f"\nPhases of one process (current tree, CPU s, taskset -c 1; loadavg {os.getloadavg()[0]:.2f})")
+        print(f"{'phase':<30}{'defaults':>10}{'1000-jobs':>11}")
+        for (name, full), (_, small) in zip(split["defaults"], split["1000-jobs"], strict=True):
+            print(f"{name:<30}{full:>10.3f}{small:>11.3f}")
+        print(f"{'total':<30}{sum(v for _, v in split['defaults']):>10.3f}"
+              f"{sum(v for _, v in split['1000-jobs']):>11.3f}")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "cli.json").write_text(json.dumps({
         "machine": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
         "loadavg": os.getloadavg(), "runs": args.runs, "before": args.before, "targets": TARGETS, "rows": rows,
+        "phases": split,
     }, indent=2) + "\n")
 
 
