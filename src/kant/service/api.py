@@ -17,7 +17,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response
+from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials
@@ -141,6 +141,10 @@ async def _admin(request: Request, p: Annotated[Principal, Depends(_principal)])
 #: the caller (any valid token) and an admin caller, as route parameters
 Who = Annotated[Principal, Depends(_principal)]
 Admin = Annotated[Principal, Depends(_admin)]
+#: the largest id a database holds (a 64-bit integer): a larger one in a path is a 422, not a driver error
+MAX_ID = 2**63 - 1
+#: a job, service or token id in a route's path
+Id = Annotated[int, Path(ge=0, le=MAX_ID)]
 
 
 def _error(detail: str) -> dict[str, str]:
@@ -217,8 +221,11 @@ def create_app(svc: Service) -> FastAPI:
         errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
                   for e in exc.errors()]
         first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
-        where = ".".join(str(p) for p in first["loc"])
-        return JSONResponse({"detail": errors, "message": f"{where}: {first['msg']}"}, status_code=422)
+        # a key the client sent may hold a line break: such parts are quoted, the message stays one line
+        where = ".".join(p if isinstance(p, str) and p.isprintable() else str(p) if isinstance(p, int) else repr(p)
+                         for p in first["loc"])
+        msg = " ".join(str(first["msg"]).splitlines())
+        return JSONResponse({"detail": errors, "message": f"{where}: {msg}"}, status_code=422)
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:  # pragma: no cover - a bug
@@ -296,7 +303,7 @@ def create_app(svc: Service) -> FastAPI:
     @app.get("/v1/jobs", tags=["jobs"], response_model=JobPage)
     def list_jobs(p: Who, state: Annotated[list[str] | None, Query()] = None,
                   tenant: Annotated[str | None, Query(max_length=64)] = None,
-                  after: Annotated[int | None, Query(ge=0)] = None,
+                  after: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
                   limit: Annotated[int, Query(ge=1, le=1000)] = 100,
                   order: Annotated[str, Query(pattern="^(asc|desc)$")] = "asc") -> JobPage:
         """Jobs, oldest first (or newest with order=desc), filtered by state and (admins) tenant; pages by
@@ -316,7 +323,7 @@ def create_app(svc: Service) -> FastAPI:
         return JobPage(items=[JobOut.of(r, reasons.get(r.id)) for r in rows], next=rows[-1].id if more else None)
 
     @app.get("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobDetail)
-    def get_job(job_id: int, p: Who) -> JobDetail:
+    def get_job(job_id: Id, p: Who) -> JobDetail:
         """One job with its events and, while it waits, why."""
         row = visible_job(job_id, p)
         why = svc.why(job_id) if row.state == "pending" else None
@@ -325,7 +332,7 @@ def create_app(svc: Service) -> FastAPI:
         return JobDetail(**out.model_dump(), events=events, why=why)
 
     @app.get("/v1/jobs/{job_id}/why", tags=["jobs"], response_model=WhyOut)
-    def why_job(job_id: int, p: Who) -> WhyOut:
+    def why_job(job_id: Id, p: Who) -> WhyOut:
         """Why a job waits (the plugin's reason) and how many jobs are ahead of it."""
         row = visible_job(job_id, p)
         if row.state == "pending":
@@ -335,7 +342,7 @@ def create_app(svc: Service) -> FastAPI:
         return WhyOut(id=job_id, state=row.state, reason=row.reason or row.state)
 
     @app.get("/v1/jobs/{job_id}/logs", tags=["jobs"], response_model=LogsOut)
-    def job_logs(job_id: int, p: Who, worker: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+    def job_logs(job_id: Id, p: Who, worker: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
                  run: Annotated[int | None, Query(ge=1, le=1_000_000_000)] = None,
                  offset: Annotated[int, Query(ge=0, le=2**62)] = 0,
                  limit: Annotated[int, Query(ge=1, le=1 << 20)] = 1 << 20) -> LogsOut:
@@ -352,7 +359,7 @@ def create_app(svc: Service) -> FastAPI:
                        complete=ended and chunk.next_offset >= chunk.size, kept=True)
 
     @app.post("/v1/jobs/{job_id}/cancel", tags=["jobs"], response_model=JobOut)
-    def cancel_job(job_id: int, p: Who) -> JobOut:
+    def cancel_job(job_id: Id, p: Who) -> JobOut:
         """Cancel a pending or running job (every worker stops)."""
         row = visible_job(job_id, p)
         if row.state not in ("pending", "running"):
@@ -392,11 +399,11 @@ def create_app(svc: Service) -> FastAPI:
         return [ServiceOut.of(r) for r in svc.db.list_services(p.scope())]
 
     @app.get("/v1/services/{service_id}", tags=["services"], response_model=ServiceOut)
-    def get_service(service_id: int, p: Who) -> ServiceOut:
+    def get_service(service_id: Id, p: Who) -> ServiceOut:
         return ServiceOut.of(visible_service(service_id, p))
 
     @app.post("/v1/services/{service_id}/scale", tags=["services"], response_model=ServiceOut)
-    def scale_service(service_id: int, body: ScaleIn, p: Who) -> ServiceOut:
+    def scale_service(service_id: Id, body: ScaleIn, p: Who) -> ServiceOut:
         """Set the number of replicas (within min and max): new replicas queue, extra ones stop."""
         row = visible_service(service_id, p)
         if not row.min_replicas <= body.replicas <= row.max_replicas:
@@ -405,7 +412,7 @@ def create_app(svc: Service) -> FastAPI:
         return ServiceOut.of(svc.db.get_service(service_id))  # type: ignore[arg-type]
 
     @app.delete("/v1/services/{service_id}", tags=["services"], response_model=ServiceOut)
-    def delete_service(service_id: int, p: Who) -> ServiceOut:
+    def delete_service(service_id: Id, p: Who) -> ServiceOut:
         """Stop every replica and retire the service."""
         visible_service(service_id, p)
         leader().scale(service_id, 0)
@@ -520,7 +527,7 @@ def create_app(svc: Service) -> FastAPI:
         return [TokenOut.of(t) for t in svc.db.list_tokens(tenant)]
 
     @app.delete("/v1/tokens/{token_id}", tags=["tenants"], response_model=dict[str, Any])
-    def revoke_token(token_id: int, p: Admin) -> dict[str, Any]:
+    def revoke_token(token_id: Id, p: Admin) -> dict[str, Any]:
         """Revoke a token (it stops working at once)."""
         if not svc.db.revoke_token(token_id, time.time()):
             raise NotFound(f"no active token {token_id}")
@@ -592,7 +599,8 @@ def create_app(svc: Service) -> FastAPI:
 
     @app.get("/v1/events", tags=["events"], response_class=StreamingResponse,
              responses={200: {"content": {"text/event-stream": {}}}})
-    async def events(p: Who, last_event_id: Annotated[int | None, Header(ge=0)] = None) -> StreamingResponse:
+    async def events(p: Who, last_event_id: Annotated[int | None, Header(ge=0, le=MAX_ID)] = None,
+                     ) -> StreamingResponse:
         """Server-sent events: every job and node event (a tenant: its own jobs'), from the last id
         the client saw (``Last-Event-ID``) on."""
         assert svc.hub is not None
