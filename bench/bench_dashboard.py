@@ -26,6 +26,7 @@ Figures are printed, never asserted; taken on a shared machine they are noisy.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -151,14 +152,18 @@ def browser(srv: Served, client: httpx.Client, repeat: int, shots: Path | None) 
         page.wait_for_selector("#view[data-ready='cluster']", timeout=120_000)
         running = client.get("/v1/jobs", params={"state": "running", "limit": repeat}).json()["items"]  # oldest
         updates = []
+        in_page = []
         for job in running:
             before = int(page.get_attribute("#view", "data-renders") or "0")
             t0 = time.perf_counter()
             client.post(f"/v1/jobs/{job['id']}/cancel").raise_for_status()
             page.wait_for_function(f"+document.querySelector('#view').dataset.renders > {before}", timeout=120_000)
             updates.append(time.perf_counter() - t0)
-        print(f"update: a job cancelled -> cluster page re-rendered: median {1000 * statistics.median(updates):.0f} ms "
-              f"(the stream looks every 0.5 s)")
+            in_page.append(float(page.get_attribute("#view", "data-update-ms") or "nan"))
+        print(f"update: a job cancelled -> cluster page re-rendered: median {1000 * statistics.median(updates):.0f} "
+              "ms, "
+              f"of which the page's refresh (the stream's 'state' to rendered: /v1/cluster, the map, drawing) "
+              f"{statistics.median(in_page):.0f} ms")
         b.close()
 
 
@@ -175,13 +180,15 @@ def main() -> None:
         srv = Served(f"sqlite:///{Path(tmp) / 'kant.db'}", Path(tmp), cluster=cluster,
                      extra=("--clock", "manual", "--clock-start", "0", "--no-predict"))
         try:
-            print(f"kant serve on {cluster}: ready in {srv.ready_s:.1f} s")
+            load = os.getloadavg()
+            print(f"kant serve on {cluster}: ready in {srv.ready_s:.1f} s; {os.cpu_count()} CPUs, load average "
+                  f"{load[0]:.1f} (figures on a busy machine are slower)")
             with httpx.Client(base_url=srv.url, headers=srv.headers, timeout=600) as client:
                 fill(srv, client, args.nodes, args.pending)
                 routes(client, args.repeat)
                 if not args.no_browser:
                     browser(srv, client, args.repeat, args.screenshots)
-                print(f"service resident memory: {srv.rss_mib():.0f} MiB")
+                print(f"service resident memory: {srv.rss_mib():.0f} MiB; load average now {os.getloadavg()[0]:.1f}")
         finally:
             srv.stop()
 

@@ -252,8 +252,27 @@ def test_a_gpu_cell_leads_to_its_job(ctx: Any, srv: Server) -> None:
 
 
 def test_tenants_page_shows_quota_use_and_demand(ctx: Any, srv: Server, artifacts: Path) -> None:
+    cl = srv.admin.get("/v1/cluster").json()["tenants"]
+    # quotas (shown, not enforced under the kant policy): the busiest tenant borrows above its
+    # guarantee, an idle one lends what it does not use
+    busy = max(cl, key=lambda t: (cl[t]["running_gpus"], t))
+    idle = min(cl, key=lambda t: (cl[t]["running_gpus"], t))
+    assert cl[busy]["running_gpus"] >= 4 and cl[idle]["running_gpus"] == 0
+    quota = {busy: cl[busy]["running_gpus"] - 4, idle: 10}
+    for t, g in quota.items():
+        assert srv.admin.patch(f"/v1/tenants/{t}", json={"guaranteed_gpus": g, "max_gpus": 100}).status_code == 200
     page = open_page(ctx, srv, srv.admin_token, "tenants")
     cl = srv.admin.get("/v1/cluster").json()["tenants"]
+    borrowed = {t: max(0, u["running_gpus"] - (u["guaranteed_gpus"] or 0)) for t, u in cl.items()}
+    idle_guarantee = {t: max(0, g - cl[t]["running_gpus"]) for t, g in quota.items()}
+    share = min(1.0, sum(borrowed.values()) / sum(idle_guarantee.values()))
+    table = {r[0]: r[1:] for r in page.eval_on_selector_all(
+        "#tenants tbody tr", "els => els.map(e => [e.dataset.tenant, ...['guaranteed', 'max', 'borrowed', 'lent']"
+                             ".map(c => e.querySelector(`[data-col=${c}]`).textContent)])")}
+    for t in cl:
+        want = [str(quota[t]) if t in quota else "", "100" if t in quota else "", str(borrowed[t]),
+                str(int(idle_guarantee.get(t, 0) * share))]
+        assert table[t] == want, t
     rows = page.eval_on_selector_all(
         "#tenants tbody tr", "els => els.map(e => [e.dataset.tenant, +e.querySelector('[data-col=used]').textContent, "
         "+e.querySelector('[data-col=pending-jobs]').textContent, "

@@ -70,7 +70,8 @@ class TenantRow(BaseModel):
     guaranteed_gpus: int | None
     max_gpus: int | None
     used_gpus: int
-    borrowed_gpus: int = Field(description="max(0, used - guaranteed)")
+    borrowed_gpus: int = Field(description="max(0, used - guaranteed); guaranteed is 0 when not set (the quota "
+                                           "plugin's default)")
     lent_gpus: int = Field(description="idle guarantee that others' borrowing uses, shared out in proportion to "
                                        "the idle guarantees")
     pending_jobs: int

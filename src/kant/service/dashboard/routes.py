@@ -255,8 +255,9 @@ def cluster_map(layout: Layout, p: Principal, leaf: str | None, detail: bool) ->
 
 
 def lent_gpus(guaranteed: dict[str, int], used: dict[str, int]) -> dict[str, int]:
-    """Each tenant's idle guarantee (``max(0, G - U)``) that others' borrowing (``max(0, U - G)``)
-    uses, the borrowing shared out over the idle guarantees in proportion to their size (floored)."""
+    """Each tenant's idle guarantee (``max(0, G - U)``) that others' borrowing (``max(0, U - G)``, G = 0
+    for a tenant without a guarantee, the quota plugin's default) uses, the borrowing shared out over
+    the idle guarantees in proportion to their size (floored)."""
     idle = {t: max(0, g - used.get(t, 0)) for t, g in guaranteed.items()}
     borrowed = sum(max(0, u - guaranteed.get(t, 0)) for t, u in used.items())
     total_idle = sum(idle.values())
@@ -277,7 +278,7 @@ def tenant_rows(svc: "Service", layout: Layout, p: Principal) -> TenantsOut:
         used = layout.running_gpus.get(n, 0)
         g = q.guaranteed_gpus if q is not None else None
         rows.append(TenantRow(tenant=n, guaranteed_gpus=g, max_gpus=q.max_gpus if q is not None else None,
-                              used_gpus=used, borrowed_gpus=max(0, used - (g or 0)) if g is not None else 0,
+                              used_gpus=used, borrowed_gpus=max(0, used - (g or 0)),
                               lent_gpus=lent.get(n, 0), pending_jobs=layout.pending_jobs.get(n, 0),
                               pending_gpus=layout.pending_gpus.get(n, 0)))
     others = None

@@ -13,6 +13,7 @@ const S = {
   samples: [],       // time-series samples, by id, oldest first
   seq: 0,
   version: null,     // the loop's state version the stream last said
+  stateAt: null,     // when the stream last said it changed (performance.now())
   charts: [],
   stream: null,
   route: "",
@@ -152,7 +153,7 @@ async function openStream() {
             if (routeName() === "charts") drawCharts();
           } else if (event === "state") {
             // (the first answer of a stream is the version now: the page just read that state)
-            if (S.version != null && msg.version !== S.version) onState();
+            if (S.version != null && msg.version !== S.version) { S.stateAt = performance.now(); onState(); }
             S.version = msg.version;
           }
         }
@@ -201,9 +202,11 @@ async function render(refresh = false) {
     S.renders += 1;
     view.dataset.ready = name;
     view.dataset.renders = String(S.renders);
+    if (refresh && S.stateAt != null) view.dataset.updateMs = String(Math.round(performance.now() - S.stateAt));
   } catch (e) {
     if (ticket !== rendering) return;
     if (e.status === 401) { logout(); return; }
+    view.innerHTML = "";
     $("#error").textContent = String(e.message || e);
     view.dataset.ready = `error:${name}`;
   }
