@@ -50,7 +50,10 @@ def test_report_plots_are_drawn_by_the_browser(tmp_path: Path) -> None:
 
 
 def test_no_report_skips_the_html(tmp_path: Path) -> None:
-    r = CliRunner().invoke(cli, ["simulate", "--cluster", "tiny", "--limit", "20", "--no-report",
-                                 "--out", str(tmp_path)])
+    trace = tmp_path / "philly.csv"
+    trace.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,60,1,60,vc\n"
+                     "2017-10-09 07:02:55,30,8,240,vc\n")
+    r = CliRunner().invoke(cli, ["simulate", "--trace", str(trace), "--cluster", "tiny", "--no-report",
+                                 "--out", str(tmp_path / "out")])
     assert r.exit_code == 0, r.output
-    assert (tmp_path / "result.json").exists() and not (tmp_path / "report.html").exists()
+    assert (tmp_path / "out" / "result.json").exists() and not (tmp_path / "out" / "report.html").exists()
