@@ -333,7 +333,7 @@ def test_a_tenant_sees_its_own_jobs_and_only_totals_of_others(ctx: Any, srv: Ser
     # another tenant's job is not found
     other = next(j for j in srv.admin.get("/v1/jobs", params={"limit": 1000}).json()["items"] if j["tenant"] != name)
     page.goto(f"{srv.url}/#/job/{other['id']}")
-    page.wait_for_selector("#view[data-ready='error:job']", timeout=TIMEOUT_MS)
+    page.wait_for_selector("#view[data-ready='error:job']", state="attached", timeout=TIMEOUT_MS)
     assert "404" in (page.text_content("#error") or "")
     shot(page, artifacts, "tenant-queue")
 
