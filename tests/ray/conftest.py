@@ -30,14 +30,15 @@ POLICY = Path(__file__).parent / "quota-policy.yaml"
 @pytest.fixture(scope="module")
 def ray_nodes() -> Iterator[RayNodes]:
     nodes = RayNodes()
+    session = nodes.session_dir
     try:
         yield nodes
     finally:
         nodes.shutdown()
         deadline = time.monotonic() + 30
-        while raylets() and time.monotonic() < deadline:
+        while raylets(session) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not raylets(), f"raylets left running after the cluster's shutdown: {raylets()}"
+        assert not raylets(session), f"raylets left running after the cluster's shutdown: {raylets(session)}"
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,11 @@ from typing import Any
 LEAVES = ("l0", "l0", "l1")
 
 
-def raylets() -> list[str]:
-    """Raylet processes on this machine (none may be left after a module's cluster shut down)."""
+def raylets(session_dir: str) -> list[str]:
+    """Raylet processes of the Ray session in ``session_dir`` (none may be left after a module's
+    cluster shut down; other Ray sessions on the machine are not this test's)."""
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False).stdout
-    return [line for line in out.splitlines() if "raylet" in line and "ps -eo" not in line]
+    return [line for line in out.splitlines() if "raylet" in line and session_dir in line]
 
 
 class RayNodes:
@@ -27,6 +28,10 @@ class RayNodes:
         self.nodes: dict[str, Any] = {}
         for i, leaf in enumerate(LEAVES):
             self.add(f"n{i}", leaf)
+
+    @property
+    def session_dir(self) -> str:
+        return str(self.cluster.head_node.get_session_dir_path())
 
     @property
     def address(self) -> str:

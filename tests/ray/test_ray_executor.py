@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -253,6 +254,33 @@ def test_200_short_jobs_of_4_tenants_respect_quotas(kant: Server, tenants: dict[
             level += step
             peak = max(peak, level)
         assert peak <= most, (name, peak, most)
+
+
+def test_reconcile_stops_strays_and_reports_lost_runs(ray_nodes: RayNodes, tmp_path: Path) -> None:
+    """An executor told that kant runs job 90002 (run 3) and not 90001 stops 90001's worker and
+    reports 90002's run lost (it has no worker of it)."""
+    from kant.service.executors.base import Launch
+    from kant.service.executors.ray_exec import RayExecutor
+
+    ex = RayExecutor(ray_nodes.address, log_dir=tmp_path / "logs", checkpoint_dir=tmp_path / "ckpt")
+    try:
+        ex.start(Launch(90_001, 1, ("n1",), 1, 0.0, 'echo "pid $$"; exec sleep 300'))
+        deadline = time.monotonic() + 30
+        while "pid" not in (out := ex.logs.read(90_001).text):
+            assert time.monotonic() < deadline, out
+            time.sleep(0.1)
+        assert ex.running_jobs() == {90_001: 1}
+        ex.reconcile({90_002: 3})
+        assert gone(int(out.split()[1]))
+        events = []
+        while not events:
+            assert time.monotonic() < deadline + 30
+            events = ex.poll(0.0)
+            time.sleep(0.05)
+        assert [(e.kind, e.job_id, e.run) for e in events] == [("lost", 90_002, 3)]
+        assert ex.running_jobs() == {}
+    finally:
+        ex.close()
 
 
 def test_node_lost_mid_run_requeues_and_resumes_elsewhere(kant: Server, ray_nodes: RayNodes,

@@ -22,10 +22,10 @@ All Ray calls run on one thread with an asyncio loop (``kant-ray``); the schedul
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import shlex
+import socket
 import threading
 import time
 from collections import deque
@@ -134,6 +134,7 @@ class RayExecutor:
         self.node_death_wait_s = node_death_wait_s  # (Ray's default health check declares a node dead in 15 s)
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
+            _check_reachable(address)
             try:
                 ray.init(address=address, namespace=ray_worker.KV_NAMESPACE, logging_level=logging.ERROR,
                          log_to_driver=False)
@@ -151,7 +152,6 @@ class RayExecutor:
         self._ids: dict[str, str] = {}  # kant name -> Ray node id of the alive node
         #: seconds from start() to every worker running, of the last runs (bench/bench_ray.py)
         self.start_latencies: deque[float] = deque(maxlen=10_000)
-        self._rescan = asyncio.Event()
         self._aio = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._aio.run_forever, name="kant-ray", daemon=True)
         self._thread.start()
@@ -182,22 +182,26 @@ class RayExecutor:
             if node_id not in self._alive and self._alive:
                 self._node_events.append(NodeEvent("up", spec.name, spec, "joined the Ray cluster"))
                 changed = True
-        for node_id, spec in self._alive.items():
-            if node_id not in now:
-                self._node_events.append(NodeEvent("lost", spec.name, None,
-                                                   f"{NODE_LOST_PREFIX}{spec.name} left the Ray cluster"))
-                changed = True
+        for node_id in [i for i in self._alive if i not in now]:
+            self._node_gone(node_id)
+            changed = True
         self._alive = now
         self._ids = {spec.name: node_id for node_id, spec in now.items()}
         if changed:
             self._wake()
 
+    def _node_gone(self, node_id: str | None) -> None:
+        """Report a node lost now, ahead of the next listing (which then finds it gone already)."""
+        spec = self._alive.pop(node_id, None) if node_id is not None else None
+        if spec is not None:
+            self._ids.pop(spec.name, None)
+            self._node_events.append(NodeEvent("lost", spec.name, None,
+                                               f"{NODE_LOST_PREFIX}{spec.name} left the Ray cluster"))
+
     async def _watch(self) -> None:
         next_wake = time.monotonic() + self.reconcile_every
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._rescan.wait(), self.node_poll_s)
-            self._rescan.clear()
+            await asyncio.sleep(self.node_poll_s)
             try:
                 await self._scan()
             except Exception as exc:  # the GCS did not answer this time: try again next tick
@@ -220,9 +224,10 @@ class RayExecutor:
 
         launch = run.launch
         missing = [n for n in launch.nodes if n not in self._ids]
-        if missing:
-            self._end(run, "bind_failed", reason=f"node {missing[0]} is not in the Ray cluster")
-            self._rescan.set()
+        if missing:  # (a node of the database that Ray does not have: fail it, or kant places there again)
+            why = f"node {missing[0]} is not in the Ray cluster"
+            self._node_events.append(NodeEvent("lost", missing[0], None, f"{NODE_LOST_PREFIX}{why}"))
+            self._end(run, "bind_failed", reason=why)
             return
         per_node: dict[str, int] = {}
         node_rank: dict[str, int] = {}
@@ -325,7 +330,7 @@ class RayExecutor:
         if run.ended:
             return
         if not alive or isinstance(exc, ray.exceptions.NodeDiedError):
-            self._rescan.set()
+            self._node_gone(node_id)  # before the run's end: the loop must not place it there again
             self._end(run, "lost", reason=f"node {node} left the Ray cluster")
         else:
             self._end(run, "failed", None, f"worker {k} on {node} died: {_first_line(exc)}")
@@ -474,6 +479,20 @@ class RayExecutor:
         self._thread.join(10.0)
         if self._owns_ray:
             ray.shutdown()
+
+
+def _check_reachable(address: str) -> None:
+    """A clear error when nothing listens at HOST:PORT (``ray.init`` would retry for minutes)."""
+    if address in ("auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=5.0):
+            pass
+    except ValueError:
+        raise KantError(f"--ray-address {address}: not auto, HOST:PORT or ray://HOST:PORT") from None
+    except OSError as exc:
+        raise KantError(f"--ray-address {address}: cannot connect to Ray ({exc.strerror or exc})") from None
 
 
 def _first_line(exc: BaseException) -> str:
