@@ -22,3 +22,13 @@ def write_study(folder: Path, text: str = SMALL_STUDY, name: str = "study.yaml")
     path = folder / name
     path.write_text(text)
     return path
+
+# the issue's grid, 4 policies x 3 cluster sizes x 3 seeds = 36 runs, on a small slice of Philly
+GRID_STUDY = """\
+name: grid
+traces:
+  - {name: philly, limit: 100}
+policies: [kant, volcano-binpack, k8s-default, random]
+clusters: ["2x8:V100,leaf=1,spine=1", "3x8:V100,leaf=2,spine=1", "4x8:V100,leaf=2,spine=1"]
+seeds: [0, 1, 2]
+"""

@@ -1,5 +1,6 @@
 """`kant sweep --ray` on a real local Ray cluster of three nodes (ray.cluster_utils.Cluster, one per module):
-the same table as local processes, a killed worker's run retried, a rerun that runs nothing."""
+the issue's grid (4 policies x 3 cluster sizes x 3 seeds, on 100 Philly jobs) gives the same table as local
+processes, a killed worker's run is retried, a rerun runs nothing."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from kant.sweep import SweepSummary, load_study, run_study
 from kant.sweep.runners import run_ray
 from kant.sweep.runs import RunOutcome, RunTask, plan_runs
-from sweep_helpers import write_study
+from sweep_helpers import GRID_STUDY, write_study
 
 ray = pytest.importorskip("ray")
 
@@ -41,28 +42,28 @@ def cluster() -> Iterator[object]:
 @pytest.fixture(scope="module")
 def local_table(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     root = tmp_path_factory.mktemp("local")
-    summary = run_study(load_study(write_study(root)), root / "out", workers=1)
-    assert summary.done == 8
+    summary = run_study(load_study(write_study(root, GRID_STUDY)), root / "out", workers=2)
+    assert summary.done == 36
     return summary.table.read_bytes()
 
 
 @pytest.fixture(scope="module")
 def ray_study(cluster: object, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SweepSummary]:
     root = tmp_path_factory.mktemp("ray")
-    summary = run_study(load_study(write_study(root)), root / "out", use_ray=True)
+    summary = run_study(load_study(write_study(root, GRID_STUDY)), root / "out", use_ray=True)
     return root, summary
 
 
 def test_ray_gives_the_same_table_as_local_processes(ray_study: tuple[Path, SweepSummary], local_table: bytes) -> None:
     _, summary = ray_study
-    assert (summary.runs, summary.done, summary.failed) == (8, 8, {})
+    assert (summary.runs, summary.done, summary.failed) == (36, 36, {})
     assert summary.table.read_bytes() == local_table  # same rows, same values, bit for bit
 
 
 def test_a_rerun_on_ray_runs_nothing(ray_study: tuple[Path, SweepSummary], local_table: bytes) -> None:
     root, _ = ray_study
     summary = run_study(load_study(root / "study.yaml"), root / "out", use_ray=True)
-    assert (summary.skipped, summary.done, summary.failed) == (8, 0, {})
+    assert (summary.skipped, summary.done, summary.failed) == (36, 0, {})
     assert summary.table.read_bytes() == local_table
 
 
@@ -105,7 +106,7 @@ def test_a_killed_worker_is_retried_and_the_table_is_complete(
     sweep.join(timeout=120)
     assert killed, "no sweep worker was seen running"
     summary = result[0]
-    assert (summary.done, summary.failed) == (8, {})  # the killed run was retried
+    assert (summary.done, summary.failed) == (36, {})  # the killed run was retried
     assert summary.table.read_bytes() == local_table
 
 
