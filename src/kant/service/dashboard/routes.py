@@ -81,6 +81,20 @@ class _Node:
 
 
 @dataclass(frozen=True, slots=True)
+class _Leaf:
+    """A leaf's nodes and sums: GPUs, GPUs held, nodes by use, GPUs held per tenant and per job kind."""
+
+    name: str
+    spine: str
+    nodes: tuple[_Node, ...]
+    gpus: int
+    used: int
+    counts: dict[str, int]
+    tenants: dict[str, int]
+    kinds: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
 class _Raw:
     """What :meth:`Layout.capture` copies on the loop's thread: references to immutable parts (the
     cluster, the node rows, the placements) and small sums, so that the loop waits as little as it can."""
@@ -99,6 +113,7 @@ class Layout:
     held, the jobs waiting and the GPUs they ask for."""
 
     nodes: tuple[_Node, ...]
+    leaves: dict[str, _Leaf]
     running_gpus: dict[str, int]
     pending_jobs: dict[str, int]
     pending_gpus: dict[str, int]
@@ -140,13 +155,29 @@ class Layout:
         leaf_names, spine_names = c.leaf_names, c.spine_names
         leaf, spine, gpus = c.leaf.tolist(), c.spine.tolist(), c.gpus.tolist()
         nodes = []
+        by_leaf: dict[str, list[_Node]] = {}
         for i, name in enumerate(c.names):
             row, used = raw.rows[i], raw.used[i]
             # (a draining node that holds nothing shows drained, as GET /v1/nodes says)
             state = "drained" if row.state == "draining" and used == 0 else row.state
-            nodes.append(_Node(name, leaf_names[leaf[i]], spine_names[spine[i]], row.gpu_type, gpus[i], used, state,
-                               tuple(sorted(on_node[i]))))
-        return Layout(tuple(nodes), running, raw.pending_jobs, raw.pending_gpus)
+            node = _Node(name, leaf_names[leaf[i]], spine_names[spine[i]], row.gpu_type, gpus[i], used, state,
+                         tuple(sorted(on_node[i])))
+            nodes.append(node)
+            by_leaf.setdefault(node.leaf, []).append(node)
+        leaves = {}
+        for name, members in by_leaf.items():
+            counts: dict[str, int] = {}
+            tenants: dict[str, int] = {}
+            kinds: dict[str, int] = {}
+            for n in members:
+                use = n.use
+                counts[use] = counts.get(use, 0) + 1
+                for _, owner, job_kind, g in n.jobs:
+                    tenants[owner] = tenants.get(owner, 0) + g
+                    kinds[job_kind] = kinds.get(job_kind, 0) + g
+            leaves[name] = _Leaf(name, members[0].spine, tuple(members), sum(n.gpus for n in members),
+                                 sum(n.used for n in members), counts, tenants, kinds)
+        return Layout(tuple(nodes), leaves, running, raw.pending_jobs, raw.pending_gpus)
 
 
 class LayoutCache:
@@ -211,13 +242,6 @@ def _add(d: dict[str, int], key: str, n: int) -> None:
     d[key] = d.get(key, 0) + n
 
 
-def _counts(nodes: list[_Node]) -> NodeCounts:
-    c: dict[str, int] = {}
-    for n in nodes:
-        _add(c, n.use, 1)
-    return NodeCounts(**c)
-
-
 def _map_node(n: _Node, p: Principal) -> MapNode:
     jobs: dict[tuple[int | None, str, str], int] = {}
     for job_id, tenant, kind, gpus in n.jobs:
@@ -230,28 +254,23 @@ def _map_node(n: _Node, p: Principal) -> MapNode:
 def cluster_map(layout: Layout, p: Principal, leaf: str | None, detail: bool) -> MapOut:
     """The map a caller sees: leaf aggregates always, and every node of ``leaf`` (or of the cluster,
     with ``detail``) with its jobs; another tenant's jobs are ``others``, without ids."""
-    by_leaf: dict[str, list[_Node]] = {}
-    for n in layout.nodes:
-        by_leaf.setdefault(n.leaf, []).append(n)
-    if leaf is not None and leaf not in by_leaf:
+    if leaf is not None and leaf not in layout.leaves:
         raise HTTPException(404, f"no leaf {leaf!r}")
     leaves = []
-    for name, nodes in by_leaf.items():
+    total: dict[str, int] = {}
+    for lf in layout.leaves.values():
         tenants: dict[str, int] = {}
-        kinds: dict[str, int] = {}
-        for n in nodes:
-            for _, tenant, kind, gpus in n.jobs:
-                _add(tenants, _scoped(tenant, p), gpus)
-                _add(kinds, kind, gpus)
-        leaves.append(LeafOut(leaf=name, spine=nodes[0].spine, nodes=len(nodes), gpus=sum(n.gpus for n in nodes),
-                              used_gpus=sum(n.used for n in nodes), counts=_counts(nodes), tenants=tenants,
-                              kinds=kinds))
-    all_nodes = list(layout.nodes)
-    detail = detail or leaf is not None
-    shown = by_leaf[leaf] if leaf is not None else all_nodes if detail else []
-    return MapOut(nodes=len(all_nodes), gpus=sum(n.gpus for n in all_nodes),
-                  used_gpus=sum(n.used for n in all_nodes), counts=_counts(all_nodes), detail=detail, leaf=leaf,
-                  leaves=leaves, node_rows=[_map_node(n, p) for n in shown])
+        for tenant, g in lf.tenants.items():
+            _add(tenants, _scoped(tenant, p), g)
+        for use, k in lf.counts.items():
+            _add(total, use, k)
+        leaves.append(LeafOut(leaf=lf.name, spine=lf.spine, nodes=len(lf.nodes), gpus=lf.gpus, used_gpus=lf.used,
+                              counts=NodeCounts(**lf.counts), tenants=tenants, kinds=dict(lf.kinds)))
+    shown = layout.leaves[leaf].nodes if leaf is not None else layout.nodes if detail else ()
+    return MapOut(nodes=len(layout.nodes), gpus=sum(lf.gpus for lf in layout.leaves.values()),
+                  used_gpus=sum(lf.used for lf in layout.leaves.values()), counts=NodeCounts(**total),
+                  detail=detail or leaf is not None, leaf=leaf, leaves=leaves,
+                  node_rows=[_map_node(n, p) for n in shown])
 
 
 def lent_gpus(guaranteed: dict[str, int], used: dict[str, int]) -> dict[str, int]:
