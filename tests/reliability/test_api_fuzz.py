@@ -1,6 +1,6 @@
 """API fuzzing of a real ``kant serve`` process from its OpenAPI document (Schemathesis): every
 operation, valid and invalid requests, as an admin and as a tenant; no 5xx, every rejection a 4xx
-with a one-line message, no traceback in the server's log. The suite sends about 1,000 requests;
+with a one-line message, no traceback in the server's log. The suite sends about 600 requests;
 ``bench/bench_reliability.py fuzz`` sends 10,000+ (docs/reliability.md)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from reliability.apifuzz import fuzz, log_problems
 from service.serve_proc import Server, running_server
 
-EXAMPLES = int(os.environ.get("KANT_API_FUZZ_EXAMPLES", "8"))  # per operation, mode and role
+EXAMPLES = int(os.environ.get("KANT_API_FUZZ_EXAMPLES", "5"))  # per operation, mode and role
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def test_generated_requests_get_no_5xx_and_every_rejection_says_why(srv: Server)
     print(f"admin: {admin.summary()}\ntenant: {tenants.summary()}")
     assert admin.problems == [] and tenants.problems == []
     assert len(admin.by_operation) == len(tenants.by_operation) >= 30  # every operation was called
-    assert admin.requests + tenants.requests >= 800
+    assert admin.requests + tenants.requests >= 500
     assert admin.by_status[201] > 0 and tenants.by_status[403] > 0  # (some were accepted, some refused)
     assert log_problems(srv.log_text()) == []
 

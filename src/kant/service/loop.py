@@ -54,6 +54,7 @@ from kant.service.db import (
     UNSET,
     Conflict,
     Database,
+    DatabaseError,
     Fenced,
     JobRow,
     JobUpdate,
@@ -383,6 +384,10 @@ class ServiceLoop:
                 self.turn(commands)
         except Fenced as exc:
             log.error("another service took over as leader; this one stops scheduling: %s", exc)
+            self.failed = exc
+        except DatabaseError as exc:  # not a bug: the turn's changes could not be written (disk full, no server)
+            log.error("the database failed; this service stops scheduling (a restart rebuilds from the "
+                      "database): %s", exc)
             self.failed = exc
         except BaseException as exc:  # pragma: no cover - a bug: say so loudly, stop scheduling
             log.exception("the scheduling loop failed")
