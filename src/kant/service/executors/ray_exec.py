@@ -22,6 +22,7 @@ All Ray calls run on one thread with an asyncio loop (``kant-ray``); the schedul
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import shlex
@@ -103,11 +104,7 @@ class _Run:
     gens: list[Any] = field(default_factory=list)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     codes: dict[int, int] = field(default_factory=dict)
-    gpus: list[list[str]] = field(default_factory=list)
-    started: bool = False
     ended: bool = False
-    submitted: float = field(default_factory=time.monotonic)
-    running_at: float | None = None
 
     @property
     def go_key(self) -> str:
@@ -150,8 +147,6 @@ class RayExecutor:
         self._names: dict[str, str] = {}  # Ray node id -> kant name
         self._alive: dict[str, NodeSpec] = {}  # Ray node id -> spec, as last listed
         self._ids: dict[str, str] = {}  # kant name -> Ray node id of the alive node
-        #: seconds from start() to every worker running, of the last runs (bench/bench_ray.py)
-        self.start_latencies: deque[float] = deque(maxlen=10_000)
         self._aio = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._aio.run_forever, name="kant-ray", daemon=True)
         self._thread.start()
@@ -254,14 +249,10 @@ class RayExecutor:
             self._end(run, "bind_failed", reason=problem)
             return
         infos = [f.result() for f in firsts]
-        run.gpus = [list(i["gpus"]) for i in infos]
-        go = f'{{"addr": "{infos[0]["ip"]}", "port": {int(infos[0]["port"])}}}'
+        go = json.dumps({"addr": infos[0]["ip"], "port": int(infos[0]["port"])})
         await asyncio.to_thread(internal_kv._internal_kv_put, run.go_key, go, True, namespace=ray_worker.KV_NAMESPACE)
         if run.ended:
             return
-        run.started = True
-        run.running_at = time.monotonic()
-        self.start_latencies.append(run.running_at - run.submitted)
         run.tasks = [self._aio.create_task(self._follow(run, k, g)) for k, g in enumerate(run.gens)]
 
     def _start_problem(self, launch: Launch, firsts: Sequence[asyncio.Future[dict[str, Any]]]) -> str:
