@@ -137,7 +137,7 @@ def test_a_failing_run_is_reported_and_the_others_go_on(tmp_path: Path) -> None:
     doc = {**tasks[0].policy_doc, "plugins": [{"name": "binpack", "args": {"weight": -1}}]}
     bad = RunTask("bad" + tasks[0].key[3:], tasks[0].params, tasks[0].trace, tasks[0].cluster, None, doc)
     outcomes: list[RunOutcome] = []
-    run_local([tasks[0], bad, tasks[1]], outcomes.append, workers=2)
+    run_local([tasks[0], bad, tasks[1]], outcomes.append, workers=1)
     errors = {o.key: o.error for o in outcomes}
     assert errors[tasks[0].key] is None and errors[tasks[1].key] is None
     assert "plugins[0].args.weight" in str(errors[bad.key])
