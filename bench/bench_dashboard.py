@@ -13,8 +13,8 @@ that cannot start. Printed:
   (median of ``--repeat``; "cold" for the map and tenants is the first request after a job was
   cancelled, when the loop's pass over the cluster is taken again, "warm" is from the cache; the
   service's ``Server-Timing`` splits a cold request into "loop": waiting for the loop's thread, which
-  first finishes the turn the cancel started, a scheduling cycle over the whole queue, and copying
-  there, and "build": making the layout off the loop's thread);
+  first finishes the turn the cancel started, and copying there, and "build": making the layout off
+  the loop's thread, each with the CPU time it took, which a busy machine inflates less than wall time);
 * in headless Chromium (Playwright, /usr/bin/chromium): the time from navigation to each page
   rendered (cluster by leaf, one leaf drilled into, queue, tenants, charts), the DOM size, and the
   JS heap; and the update cost: from a running job's cancel to the open cluster page re-rendered (the
@@ -100,7 +100,7 @@ def routes(client: httpx.Client, repeat: int) -> None:
         (f"/v1/dashboard/predictions?ids={ids}", False),
         ("/v1/nodes", False),
     ]
-    print(f"{'route':<44} {'bytes':>10} {'cold ms':>9} {'warm ms':>9}   cold: loop / build ms")
+    print(f"{'route':<44} {'bytes':>10} {'cold ms':>9} {'warm ms':>9}   cold: loop (its CPU) / build (its CPU) ms")
     for path, cached in paths:
         cold = []
         warm = []
@@ -117,9 +117,9 @@ def routes(client: httpx.Client, repeat: int) -> None:
         c = f"{1000 * statistics.median(cold):9.1f}" if cold else f"{'':>9}"
         split = ""
         if parts:
-            loop = statistics.median(d["loop"] for d in parts if "loop" in d)
-            build = statistics.median(d["build"] for d in parts if "build" in d)
-            split = f"   {loop:.1f} / {build:.1f}"
+            med = {k: statistics.median(d[k] for d in parts if k in d) for k in ("loop", "copy-cpu", "build",
+                                                                                "build-cpu")}
+            split = f"   {med['loop']:.0f} ({med['copy-cpu']:.0f}) / {med['build']:.0f} ({med['build-cpu']:.0f})"
         print(f"{shown:<44} {size:>10,} {c} {1000 * statistics.median(warm):9.1f}{split}")
 
 

@@ -181,6 +181,9 @@ def test_map_aggregates_per_leaf_with_drill_down(ctx: Any, srv: Server, artifact
         "+e.querySelector('[data-testid=leaf-partial]').textContent])")
     assert {r[0]: (r[1], r[2]) for r in rows} == {leaf: (f"{u} / {g}", p) for leaf, (u, g, p) in per_leaf.items()}
     shot(page, artifacts, "leaves")
+    page.select_option("#leaf-order", "partial")  # the most fragmented leaves first
+    first = page.get_attribute("table.leaves tr[data-leaf]", "data-leaf")
+    assert per_leaf[str(first)][2] == max(p for _, _, p in per_leaf.values())
     busiest = max(per_leaf, key=lambda leaf: per_leaf[leaf][0])
     page.click(f"table.leaves tr[data-leaf='{busiest}']")
     page.wait_for_selector(f"#map .leaf[data-leaf='{busiest}']", timeout=TIMEOUT_MS)

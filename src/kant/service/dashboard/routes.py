@@ -105,6 +105,7 @@ class _Raw:
     jobs: list[tuple[int, str, int, Any]]  # (job id, tenant, kind code, Placement) of each running job
     pending_jobs: dict[str, int]
     pending_gpus: dict[str, int]
+    cpu_s: float  # CPU time the copy took on the loop's thread
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +122,7 @@ class Layout:
     @staticmethod
     def capture(lp: "ServiceLoop") -> _Raw:
         """Run on the loop's thread (:meth:`ServiceLoop.call`): O(nodes + jobs) copying, no building."""
+        cpu0 = time.thread_time()
         sched = lp.sched
         kinds = sched.jobs.kind
         active = lp.active
@@ -138,7 +140,7 @@ class Layout:
                 pending_gpus[info.tenant] = pending_gpus.get(info.tenant, 0) + info.total_gpus
         cluster = sched.cluster
         return _Raw(cluster, [lp.nodes[n] for n in cluster.names], sched.state.used_gpus().tolist(), jobs,
-                    pending_jobs, pending_gpus)
+                    pending_jobs, pending_gpus, time.thread_time() - cpu0)
 
     @staticmethod
     def build(raw: _Raw) -> "Layout":
@@ -191,8 +193,9 @@ class LayoutCache:
         self._layout: Layout | None = None
         self._maps: dict[tuple[str | None, str | None, bool], MapOut] = {}
         self._lock = threading.Lock()
-        #: milliseconds of the last refresh: waiting for and copying on the loop's thread, building
-        self.last_ms: tuple[float, float] = (0.0, 0.0)
+        #: milliseconds of the last refresh: waiting for the loop's thread and copying there (wall, and
+        #: the copy's CPU time), building (wall, CPU)
+        self.last_ms: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
     def get(self) -> Layout:
         loop = self.svc.loop
@@ -204,17 +207,19 @@ class LayoutCache:
                 return self._layout
             t0 = time.perf_counter()
             raw: _Raw = loop.call(Layout.capture)
-            t1 = time.perf_counter()
+            t1, cpu1 = time.perf_counter(), time.thread_time()
             self._key, self._layout, self._maps = key, Layout.build(raw), {}
-            self.last_ms = (1000 * (t1 - t0), 1000 * (time.perf_counter() - t1))
+            self.last_ms = (1000 * (t1 - t0), 1000 * raw.cpu_s, 1000 * (time.perf_counter() - t1),
+                            1000 * (time.thread_time() - cpu1))
             return self._layout
 
     def timing(self, fresh: bool) -> str:
         """A ``Server-Timing`` header value: the refresh this request made, if it made one."""
         if not fresh:
             return "cache;desc=\"layout from the cache\""
-        loop_ms, build_ms = self.last_ms
-        return f"loop;dur={loop_ms:.1f};desc=\"wait for the loop and copy\", build;dur={build_ms:.1f}"
+        loop_ms, copy_cpu, build_ms, build_cpu = self.last_ms
+        return (f"loop;dur={loop_ms:.1f};desc=\"wait for the loop and copy\", copy-cpu;dur={copy_cpu:.1f}, "
+                f"build;dur={build_ms:.1f}, build-cpu;dur={build_cpu:.1f}")
 
     def fresh(self) -> bool:
         """Whether the next :meth:`get` takes a new layout (for the timing header)."""

@@ -9,6 +9,7 @@ const S = {
   token: sessionStorage.getItem("kant-token"),
   who: null,
   colorBy: "tenant",
+  leafOrder: "name",
   map: null,
   samples: [],       // time-series samples, by id, oldest first
   seq: 0,
@@ -36,8 +37,9 @@ function dur(s) {
   return `${(s / 86400).toFixed(1)} d`;
 }
 function hue(name) {
-  let h = 0;
-  for (const c of name) h = (h * 31 + c.charCodeAt(0)) >>> 0;
+  // FNV-1a: names that differ in one character (team-1, team-2) get far-apart hues
+  let h = 0x811c9dc5;
+  for (const c of name) h = Math.imul(h ^ c.charCodeAt(0), 16777619) >>> 0;
   return h % 360;
 }
 function tenantColor(name) {
@@ -299,8 +301,15 @@ function nodesHtml(nodes) {
 function barHtml(parts, total) {
   return `<span class="bar">${parts.filter(([, v]) => v > 0).map(([color, v, tip]) => `<span style="width:${(100 * v) / total}%;background:${color}" title="${esc(tip)}"></span>`).join("")}</span>`;
 }
+const LEAF_ORDER = {
+  name: null,
+  partial: (a, b) => b.counts.partial - a.counts.partial,
+  free: (a, b) => (b.gpus - b.used_gpus) - (a.gpus - a.used_gpus),
+};
 function leavesHtml(leaves) {
-  const rows = leaves.map((l) => {
+  const order = LEAF_ORDER[S.leafOrder];
+  const sorted = order ? [...leaves].sort(order) : leaves;
+  const rows = sorted.map((l) => {
     const c = l.counts;
     const nodesBar = barHtml([["var(--full)", c.full, `${c.full} full`], ["var(--partial)", c.partial, `${c.partial} partly used`],
       ["var(--free)", c.empty, `${c.empty} empty`], ["var(--cordoned)", c.cordoned, `${c.cordoned} cordoned`], ["var(--down)", c.down, `${c.down} down`]], l.nodes);
@@ -310,7 +319,9 @@ function leavesHtml(leaves) {
       <td class="num" data-testid="leaf-used">${l.used_gpus} / ${l.gpus}</td><td class="num" data-testid="leaf-partial">${c.partial}</td>
       <td>${nodesBar}</td><td>${barHtml(holders, l.gpus)}</td></tr>`;
   }).join("");
-  return `<p class="muted">${leaves.length} leaves; click one for its nodes.</p>
+  const opt = (v, label) => `<option value="${v}"${S.leafOrder === v ? " selected" : ""}>${label}</option>`;
+  return `<p class="muted">${leaves.length} leaves; click one for its nodes. Sort by
+    <select id="leaf-order">${opt("name", "name")}${opt("partial", "most partly used nodes")}${opt("free", "most free GPUs")}</select></p>
     <table class="leaves"><thead><tr><th>leaf</th><th>spine</th><th class="num">nodes</th><th class="num">GPUs held</th><th class="num">partly used</th><th>nodes: full · partly used · empty · cordoned · down</th><th>GPUs by ${S.colorBy === "kind" ? "job kind" : "tenant"}</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 function mapLegend(map) {
@@ -335,6 +346,11 @@ function bindMap() {
   });
   $("#map-legend").innerHTML = mapLegend(S.map);
   const map = $("#map");
+  map.addEventListener("change", (ev) => {
+    if (ev.target.id !== "leaf-order") return;
+    S.leafOrder = ev.target.value;
+    map.innerHTML = mapBody(S.map);
+  });
   map.addEventListener("click", (ev) => {
     const cell = ev.target.closest("[data-job]");
     if (cell) { location.hash = `#/job/${cell.dataset.job}`; return; }
@@ -450,7 +466,7 @@ async function tenantsView() {
 const CHARTS = [
   { id: "ratios", title: "GAR, SOR and GFR", series: [["GAR", "gar", "#2f6fde"], ["SOR", "sor", "#17a589"], ["GFR nodes", "gfr_nodes", "#f0a020"], ["GFR GPUs", "gfr_gpus", "#c0392b"]], fmt: pct, range: [0, 1] },
   { id: "queue", title: "Queue length (jobs) and GPUs they ask for", series: [["jobs waiting", "queue_len", "#6c3483"], ["GPUs asked", "pending_gpus", "#a58bd6"]], fmt: (v) => int(v) },
-  { id: "wait", title: "Wait before first start (JWTD) of the jobs that started in each interval", series: [["P50", "wait.p50", "#2f6fde"], ["P90", "wait.p90", "#f0a020"], ["P99", "wait.p99", "#c0392b"]], fmt: dur },
+  { id: "wait", title: "Wait before first start (JWTD) of the jobs that started in each interval", series: [["P50", "wait.p50", "#2f6fde"], ["P90", "wait.p90", "#f0a020"], ["P99", "wait.p99", "#c0392b"]], fmt: dur, points: true },
 ];
 const pick = (s, key) => key.split(".").reduce((o, k) => (o == null ? null : o[k]), s);
 function chartsView() {
@@ -484,7 +500,11 @@ function drawCharts() {
       width: Math.min(1000, window.innerWidth - 80), height: 220,
       scales: { x: { time: wall }, ...(c.range ? { y: { range: c.range } } : {}) },
       axes: [{ label: wall ? "" : "service clock (h)" }, { values: (u, vals) => vals.map((v) => c.fmt(v)), size: 70 }],
-      series: [{ label: wall ? "time" : "h" }, ...c.series.map(([label, , color]) => ({ label, stroke: color, width: 1.5, spanGaps: false, value: (u, v) => c.fmt(v) }))],
+      // a sample is the state from its time until the next one: steps; the waits are per interval: points
+      series: [{ label: wall ? "time" : "h" }, ...c.series.map(([label, , color]) => ({
+        label, stroke: color, width: 1.5, spanGaps: false, value: (u, v) => c.fmt(v),
+        ...(c.points ? { paths: () => null, points: { show: true, size: 6, fill: color } } : { paths: uPlot.paths.stepped({ align: 1 }) }),
+      }))],
     };
     S.charts = S.charts.filter((x) => document.body.contains(x.el));
     S.charts.push({ el, u: new uPlot(opts, data, el) });
