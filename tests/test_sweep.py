@@ -147,3 +147,19 @@ def test_a_failing_run_is_reported_and_the_others_go_on(tmp_path: Path) -> None:
     rows = results_table([tasks[0], bad, tasks[1]], store).to_pylist()
     assert [r["status"] for r in rows] == ["done", "failed", "done"]
     assert rows[1]["error"] == errors[bad.key] and rows[1]["gar.window"] is None
+
+
+def test_file_inputs_are_keyed_by_content_and_named_as_written(tmp_path: Path) -> None:
+    nodes = "name,gpu_type,gpus\n" + "".join(f"n{i},V100,8\n" for i in range(3))
+    text = SMALL_STUDY.replace('clusters: ["2x8:V100,leaf=1,spine=1", "4x8:V100,leaf=2,spine=1"]',
+                               "clusters: [nodes.csv]")
+    plans = []
+    for where in ("a", "b/c"):  # the same study and files in two folders
+        path = write_study(tmp_path / where, text)
+        (path.parent / "nodes.csv").write_text(nodes)
+        plans.append(plan_runs(load_study(path), tmp_path / where / "inputs"))
+    assert [t.key for t in plans[0]] == [t.key for t in plans[1]]
+    assert {t.params["cluster"] for t in plans[0]} == {"nodes.csv"}
+    (tmp_path / "a" / "nodes.csv").write_text(nodes + "n3,V100,8\n")  # another cluster: other keys
+    assert not {t.key for t in plan_runs(load_study(tmp_path / "a" / "study.yaml"), tmp_path / "i")} & {
+        t.key for t in plans[0]}

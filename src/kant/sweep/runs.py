@@ -124,8 +124,8 @@ def plan_runs(study: Study, inputs: Path) -> list[RunTask]:
         params = {
             "policy": point.policy.label,
             "trace": point.trace.label,
-            "cluster": point.cluster,
-            "services": point.services or "",
+            "cluster": study.label(point.cluster),
+            "services": "" if point.services is None else study.label(point.services),
             "cross_leaf_penalty": point.cross_leaf_penalty,
             "cross_spine_penalty": point.cross_spine_penalty,
             "restart_cost": point.restart_cost,

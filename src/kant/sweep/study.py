@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 import itertools
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +144,12 @@ class Study:
     cross_spine_penalty: tuple[float, ...]
     restart_cost: tuple[float, ...]
     checkpoint_interval: tuple[float | None, ...]
+    #: a cluster or services file's resolved path -> the name the study file gives it (for the results)
+    written: dict[str, str] = field(default_factory=dict)
+
+    def label(self, value: str) -> str:
+        """How the study file wrote a cluster or services file (the resolved path itself otherwise)."""
+        return self.written.get(value, value)
 
     def points(self) -> Iterator[StudyPoint]:
         """Every run of the grid, in a fixed order (trace, cluster, services, penalties, policy, seed)."""
@@ -341,6 +347,7 @@ def parse_study(data: Any, source: str = "<study>", base: Path | None = None) ->
         cross_spine_penalty=tuple(doc.cross_spine_penalty),
         restart_cost=tuple(doc.restart_cost),
         checkpoint_interval=tuple(doc.checkpoint_interval),
+        written={_local(root, name): name for name in [*doc.clusters, *(s for s in doc.services if s is not None)]},
     )
 
 
