@@ -57,6 +57,13 @@ def test_bad_study_is_one_line_naming_the_key(tmp_path: Path, change: dict[str, 
     assert r.output.startswith("error: ") and needle in r.output.replace("\n", "")
 
 
+def test_an_unreadable_trace_is_one_line_naming_its_entry(tmp_path: Path) -> None:
+    path = write_study(tmp_path, SMALL_STUDY.replace("{name: philly, limit: 200}", "no-such-trace.csv"))
+    r = CliRunner().invoke(cli, ["sweep", str(path), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert r.output.startswith(f"error: {path}: traces[0]: no-such-trace.csv"), r.output
+
+
 def test_policy_variants_expand_the_grid(tmp_path: Path) -> None:
     variants = "{plugins.binpack.weight: [1, 10], actions.allocate.args.blocking: [true]}"
     path = write_study(tmp_path, SMALL_STUDY.replace("label: binpack", f"label: binpack\n    set: {variants}"))

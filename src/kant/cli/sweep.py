@@ -33,18 +33,23 @@ def sweep(study_file: Path, out_dir: Path | None, ray_address: str | None, worke
     try:
         study = load_study(study_file)
         out = out_dir if out_dir is not None else Path("kant-sweep") / study.name
-        with Progress(TextColumn("[bold]sweep[/] {task.description}"), BarColumn(),
-                      TextColumn("{task.fields[done]} done, {task.fields[failed]} failed, {task.fields[left]} left"),
-                      TimeElapsedColumn(), console=console, transient=True) as bar:
-            task = bar.add_task(study.name, total=None, done=0, failed=0, left="?")
+        bar = Progress(TextColumn("[bold]sweep[/] {task.description}"), BarColumn(),
+                       TextColumn("{task.fields[done]} done, {task.fields[failed]} failed, {task.fields[left]} left"),
+                       TimeElapsedColumn(), console=console, transient=True)
+        task = bar.add_task(study.name, total=None, done=0, failed=0, left="?")
 
-            def progress(done: int, failed: int, left: int) -> None:
-                bar.update(task, completed=done + failed, total=done + failed + left, done=done, failed=failed,
-                           left=left)
+        def progress(done: int, failed: int, left: int) -> None:
+            bar.start()  # once the runs are planned (an error before that is one line, no bar)
+            bar.update(task, completed=done + failed, total=done + failed + left, done=done, failed=failed,
+                       left=left)
 
+        try:
             summary = run_study(study, out, ray=ray_address or None, use_ray=ray_address is not None,
                                 workers=workers or os.cpu_count() or 1, force=force, max_retries=max_retries,
                                 progress=progress)
+        finally:
+            if bar.live.is_started:  # Progress.stop() prints a newline on a console that is not a terminal
+                bar.stop()
     except KantError as exc:
         fail(str(exc))
     except OSError as exc:

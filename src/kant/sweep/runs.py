@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kant.errors import KantError
+from kant.errors import ConfigError, KantError
 from kant.sweep.study import Study, StudyPoint, TraceInput
 
 __all__ = ["InputFile", "RunOutcome", "RunTask", "execute", "materialise", "plan_runs", "prepare_trace"]
@@ -111,7 +111,12 @@ def run_key(point: StudyPoint, trace: InputFile, cluster: str | InputFile, servi
 
 def plan_runs(study: Study, inputs: Path) -> list[RunTask]:
     """Prepare the study's traces into ``inputs`` and list its runs in grid order."""
-    traces = {t.label: prepare_trace(t, inputs) for t in study.traces}
+    traces: dict[str, InputFile] = {}
+    for i, t in enumerate(study.traces):
+        try:
+            traces[t.label] = prepare_trace(t, inputs)
+        except KantError as exc:  # an unreadable trace or a transform that does not apply: name the entry
+            raise ConfigError(study.source, f"traces[{i}]", str(exc)) from None
     clusters: dict[str, str | InputFile] = {
         c: InputFile.of(c) if Path(c).is_file() else c for c in study.clusters
     }
@@ -138,8 +143,8 @@ def plan_runs(study: Study, inputs: Path) -> list[RunTask]:
 
 
 def materialise(file: InputFile, data: bytes | None = None) -> str:
-    """A local path holding ``file``'s bytes: its own path when that file is here and unchanged, else a
-    copy written from ``data`` into a cache folder keyed by the digest (a Ray worker on another node)."""
+    """A local path holding ``file``'s bytes: its own path without ``data`` (a local process), else a copy
+    written from ``data`` into a cache folder keyed by the digest (a Ray worker, maybe on another node)."""
     p = Path(file.path)
     if data is None:
         return str(p)
