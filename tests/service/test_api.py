@@ -177,6 +177,7 @@ def test_tenant_isolation_on_every_endpoint(srv: Server, tokens: dict[str, str])
         ("post", "/v1/jobs/batch"): ("/v1/jobs/batch", {"jobs": [{"tenant": "team-a"}]}, 403),
         ("get", "/v1/jobs/{job_id}"): (f"/v1/jobs/{job}", None, 404),
         ("get", "/v1/jobs/{job_id}/why"): (f"/v1/jobs/{job}/why", None, 404),
+        ("get", "/v1/jobs/{job_id}/logs"): (f"/v1/jobs/{job}/logs", None, 404),
         ("post", "/v1/jobs/{job_id}/cancel"): (f"/v1/jobs/{job}/cancel", None, 404),
         ("get", "/v1/services"): ("/v1/services", None, 200),
         ("post", "/v1/services"): ("/v1/services", {"name": "x", "tenant": "team-a", "gpus_per_replica": 1}, 403),
