@@ -61,7 +61,8 @@ def srv(tmp_path_factory: pytest.TempPathFactory, philly_jobs: JobTable) -> Iter
     shm = Path("/dev/shm")  # the database in memory where there is one: this test is about pages, not durability
     db = shm / f"kant-dashboard-{os.getpid()}.db" if shm.is_dir() and os.access(shm, os.W_OK) else tmp / "dash.db"
     with running_server(tmp, f"sqlite:///{db}", cluster=CLUSTER,
-                        extra=["--clock-start", str(float(jobs.submit[0])), "--no-predict"]) as server:
+                        extra=["--clock-start", str(float(jobs.submit[0])), "--predict-runs", "1",
+                               "--predict-every", "0.5"]) as server:
         t0 = time.perf_counter()
         end = replay(server, jobs)
         t1 = time.perf_counter()
@@ -206,6 +207,20 @@ def test_queue_with_reasons_filters_and_a_job_page(ctx: Any, srv: Server, artifa
         assert (tenant, reason, gpus) == (j["tenant"], j["reason"], f"{j['workers']}×{j['gpus_per_worker']}")
         assert wait  # the wait so far, from the service clock
     assert any(now - j["submit_time"] > 0 for j in api)
+    # the predicted start: the digital twin's, as GET /v1/jobs/{id} says it, from now
+    deadline = time.monotonic() + 60
+    while not (preds := srv.admin.get("/v1/dashboard/predictions",
+                                      params={"ids": ",".join(str(j["id"]) for j in api)}).json()["predictions"]):
+        assert time.monotonic() < deadline, "no prediction within 60 s"
+        time.sleep(0.5)
+    page.reload()
+    page.wait_for_selector("#view[data-ready='queue']", timeout=TIMEOUT_MS)
+    shown = dict(page.eval_on_selector_all(
+        "#jobs tbody tr[data-job]", "els => els.map(e => [e.dataset.job, e.querySelector('[data-col=predicted]')"
+                                    ".textContent])"))
+    for job_id in preds:  # as `kant why` says it
+        text = srv.admin.get(f"/v1/jobs/{job_id}").json()["why"]["prediction_text"]
+        assert text.startswith("predicted start in ~") and shown[job_id] == text.removeprefix("predicted start ")
     shot(page, artifacts, "queue")
     # filter by tenant: exactly that tenant's pending jobs
     who = api[0]["tenant"]

@@ -91,4 +91,4 @@ class SeriesOut(BaseModel):
 
 class PredictionsOut(BaseModel):
     now: float
-    predictions: dict[str, dict[str, float | int | None]]
+    predictions: dict[str, dict[str, float | int | str | None]]

@@ -38,6 +38,7 @@ from kant.service.dashboard.models import (
     TenantsOut,
     WhoOut,
 )
+from kant.service.twin import describe_prediction
 
 if TYPE_CHECKING:
     from kant.service.loop import ServiceLoop
@@ -363,22 +364,24 @@ def mount(app: FastAPI, svc: "Service") -> None:
     @router.get("/predictions", response_model=PredictionsOut)
     def predictions(p: Who, ids: Annotated[str, Query(max_length=20_000, pattern=r"^[0-9]+(,[0-9]+)*$")]
                     ) -> PredictionsOut:
-        """Predicted starts (P10, P50, P90 on the service clock) of the listed pending jobs the caller
-        may see (the twin's latest prediction; none until it has run)."""
+        """Predicted starts (P10, P50, P90 on the service clock, and in words from now, as ``kant why``)
+        of the listed pending jobs the caller may see (the twin's latest prediction; none until it has
+        run)."""
         wanted = [int(i) for i in ids.split(",")][:1000]
         loop = svc.loop
         if loop is None or not loop.alive:
             raise HTTPException(503, "this service is a standby, not the leader")
         owners: dict[int, str] = loop.call(lambda lp: {i: lp.active[i].tenant for i in wanted if i in lp.active})
-        out: dict[str, dict[str, float | int | None]] = {}
+        out: dict[str, dict[str, float | int | str | None]] = {}
+        now = svc.clock.now()
         for job_id, tenant in owners.items():
             if not p.admin and tenant != p.tenant:
                 continue
             pred = svc.twin.predicted(job_id)
             if pred is not None:
                 out[str(job_id)] = {"p10": pred.p10, "p50": pred.p50, "p90": pred.p90, "as_of": pred.as_of,
-                                    "runs": pred.runs}
-        return PredictionsOut(now=svc.clock.now(), predictions=out)
+                                    "runs": pred.runs, "text": describe_prediction(pred, now)}
+        return PredictionsOut(now=now, predictions=out)
 
     @router.get("/stream", response_class=StreamingResponse, responses={200: {"content": {"text/event-stream": {}}}})
     async def stream(p: Who, after: Annotated[int, Query(ge=0)] = 0) -> StreamingResponse:

@@ -391,7 +391,7 @@ async function queueView(q) {
   const rows = page.items.map((j) => {
     const gpus = j.gpu_milli && j.gpus_per_worker <= 1 && j.gpu_milli < 1000 ? `${j.workers}×${j.gpu_milli / 1000}` : `${j.workers}×${j.gpus_per_worker}`;
     const p = preds[String(j.id)];
-    const predicted = p && p.p50 != null ? `in ${dur(p.p50 - now)}${p.p10 != null && p.p90 != null ? ` (${dur(p.p10 - now)} – ${dur(p.p90 - now)})` : ""}` : "";
+    const predicted = p ? p.text.replace(/^predicted start /, "") : "";
     const wait = j.state === "pending" ? dur(now - j.submit_time) : j.first_start_time != null ? dur(j.first_start_time - j.submit_time) : "";
     const ran = j.state === "running" && j.start_time != null ? dur(now - j.start_time) : "";
     return `<tr data-job="${j.id}"><td><a href="#/job/${j.id}">${j.id}</a></td><td>${esc(j.name)}</td><td data-col="tenant">${esc(j.tenant)}</td>
