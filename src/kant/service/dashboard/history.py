@@ -25,26 +25,20 @@ if TYPE_CHECKING:
 __all__ = ["History"]
 
 
+#: the fields of the loop's view a sample shows
+_FIELDS = ("gar", "sor", "gfr_nodes", "gfr_gpus", "queue_len", "pending_gpus", "allocated_gpus")
+
+
 @dataclass(slots=True)
 class _Sample:
     id: int  # the sample's number (kept when a turn folds into it)
     seq: int  # its version: the history's change count when it was last written
-    t: float
-    gar: float | None
-    sor: float | None
-    gfr_nodes: float | None
-    gfr_gpus: float | None
-    queue_len: int
-    pending_gpus: int
-    allocated_gpus: int
+    view: LiveView  # the loop's published view (immutable)
     waits: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d = Dist.of(self.waits)
-        return {"id": self.id, "seq": self.seq, "t": self.t, "gar": self.gar, "sor": self.sor,
-                "gfr_nodes": self.gfr_nodes, "gfr_gpus": self.gfr_gpus, "queue_len": self.queue_len,
-                "pending_gpus": self.pending_gpus,
-                "allocated_gpus": self.allocated_gpus,
+        return {"id": self.id, "seq": self.seq, "t": self.view.now, **{f: getattr(self.view, f) for f in _FIELDS},
                 "wait": {"count": d.count, "p50": d.p50, "p90": d.p90, "p99": d.p99}}
 
 
@@ -70,7 +64,7 @@ class History:
         with self._lock:
             waits, self._pending_waits = self._pending_waits, []
             last = self._samples[-1] if self._samples else None
-            if last is not None and (wall - self._last_wall < self.min_gap_s or last.t == view.now):
+            if last is not None and (wall - self._last_wall < self.min_gap_s or last.view.now == view.now):
                 waits = last.waits + waits
                 self._samples.pop()
                 sample_id = last.id
@@ -78,8 +72,7 @@ class History:
                 self._last_wall = wall
                 sample_id = last.id + 1 if last is not None else 1
             self._seq += 1
-            self._samples.append(_Sample(sample_id, self._seq, view.now, view.gar, view.sor, view.gfr_nodes,
-                                         view.gfr_gpus, view.queue_len, view.pending_gpus, view.allocated_gpus, waits))
+            self._samples.append(_Sample(sample_id, self._seq, view, waits))
 
     @property
     def seq(self) -> int:
