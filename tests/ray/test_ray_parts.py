@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kant.errors import KantError
 from kant.model.cluster import NodeSpec
 from kant.service.executors.logstore import LogStore
-from kant.service.executors.ray_exec import node_specs
+from kant.service.executors.ray_exec import RayExecutor, node_specs
+from service.serve_proc import free_port
 
 
 @given(text=st.text(max_size=200), cuts=st.lists(st.integers(1, 64), min_size=1, max_size=40),
@@ -74,3 +77,15 @@ def test_node_specs_from_labels_resources_and_defaults() -> None:
     # a name stays with its node: bb22 leaves, cc33 keeps its name, and bb22 gets its own back
     again = node_specs([_node("cc33"), _node("bb22", GPU=4.0)], names)
     assert (again["cc33"].name, again["bb22"].name) == ("10.0.0.1-cc33", "10.0.0.1")
+
+
+@pytest.mark.parametrize(("address", "message"), [
+    ("ray://10.0.0.5:10001", "Ray Client (ray://) is not supported"),
+    ("nope", "not auto, HOST:PORT or ray://HOST:PORT"),
+    (f"127.0.0.1:{free_port()}", "cannot connect to Ray (Connection refused)"),
+])
+def test_a_ray_address_kant_cannot_use_is_a_one_line_error(tmp_path: Path, address: str, message: str) -> None:
+    with pytest.raises(KantError) as err:
+        RayExecutor(address, log_dir=tmp_path, checkpoint_dir=tmp_path)
+    assert str(err.value).startswith(f"--ray-address {address}: ")
+    assert message in str(err.value) and "\n" not in str(err.value)

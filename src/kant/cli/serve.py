@@ -42,7 +42,7 @@ def _duration(value: str) -> float:
 @click.option("--executor", type=click.Choice(["simulated", "ray"]), default="simulated", show_default=True,
               help="Where jobs run: simulated (a job runs for its duration_s) or ray (each worker a Ray task "
                    "on the node kant chose; docs/ray.md).")
-@click.option("--ray-address", default="auto", show_default=True, metavar="auto|HOST:PORT|ray://HOST:PORT",
+@click.option("--ray-address", default="auto", show_default=True, metavar="auto|HOST:PORT",
               help="With --executor ray: the Ray cluster (its nodes are the cluster when --cluster is not given).")
 @click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("kant-logs"),
               show_default=True, help="With --executor ray: where workers' output is kept (kant logs).")

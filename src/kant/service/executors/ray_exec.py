@@ -473,10 +473,15 @@ class RayExecutor:
 
 
 def _check_reachable(address: str) -> None:
-    """A clear error when nothing listens at HOST:PORT (``ray.init`` would retry for minutes)."""
+    """A clear error when nothing listens at HOST:PORT (``ray.init`` would retry for minutes), or for
+    a Ray Client address."""
     if address in ("auto", "local"):
         return
-    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if address.startswith("ray://"):
+        raise KantError(f"--ray-address {address}: Ray Client (ray://) is not supported: the executor follows its "
+                        "workers as streaming generators, which Ray Client cannot return; run kant serve where it "
+                        "reaches the cluster's GCS (--ray-address HOST:6379, or auto on a node of the cluster)")
+    host, _, port = address.rpartition(":")
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=5.0):
             pass
