@@ -6,6 +6,7 @@ printed goes into docs/reliability.md. All against real ``kant serve`` processes
     python bench/bench_reliability.py failover --rounds 5       # leader failover on PostgreSQL under load
     python bench/bench_reliability.py pgrestart --rounds 5      # a private PostgreSQL server restarted under load
     python bench/bench_reliability.py timing --samples 2000     # 401 time of near and far wrong tokens
+    python bench/bench_reliability.py inputs --examples 400     # malformed traces, mappings, policies, services
 
 * **fuzz**: every operation of ``/openapi.json``, ``--examples`` valid and as many invalid requests
   per operation, as an admin and as a tenant (tests/reliability/apifuzz.py); problems = 5xx, a
@@ -21,6 +22,10 @@ printed goes into docs/reliability.md. All against real ``kant serve`` processes
 * **pgrestart**: a private PostgreSQL server (``initdb`` + ``pg_ctl``, as the postgres user when
   root) restarted in immediate mode under load; the service exits (code 3) and is started again,
   as a supervisor would.
+* **inputs**: the fuzz tests of the input files (tests/test_traces_fuzz.py: every trace reader and
+  the mapping files; tests/reliability/test_config_fuzz.py: policies and services files) run with
+  ``KANT_FUZZ_EXAMPLES=--examples``, counting the generated inputs each one checked (every one may
+  only end in a KantError that names the file, row or key).
 * **timing**: median time of a 401 for a wrong token that shares all but its last character with a
   real token and one that shares nothing (hash lookup + ``hmac.compare_digest``: they should not differ).
 """
@@ -229,6 +234,62 @@ def cmd_timing(args: argparse.Namespace) -> None:
                   f"requests (P90 {statistics.quantiles(ts, n=10)[-1] * 1e6:.0f} us)")
 
 
+def cmd_inputs(args: argparse.Namespace) -> None:
+    import os
+
+    import hypothesis
+
+    os.environ["KANT_FUZZ_EXAMPLES"] = str(args.examples)
+    counts: Counter[str] = Counter()
+    current = [""]
+    real_given = hypothesis.given
+
+    def counting_given(*a: Any, **kw: Any) -> Any:
+        def wrap(fn: Any) -> Any:
+            import functools
+
+            @functools.wraps(fn)
+            def inner(*fa: Any, **fkw: Any) -> Any:
+                counts[current[0]] += 1
+                return fn(*fa, **fkw)
+
+            return real_given(*a, **kw)(inner)
+
+        return wrap
+
+    hypothesis.given = counting_given  # type: ignore[assignment]
+    import test_traces_fuzz as traces
+    from reliability import test_config_fuzz as configs
+
+    cases: list[tuple[str, Any, tuple[Any, ...]]] = [
+        *((f"trace {s.label}", traces.test_mutated_rows_raise_only_kant_errors, (s,)) for s in traces.SOURCES),
+        ("mapping jsonl rows", traces.test_mutated_jsonl_through_the_example_mapping, ()),
+        ("mapping yaml", traces.test_mutated_mapping_yaml_gives_config_errors, ()),
+        ("parquet columns", traces.test_mutated_parquet_columns_give_input_errors, ()),
+        ("random mappings", traces.test_random_mappings_give_only_kant_errors, ()),
+        *((f"policy {n}", configs.test_mutated_policies_give_config_errors, (n, p)) for n, p in configs.POLICIES),
+        *((f"services {p.stem}", configs.test_mutated_services_files_give_config_errors, (p,))
+          for p in configs.SERVICES),
+    ]
+    failed, skipped = [], []
+    t0 = time.monotonic()
+    for label, fn, params in cases:
+        current[0] = label
+        try:
+            fn(*params)
+        except BaseException as exc:  # a failure (or pytest's skip) is reported, the run goes on
+            if type(exc).__name__ == "Skipped":
+                skipped.append(label)
+            else:
+                failed.append(f"{label}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        print(f"inputs {label}: {counts[label]} generated inputs", flush=True)
+    print(f"inputs total: {sum(counts.values())} generated malformed inputs over {len(cases) - len(skipped)} "
+          f"inputs kinds in {time.monotonic() - t0:.0f} s; failures {len(failed)}; skipped (file absent) "
+          f"{len(skipped)}")
+    for f in failed:
+        print("  failure:", f)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -245,8 +306,10 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     t = sub.add_parser("timing")
     t.add_argument("--samples", type=int, default=2000)
+    i = sub.add_parser("inputs")
+    i.add_argument("--examples", type=int, default=400)
     args = ap.parse_args()
-    {"fuzz": cmd_fuzz, "crash": cmd_crash, "failover": cmd_failover, "pgrestart": cmd_pgrestart,
+    {"inputs": cmd_inputs, "fuzz": cmd_fuzz, "crash": cmd_crash, "failover": cmd_failover, "pgrestart": cmd_pgrestart,
      "timing": cmd_timing}[args.cmd](args)
 
 
