@@ -44,6 +44,7 @@ POLICY = {"name": "kant-quota", "actions": [{"name": "allocate", "args": {"block
           "plugins": [{"name": "priority"}, {"name": "fifo"}, {"name": "quota"}, {"name": "e-binpack"}]}
 TENANTS = {"a": (8, 16), "b": (None, 24), "c": (None, None)}  # guaranteed, max GPUs
 ENDED = {"finished", "failed", "cancelled", "unschedulable"}
+STEPS: Counter[str] = Counter()  # steps taken over every run (printed by each teardown: pytest -s)
 SCRATCH = Path("/dev/shm") if Path("/dev/shm").is_dir() else None  # fsync on tmpfs: fast steps
 
 
@@ -75,6 +76,8 @@ class LiveScheduler(RuleBasedStateMachine):
         self.loop.load(load_cluster(CLUSTER))
 
     def teardown(self) -> None:
+        STEPS["runs"] += 1
+        print(f"state machine so far: {dict(STEPS)}")
         self.db.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -97,6 +100,7 @@ class LiveScheduler(RuleBasedStateMachine):
         jobs = [NewJob(tenant=tenant, user="u", name=f"j{len(self.accepted) + k}", workers=workers,
                        gpus_per_worker=gpus, priority=priority, estimate_s=float(estimate),
                        duration_s=float(duration), labels=labels) for k in range(n)]
+        STEPS["submit"] += 1
         results = self.db.insert_jobs(jobs, now_time=self.now, now_wall=time.time(), epoch=self.loop.epoch)
         self.accepted.update(i for i, _ in results)
         self.loop.turn([_Arrivals([Arrival(i, j, self.now) for (i, _), j in zip(results, jobs, strict=True)])])
@@ -107,6 +111,7 @@ class LiveScheduler(RuleBasedStateMachine):
         job = data.draw(st.sampled_from(sorted(self.accepted)))
         before = self.db.get_job(job)
         assert before is not None
+        STEPS["cancel"] += 1
         out = self._do(_Cancel(job, None, "admin"))
         if before.state in ENDED:
             assert isinstance(out, KantError)  # an ended job cannot be cancelled
@@ -115,11 +120,13 @@ class LiveScheduler(RuleBasedStateMachine):
 
     @rule(node=st.sampled_from(NODES), op=st.sampled_from(["cordon", "uncordon", "drain", "fail", "repair"]))
     def node_op(self, node: str, op: str) -> None:
+        STEPS[f"node {op}"] += 1
         out = self._do(_NodeOp(node, op, reason="test"))
         assert not isinstance(out, BaseException) or isinstance(out, KantError), out
 
     @rule(dt=st.sampled_from([0.0, 1.0, 5.0, 20.0, 100.0]))
     def advance(self, dt: float) -> None:
+        STEPS["advance"] += 1
         out = self._do(_Advance(self.now + dt))
         assert not isinstance(out, BaseException), out
 
@@ -127,6 +134,7 @@ class LiveScheduler(RuleBasedStateMachine):
     def restart(self, graceful: bool) -> None:
         """The service stops (or dies: every turn has committed, so the database is as after kill -9)
         and starts again, rebuilt from the database."""
+        STEPS["restart"] += 1
         before = self._running()
         if graceful:
             self.loop.stop()
@@ -143,6 +151,7 @@ class LiveScheduler(RuleBasedStateMachine):
     def invariants_hold(self) -> None:
         if not hasattr(self, "loop"):
             return
+        STEPS["invariant checks"] += 1
         rows = self.db.list_jobs(limit=100_000)
         ids = [r.id for r in rows]
         assert len(ids) == len(set(ids))  # once each
@@ -178,7 +187,7 @@ class LiveScheduler(RuleBasedStateMachine):
 
 
 # no shrinking: a failure prints its steps at once (shrinking them takes minutes on a database)
-LiveScheduler.TestCase.settings = settings(max_examples=25, stateful_step_count=30, deadline=None, derandomize=True,
+LiveScheduler.TestCase.settings = settings(max_examples=20, stateful_step_count=30, deadline=None, derandomize=True,
                                            phases=[Phase.explicit, Phase.reuse, Phase.generate],
                                            suppress_health_check=[HealthCheck.too_slow])
 TestLiveScheduler = LiveScheduler.TestCase
