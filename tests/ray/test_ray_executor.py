@@ -174,6 +174,7 @@ def test_gang_that_cannot_start_goes_back_to_the_queue(kant: Server, ray_nodes: 
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    ray.shutdown()  # (a connection another test module left open would be to another cluster)
     ray.init(address=ray_nodes.address, logging_level="ERROR", log_to_driver=False)
     try:
         @ray.remote(num_cpus=0, num_gpus=2, max_calls=0)
@@ -259,9 +260,12 @@ def test_200_short_jobs_of_4_tenants_respect_quotas(kant: Server, tenants: dict[
 def test_reconcile_stops_strays_and_reports_lost_runs(ray_nodes: RayNodes, tmp_path: Path) -> None:
     """An executor told that kant runs job 90002 (run 3) and not 90001 stops 90001's worker and
     reports 90002's run lost (it has no worker of it)."""
+    import ray
+
     from kant.service.executors.base import Launch
     from kant.service.executors.ray_exec import RayExecutor
 
+    ray.shutdown()  # (the executor connects itself; an open connection would be reused)
     ex = RayExecutor(ray_nodes.address, log_dir=tmp_path / "logs", checkpoint_dir=tmp_path / "ckpt")
     try:
         ex.start(Launch(90_001, 1, ("n1",), 1, 0.0, 'echo "pid $$"; exec sleep 300'))
