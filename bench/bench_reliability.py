@@ -92,19 +92,23 @@ def cmd_fuzz(args: argparse.Namespace) -> None:
             srv.client(tenant).post("/v1/jobs", json={"gpus_per_worker": 1, "duration_s": 100})
             keep = frozenset(t["id"] for t in srv.admin.get("/v1/tokens").json())
             t0 = time.monotonic()
-            admin = fuzz(srv.url, srv.admin_token, examples=args.examples, keep_tokens=keep, seed=args.seed)
-            print(f"fuzz admin:  {admin.summary()}", flush=True)
-            ten = fuzz(srv.url, tenant, examples=args.examples, keep_tokens=keep, seed=args.seed + 1)
-            print(f"fuzz tenant: {ten.summary()}", flush=True)
+            reports = []
+            for role in args.roles.split(","):
+                token = srv.admin_token if role == "admin" else tenant
+                rep = fuzz(srv.url, token, examples=args.examples, keep_tokens=keep,
+                           seed=args.seed + (role != "admin"))
+                print(f"fuzz {role}: {rep.summary()}", flush=True)
+                reports.append(rep)
             took = time.monotonic() - t0
         finally:
             srv.stop()
         logged = log_problems(srv.log_text())
-        total = admin.requests + ten.requests
-        print(f"fuzz total: {total} requests in {took:.0f} s, operations {len(admin.by_operation)}, "
-              f"5xx {sum(v for k, v in (admin.by_status + ten.by_status).items() if k >= 500)}, "
-              f"problems {len(admin.problems) + len(ten.problems)}, traceback lines in the log {len(logged)}")
-        for p in (admin.problems + ten.problems)[:20]:
+        problems = [p for r in reports for p in r.problems]
+        errors = sum(v for r in reports for k, v in r.by_status.items() if k >= 500)
+        print(f"fuzz total: {sum(r.requests for r in reports)} requests in {took:.0f} s, operations "
+              f"{len(reports[0].by_operation)}, 5xx {errors}, problems {len(problems)}, traceback lines in the log "
+              f"{len(logged)}")
+        for p in problems[:20]:
             print("  problem:", p)
 
 
@@ -296,6 +300,7 @@ def main() -> None:
     f = sub.add_parser("fuzz")
     f.add_argument("--examples", type=int, default=75)
     f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--roles", default="admin,tenant", help="whose tokens send the requests (admin, tenant)")
     c = sub.add_parser("crash")
     c.add_argument("--rounds", type=int, default=10)
     c.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite")

@@ -186,7 +186,7 @@ def main() -> None:
     load.add_argument("--sample-every", type=float, default=30)
     load.add_argument("--db", default=None)
     soak = sub.add_parser("soak")
-    soak.add_argument("--nodes", type=int, default=100)
+    soak.add_argument("--nodes", type=int, default=1000)
     soak.add_argument("--seconds", type=float, default=3600)
     soak.add_argument("--rate", type=float, default=50)
     soak.add_argument("--clients", type=int, default=8)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,7 @@ class FuzzReport:
     by_operation: Counter[str] = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
     skipped: int = 0  # requests the HTTP client itself refused to send (e.g. a header it cannot encode)
+    slowest: dict[str, float] = field(default_factory=dict)  # operation -> its slowest answer (seconds)
 
     def add(self, other: FuzzReport) -> None:
         self.requests += other.requests
@@ -48,12 +50,15 @@ class FuzzReport:
         self.by_operation.update(other.by_operation)
         self.problems += other.problems
         self.skipped += other.skipped
+        for k, v in other.slowest.items():
+            self.slowest[k] = max(v, self.slowest.get(k, 0.0))
 
     def summary(self) -> str:
         classes = Counter(f"{s // 100}xx" for s in self.by_status.elements())
         return (f"{self.requests} requests over {len(self.by_operation)} operations: "
                 + ", ".join(f"{k} {v}" for k, v in sorted(classes.items()))
-                + f"; {len(self.problems)} problems; {self.skipped} not sendable by the client")
+                + f"; {len(self.problems)} problems; {self.skipped} not sendable by the client; slowest: "
+                + ", ".join(f"{k} {v:.1f} s" for k, v in sorted(self.slowest.items(), key=lambda kv: -kv[1])[:3]))
 
 
 def _problem(case: Any, resp: requests.Response) -> str | None:
@@ -73,7 +78,7 @@ def _problem(case: Any, resp: requests.Response) -> str | None:
 
 
 def fuzz(base_url: str, token: str, *, examples: int, modes: tuple[GenerationMode, ...] = tuple(GenerationMode),
-         keep_tokens: frozenset[int] = frozenset(), seed: int = 0) -> FuzzReport:
+         keep_tokens: frozenset[int] = frozenset(), seed: int = 0, timeout: float = 120.0) -> FuzzReport:
     """Send about ``examples`` generated requests per operation and mode with ``token``."""
     schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json")
     auth = {"Authorization": f"Bearer {token}"}
@@ -84,14 +89,14 @@ def fuzz(base_url: str, token: str, *, examples: int, modes: tuple[GenerationMod
         label = f"{op.method.upper()} {op.path}"
         n = max(3, int(examples * SLOW.get((op.method.upper(), op.path), 1.0)))
         for mode in modes:
-            part = _fuzz_operation(op, mode, base_url, auth, session, n, keep_tokens, seed, label)
+            part = _fuzz_operation(op, mode, base_url, auth, session, n, keep_tokens, seed, label, timeout)
             report.add(part)
     session.close()
     return report
 
 
 def _fuzz_operation(op: Any, mode: GenerationMode, base_url: str, auth: dict[str, str], session: requests.Session,
-                    n: int, keep_tokens: frozenset[int], seed: int, label: str) -> FuzzReport:
+                    n: int, keep_tokens: frozenset[int], seed: int, label: str, timeout: float) -> FuzzReport:
     report = FuzzReport()
     stream = op.path == "/v1/events"
 
@@ -101,13 +106,21 @@ def _fuzz_operation(op: Any, mode: GenerationMode, base_url: str, auth: dict[str
     def run(case: Any) -> None:
         if op.path == "/v1/tokens/{token_id}" and case.path_parameters.get("token_id") in keep_tokens:
             return
+        t0 = time.monotonic()
         try:
             kwargs = case.as_transport_kwargs(base_url=base_url, headers=auth)
             kwargs.pop("timeout", None)
-            resp = session.request(**kwargs, timeout=120, stream=stream)
+            resp = session.request(**kwargs, timeout=timeout, stream=stream)
         except (requests.exceptions.InvalidHeader, requests.exceptions.InvalidURL, UnicodeError, ValueError):
             report.skipped += 1
             return
+        except requests.exceptions.Timeout:
+            report.requests += 1
+            report.by_operation[label] += 1
+            report.problems.append(f"[{mode.value}] {case.method} {case.formatted_path}: no answer in {timeout} s "
+                                   f"(body {str(case.body)[:200]})")
+            return
+        report.slowest[label] = max(report.slowest.get(label, 0.0), time.monotonic() - t0)
         try:
             if stream and resp.status_code == 200:
                 next(resp.iter_lines(), None)  # the stream's first line, then hang up
