@@ -141,10 +141,13 @@ def test_postgresql_restarted_under_load(tmp_path: Path) -> None:
         pytest.skip(f"no private PostgreSQL server: {exc}")
     except subprocess.CalledProcessError as exc:
         pytest.fail(f"cannot start a private PostgreSQL server: {exc.stderr or exc}")
-    try:
+    with contextlib.ExitStack() as stack:
+        stack.callback(pg_cm.__exit__, None, None, None)
         srv = start_server(tmp_path, pg.url, cluster="8x8:V100", clock="wall", extra=["--no-predict"])
+        stack.callback(srv.stop)
         token = srv.tenant("load")
         load = Load(srv.url, token, clients=4)
+        stack.callback(load.stop.set)
         time.sleep(2.0)
         running_before = {j["id"]: j["placement"] for j in all_jobs(srv, token) if j["state"] == "running"}
         pg.restart("immediate")
@@ -172,6 +175,3 @@ def test_postgresql_restarted_under_load(tmp_path: Path) -> None:
         finally:
             again.stop()
         assert log_problems(srv.log_text()) == [] and log_problems(again.log_text()) == []
-    finally:
-        srv.stop()
-        pg_cm.__exit__(None, None, None)
