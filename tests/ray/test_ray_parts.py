@@ -89,3 +89,23 @@ def test_a_ray_address_kant_cannot_use_is_a_one_line_error(tmp_path: Path, addre
         RayExecutor(address, log_dir=tmp_path, checkpoint_dir=tmp_path)
     assert str(err.value).startswith(f"--ray-address {address}: ")
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_last_output_written_just_before_exit_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command that writes its last line and exits between the worker's wait for output and its
+    look at the process: that line is still streamed (it was lost: a job's log missed its END)."""
+    import select
+    import subprocess
+
+    from kant.service.executors import ray_worker
+
+    proc = subprocess.Popen(["/bin/sh", "-c", "echo START; echo END"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    proc.wait()  # it has written both lines and exited before the worker looks
+
+    def never_ready(rlist: list[int], wlist: list[int], xlist: list[int], timeout: float) -> tuple[list[int], ...]:
+        return [], [], []
+
+    monkeypatch.setattr(select, "select", never_ready)
+    out = b"".join(item[1] for item in ray_worker._stream(proc))
+    assert out == b"START\nEND\n"

@@ -136,6 +136,8 @@ def _stream(proc: subprocess.Popen[bytes]) -> Iterator[tuple[Any, ...]]:
             except BlockingIOError:
                 ready = []
         quiet_and_done = not ready and proc.poll() is not None
+        if quiet_and_done:  # it may have written its last output after the select: take what is left
+            eof = _drain(fd, buf)
         now = time.monotonic()
         if buf and (eof or quiet_and_done or len(buf) >= _CHUNK or now - last >= _FLUSH_S):
             yield ("out", bytes(buf))
@@ -143,3 +145,15 @@ def _stream(proc: subprocess.Popen[bytes]) -> Iterator[tuple[Any, ...]]:
             last = now
         if eof or quiet_and_done:
             return
+
+
+def _drain(fd: int, buf: bytearray) -> bool:
+    """Append what the pipe holds now to ``buf``; True at its end (no writer left)."""
+    while True:
+        try:
+            chunk = os.read(fd, _CHUNK)
+        except BlockingIOError:
+            return False
+        if not chunk:
+            return True
+        buf += chunk
