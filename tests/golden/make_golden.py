@@ -138,9 +138,9 @@ def compute(cases: list[tuple[str, str]] = CASES) -> dict[str, Any]:
 
 
 #: relative tolerance for float metrics. The digests (per-job outcomes, cluster series) and every integer
-#: are compared exactly; summary metrics are weighted means through ``np.dot``, which BLAS sums in an
-#: order that depends on its thread count (e.g. under ``taskset -c 1`` it runs one thread), so the same
-#: inputs can give results one or two ulps apart.
+#: are compared exactly; summary metrics are weighted means, which were summed through ``np.dot`` (BLAS
+#: sums in an order that depends on its thread count) when the golden files were made, so they may sit
+#: one or two ulps from today's NumPy sums.
 FLOAT_REL_TOL = 1e-12
 
 

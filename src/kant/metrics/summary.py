@@ -430,7 +430,8 @@ def _weighted_mean(values: FloatArray, w: FloatArray, mask: BoolArray | None = N
     total = float(w.sum())
     if total <= 0:
         return None
-    return _opt(float(np.dot(values, w)) / total)
+    # NumPy's own pairwise sum, not np.dot: BLAS's dot sums in an order that depends on its thread count
+    return _opt(float((values * w).sum()) / total)
 
 
 def _weighted_max(values: FloatArray, w: FloatArray) -> int | None:
