@@ -3,9 +3,10 @@ worker dies). Both hand each :class:`~kant.sweep.runs.RunOutcome` to a callback 
 completion order; a run that fails is an outcome with its error and the others go on.
 
 Every run executes in a worker whose BLAS uses one thread (:data:`ONE_THREAD`, set before NumPy is
-imported there): a NumPy dot product of the metrics sums in a different order with more threads, which
-changes the last bits of GAR and GFR, so a study would give different tables on machines with different
-core counts, or locally and on Ray (whose workers get ``OMP_NUM_THREADS=1``).
+imported there): BLAS sums in an order that depends on its thread count, so a BLAS call on a metric
+would give different last bits on machines with different core counts, or locally and on Ray (whose
+workers get ``OMP_NUM_THREADS=1``). The metrics' weighted means no longer use BLAS (that was the case
+found); the setting stays as a guard.
 """
 
 from __future__ import annotations
