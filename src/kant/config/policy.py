@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -111,21 +111,30 @@ def _loc(prefix: str, loc: tuple[int | str, ...]) -> str:
     return out
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
 def _raise_validation(source: str, prefix: str, exc: ValidationError) -> None:
     err = exc.errors()[0]
     loc = tuple(p for p in err["loc"] if p not in ("str", "_ActionSpec"))
     raise ConfigError(source, _loc(prefix, loc), err["msg"]) from None
 
 
-def parse_policy(data: Any, source: str = "<policy>") -> Policy:
-    """Validate an already-parsed YAML document into a :class:`Policy`."""
+def validate_document(model: type[M], data: Any, source: str, shape: str) -> M:
+    """``data`` (a parsed YAML document) as ``model``, or a :class:`ConfigError` naming ``source`` and
+    the key path (``shape``: what the file must be, for a document that is no mapping)."""
     if not isinstance(data, dict):
-        raise ConfigError(source, "", "a policy file must be a mapping with name, actions and plugins")
+        raise ConfigError(source, "", shape)
     try:
-        doc = _PolicyFile.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         _raise_validation(source, "", exc)
         raise AssertionError from exc  # unreachable
+
+
+def parse_policy(data: Any, source: str = "<policy>") -> Policy:
+    """Validate an already-parsed YAML document into a :class:`Policy`."""
+    doc = validate_document(_PolicyFile, data, source, "a policy file must be a mapping with name, actions and plugins")
     actions: list[ActionEntry] = []
     for i, spec in enumerate(doc.actions):
         aspec = _ActionSpec(name=spec) if isinstance(spec, str) else spec

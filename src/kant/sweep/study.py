@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kant.config import bundled_policies, parse_policy
-from kant.config.policy import _raise_validation  # the one converter of validation errors to key paths
+from kant.config.policy import validate_document  # the one converter of validation errors to key paths
 from kant.config.yaml_file import read_yaml
 from kant.errors import ConfigError, KantError
 
@@ -307,13 +307,8 @@ def _clusters(source: str, base: Path, names: list[str]) -> list[str]:
 
 def parse_study(data: Any, source: str = "<study>", base: Path | None = None) -> Study:
     """Validate an already-parsed study document (file paths relative to ``base``)."""
-    if not isinstance(data, dict):
-        raise ConfigError(source, "", "a study file must be a mapping with traces, policies and clusters")
-    try:
-        doc = _StudyFile.model_validate(data)
-    except ValidationError as exc:
-        _raise_validation(source, "", exc)
-        raise AssertionError from exc  # unreachable
+    doc = validate_document(_StudyFile, data, source,
+                            "a study file must be a mapping with traces, policies and clusters")
     root = base if base is not None else Path(".")
     for key in ("clusters", "services", "seeds", "cross_leaf_penalty", "cross_spine_penalty", "restart_cost",
                 "checkpoint_interval"):
