@@ -21,7 +21,7 @@ def _env(jobs: list[tuple[int, int, int, bool]]) -> SimpleNamespace:
     cols = SimpleNamespace(
         workers=np.array([j[0] for j in jobs]), gpus_per_worker=np.array([j[1] for j in jobs]),
         gpu_type=np.array([j[2] for j in jobs]), cpu_milli=np.array([1000 if j[3] else 0 for j in jobs]),
-        memory_mib=np.zeros(len(jobs), dtype=np.int64),
+        memory_mib=np.zeros(len(jobs), dtype=np.int64), gpu_milli=np.full(len(jobs), 1000, dtype=np.int64),
     )
     return SimpleNamespace(jobs=cols, cluster_types_of=lambda t: [1, 2] if t == 3 else [t])
 

@@ -33,6 +33,7 @@ from kant.framework.runner import Framework
 from kant.framework.statement import Binder, Statement
 from kant.framework.status import Status
 from kant.model.cluster import Cluster
+from kant.model.fit import FULL_GPU_MILLI, is_share
 from kant.model.job import JobTable
 from kant.model.state import ClusterState, Placement
 from kant.model.store import JobStore
@@ -330,8 +331,10 @@ class Scheduler:
         for job, rec in sorted(snap.running.items(), key=lambda item: item[1].start):
             if not 0 <= job < n_jobs:
                 raise SchedulingError(f"snapshot names job {job}, but the store has {n_jobs} jobs")
+            milli = int(self.jobs.gpu_milli[job])  # a GPU share comes back as a share (docs/gpu-sharing.md)
             placement = Placement(tuple(node_of(n, f"running job {job}") for n in rec.nodes), rec.gpus,
-                                  rec.cpu_milli, rec.memory_mib)
+                                  rec.cpu_milli, rec.memory_mib,
+                                  milli if is_share(rec.gpus, milli) else FULL_GPU_MILLI)
             self.state.allocate(job, placement)
             self.running[job] = RunningJob(rec.start, rec.expected_end)
             self.framework.job_started(job, rec.start, placement)

@@ -62,6 +62,7 @@ from kant.framework.registry import register_action
 from kant.framework.runner import Framework
 from kant.framework.statement import Statement
 from kant.framework.status import Status
+from kant.model.fit import is_share, worker_slots
 from kant.model.state import Placement
 
 __all__ = [
@@ -177,18 +178,14 @@ def _static_ok(ctx: CycleContext, fw: Framework, job: int) -> BoolArray:
 
 def _slots(ctx: CycleContext, job: int, free: IntArray, free_cpu: IntArray, free_mem: IntArray,
            ok: BoolArray) -> IntArray:
-    """Workers of ``job`` that fit per node given free resources (0 off ``ok``)."""
+    """Workers of ``job`` that fit per node given free resources (0 off ``ok``; the one rule,
+    :func:`kant.model.fit.worker_slots`; a GPU share also counts the open GPU slots of the state)."""
     env, jobs = ctx.env, ctx.env.jobs
-    g = int(jobs.gpus_per_worker[job])
-    w = int(jobs.workers[job])
-    slots = free // g if g > 0 else np.full(len(free), w, dtype=np.int64)
-    c = int(jobs.cpu_milli[job])
-    if c > 0:
-        slots = np.where(env.cpu_unmodelled, slots, np.minimum(slots, free_cpu // c))
-    m = int(jobs.memory_mib[job])
-    if m > 0:
-        slots = np.where(env.mem_unmodelled, slots, np.minimum(slots, free_mem // m))
-    return np.where(ok, np.maximum(slots, 0), 0)
+    g, milli = int(jobs.gpus_per_worker[job]), int(jobs.gpu_milli[job])
+    share = ctx.state.share_slots(milli) if is_share(g, milli) and ctx.state.share_free else None
+    return worker_slots(g, milli, int(jobs.cpu_milli[job]), int(jobs.memory_mib[job]), free, free_cpu, free_mem,
+                        env.cpu_unmodelled, env.mem_unmodelled, share_free=share, limit=int(jobs.workers[job]),
+                        ok=ok)
 
 
 def choose_victims(ctx: CycleContext, fw: Framework, job: int, cands: Candidates) -> tuple[list[int], Placement] | None:

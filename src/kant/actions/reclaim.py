@@ -46,6 +46,7 @@ from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import Action
 from kant.framework.registry import register_action
 from kant.framework.runner import Framework
+from kant.model.fit import gpu_slots
 from kant.model.store import JobStore
 from kant.plugins.quota import Quota
 
@@ -189,7 +190,8 @@ class Reclaim(Action):
             sel = alive & (v_tenant != t) & (quota.job_borrowed[running, 0] > 0)
             # cheap bounds before planning: the GPUs all candidates free, and the largest node
             if (not sel.any() or state.free_gpus + int(v_gpus[sel].sum()) < int(jobs.total_gpus[job])
-                    or int(jobs.gpus_per_worker[job]) > max_node or not fw.admit(ctx, job).ok):
+                    or gpu_slots(max_node, int(jobs.gpus_per_worker[job]), int(jobs.gpu_milli[job])) < 1
+                    or not fw.admit(ctx, job).ok):
                 failed.add(shape)
                 continue
             if lost_all is None:

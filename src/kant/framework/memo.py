@@ -7,7 +7,9 @@ worker slots (see :meth:`Framework.room_for`), a return on a node of an allowed 
 ``after // g - before // g`` slots. While ``room < w`` the request still cannot fit, whatever placer
 the policy uses, so a cycle skips it without looking at its jobs. A request that failed with enough
 room (a placer's or filter's own constraint, such as a quota) is retried after any return, and a
-request with CPU or memory needs after any return on an allowed node.
+request with CPU or memory needs, or for a GPU share, after any return on an allowed node (a share
+release that frees no whole GPU is logged as ``(node, f, f)``). Slots are counted by the one rule,
+:mod:`kant.model.fit`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from heapq import heapify, heappop, heappush
 
 from kant.framework.context import SchedulerEnv
 from kant.framework.status import Status
+from kant.model.fit import is_share, slots_gained
 from kant.model.state import ClusterState
 
 __all__ = ["FailedRequests"]
@@ -86,7 +89,8 @@ class FailedRequests:
         """``request`` (that of ``job``) failed with an upper bound of ``room`` worker slots."""
         jobs = env.jobs
         g, w, t = int(jobs.gpus_per_worker[job]), int(jobs.workers[job]), int(jobs.gpu_type[job])
-        other = bool(jobs.cpu_milli[job] or jobs.memory_mib[job])
+        # a GPU share gains from returns that free no whole GPU too: any return on an allowed node may help
+        other = bool(jobs.cpu_milli[job] or jobs.memory_mib[job]) or is_share(g, int(jobs.gpu_milli[job]))
         kind = self._kinds.get((g, t, other))
         if kind is None:
             kind = self._kinds[(g, t, other)] = (g, None if t < 0 else frozenset(env.cluster_types_of(t)), other)
@@ -134,7 +138,7 @@ class FailedRequests:
         for kind, heap in self._due.items():
             if not heap:
                 continue
-            gain = _gain(new, node_types, *kind)
+            gain = slots_gained(new, node_types, *kind)
             if not gain:
                 continue
             gained = gained_of[kind] = gained_of[kind] + gain
@@ -154,17 +158,3 @@ class FailedRequests:
         self._retry.clear()
         self._due.clear()
         self._gained.clear()
-
-
-def _gain(new: list[tuple[int, int, int]], node_types: list[int], g: int, types: frozenset[int] | None,
-          other_resources: bool) -> int:
-    """Worker slots of ``g`` GPUs the capacity returns ``new`` add on nodes of ``types`` (None: any);
-    for a request with CPU or memory needs, just whether any return is on such a node."""
-    gain = 0
-    for node, before, after in new:
-        if types is not None and node_types[node] not in types:
-            continue
-        if other_resources:
-            return 1
-        gain += after // g - before // g if g > 0 else 1
-    return gain

@@ -128,6 +128,8 @@ class Place(Plugin):
     ``REQUEST_ONLY`` as for :class:`Filter`."""
 
     REQUEST_ONLY: ClassVar[bool] = True
+    #: the plugin places GPU-share requests too; else the runner places them by filter+score
+    SHARES: ClassVar[bool] = False
 
     def place(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
         raise NotImplementedError

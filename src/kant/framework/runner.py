@@ -17,7 +17,8 @@ import numpy.typing as npt
 from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import Admit, Filter, JobListener, Place, Plugin, QueueSort, Score
 from kant.framework.status import SUCCESS, Status
-from kant.model.state import NodeClasses, Placement
+from kant.model.fit import FULL_GPU_MILLI, gpu_slots, worker_slots
+from kant.model.state import ClusterState, NodeClasses, Placement
 
 __all__ = ["Framework"]
 
@@ -62,6 +63,7 @@ class Framework:
         self.job_type: list[int] = jobs.list_of("gpu_type")
         self.job_cpu: list[int] = jobs.list_of("cpu_milli")
         self.job_mem: list[int] = jobs.list_of("memory_mib")
+        self.job_milli: list[int] = jobs.list_of("gpu_milli")
         # room_for's results for one state at one version, by (GPUs per worker, GPU type)
         self._room: dict[tuple[int, int], int] = {}
         self._room_state: object = None
@@ -103,19 +105,11 @@ class Framework:
         jobs, cluster = env.jobs, env.cluster
         g = int(jobs.gpus_per_worker[job])
         w = int(jobs.workers[job])
-        c = int(jobs.cpu_milli[job])
-        m = int(jobs.memory_mib[job])
         t = int(jobs.gpu_type[job])
-        per_node = np.full(cluster.n_nodes, w, dtype=np.int64)
-        if g > 0:
-            per_node = np.minimum(per_node, cluster.gpus // g)
-        if c > 0:
-            per_node = np.where(env.cpu_unmodelled, per_node, np.minimum(per_node, cluster.cpu_milli // c))
-        if m > 0:
-            per_node = np.where(env.mem_unmodelled, per_node, np.minimum(per_node, cluster.memory_mib // m))
-        if t >= 0:
-            per_node = np.where(env.nodes_of_type(t), per_node, 0)
-        slots = int(per_node.sum())
+        per_node = worker_slots(g, int(jobs.gpu_milli[job]), int(jobs.cpu_milli[job]), int(jobs.memory_mib[job]),
+                                cluster.gpus, cluster.cpu_milli, cluster.memory_mib, env.cpu_unmodelled,
+                                env.mem_unmodelled, limit=w, ok=env.nodes_of_type(t) if t >= 0 else None)
+        slots = int(np.minimum(per_node, w).sum())
         if slots < w:
             type_txt = "" if t < 0 else f" of type {jobs.gpu_type_names[t]}"
             if t >= 0 and not env.nodes_of_type(t).any():
@@ -138,7 +132,11 @@ class Framework:
         """Nodes where one worker of ``job`` fits now (resources and GPU type)."""
         env, state, jobs = self.env, ctx.state, self.env.jobs
         g = int(jobs.gpus_per_worker[job])
-        mask = state.free >= g if g > 0 else state.up.copy()
+        milli = self.job_milli[job]
+        if milli < FULL_GPU_MILLI and g == 1 and milli > 0:  # a GPU share: a free GPU or an open slot with room
+            mask = (state.free >= 1) | ((state.share_max >= milli) & state.up)
+        else:
+            mask = state.free >= g if g > 0 else state.up.copy()
         t = int(jobs.gpu_type[job])
         if t >= 0:
             mask &= env.nodes_of_type(t)
@@ -162,6 +160,9 @@ class Framework:
             self._room_state, self._room_version = state, state.version
             self._room.clear()
         t = self.job_type[job]
+        milli = self.job_milli[job]
+        if milli < 1000 and g == 1 and milli > 0:  # a GPU share (FULL_GPU_MILLI = 1000)
+            return self._share_room(state, milli, t)
         room = self._room.get((g, t))
         if room is None:
             hist, width = state.hist_counts
@@ -172,8 +173,26 @@ class Framework:
                 for k in range(g, width):
                     n = hist[base + k]
                     if n:
-                        room += n * (k // g)
+                        room += n * (k // g)  # gpu_slots(k, g): inlined, the hot path
             self._room[(g, t)] = room
+        return room
+
+    def _share_room(self, state: ClusterState, milli: int, t: int) -> int:
+        """:meth:`room_for` of a GPU share of ``milli``: completely free GPUs and open GPU slots."""
+        key = (-milli, t)  # cannot clash with a whole-GPU key
+        room = self._room.get(key)
+        if room is None:
+            hist, width = state.hist_counts
+            codes = self.env.cluster_types_of(t) if t >= 0 else range(len(hist) // width)
+            room = 0
+            for code in codes:
+                base = code * width
+                for k in range(1, width):
+                    room += hist[base + k] * gpu_slots(k, 1, milli)
+            if state.share_free:
+                extra = state.share_slots(milli)
+                room += int((extra[self.env.nodes_of_type(t)] if t >= 0 else extra).sum())
+            self._room[key] = room
         return room
 
     def place(self, ctx: CycleContext, job: int) -> Placement | Status:
@@ -181,14 +200,20 @@ class Framework:
         room = self.room_for(ctx, job)
         if room < self.job_workers[job]:
             return self._no_fit(ctx, job, room)
-        if self.placer is not None:
+        if self.placer is not None and (self.job_milli[job] >= 1000 or self.placer.SHARES or not self.is_share(job)):
             return self.placer.place(ctx, job, self)
         return self.place_workers(ctx, job)
+
+    def is_share(self, job: int) -> bool:
+        """Does ``job`` ask for a share of one GPU per worker (see :mod:`kant.model.fit`)?"""
+        return self.job_gpus[job] == 1 and 0 < self.job_milli[job] < FULL_GPU_MILLI
 
     def place_workers(self, ctx: CycleContext, job: int, restrict: BoolArray | None = None) -> Placement | Status:
         """Greedy filter+score placement of every worker of ``job``, optionally only on nodes in
         ``restrict``. Returns the placement (not yet allocated) or why it failed."""
         jobs = self.env.jobs
+        if self.job_milli[job] < 1000 and self.is_share(job):
+            return self._place_share_workers(ctx, job, restrict)
         if restrict is None and self.class_scores:
             classes = ctx.state.classes
             g = self.job_gpus[job]
@@ -234,6 +259,49 @@ class Framework:
                 state.free_cpu[n] += c
                 state.free_mem[n] += m
         return Placement(tuple(chosen), g, c, m)
+
+    def _place_share_workers(self, ctx: CycleContext, job: int, restrict: BoolArray | None) -> Placement | Status:
+        """:meth:`place_workers` for a GPU share: filters and scores see the state with the earlier
+        workers' shares tentatively booked (on the arrays they read: ``free`` and ``share_max``)."""
+        state = ctx.state
+        milli, c, m, w = self.job_milli[job], self.job_cpu[job], self.job_mem[job], self.job_workers[job]
+        chosen: list[int] = []
+        touched: dict[int, tuple[int, int, list[int]]] = {}  # node -> (free, share_max, slot copy)
+        try:
+            for _ in range(w):
+                mask = self.fit_mask(ctx, job)
+                if restrict is not None:
+                    mask &= restrict
+                for f in self.filters:
+                    mask = f.filter(ctx, job, mask)
+                nodes = np.flatnonzero(mask)
+                if len(nodes) == 0:
+                    return self._no_fit(ctx, job, len(chosen))
+                best = self._best(ctx, job, nodes)
+                chosen.append(best)
+                if w == 1:
+                    break
+                if best not in touched:
+                    touched[best] = (state.free.item(best), state.share_max.item(best),
+                                     list(state.share_free.get(best, ())))
+                slots = touched[best][2]
+                fit = [v for v in slots if v >= milli]
+                if fit:
+                    slots[slots.index(min(fit))] -= milli
+                else:
+                    state.free[best] -= 1
+                    slots.append(FULL_GPU_MILLI - milli)
+                state.share_max[best] = max([*slots, 0])
+                state.free_cpu[best] -= c
+                state.free_mem[best] -= m
+        finally:
+            for n, (free, smax, _) in touched.items():
+                state.free[n] = free
+                state.share_max[n] = smax
+            for n in chosen if w > 1 else ():
+                state.free_cpu[n] += c
+                state.free_mem[n] += m
+        return Placement(tuple(chosen), 1, c, m, milli)
 
     # --- class-based placement ---------------------------------------------------------------
     def class_groups(self, classes: NodeClasses, gpus: int, gpu_type: int) -> ClassGroups | None:

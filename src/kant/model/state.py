@@ -18,19 +18,27 @@ import numpy.typing as npt
 
 from kant.errors import SchedulingError
 from kant.model.cluster import Cluster
+from kant.model.fit import FULL_GPU_MILLI
 
-__all__ = ["ClusterState", "NodeClasses", "Placement"]
+__all__ = ["SLOT_CLOSED", "ClusterState", "NodeClasses", "Placement"]
+
+#: the value of an unused GPU slot in :attr:`ClusterState.share_free`
+SLOT_CLOSED = -1
 
 
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Where a job's workers run: ``nodes[k]`` is worker k's node; each worker holds the same
-    ``gpus``/``cpu_milli``/``memory_mib`` on its node."""
+    ``gpus``/``cpu_milli``/``memory_mib`` on its node. A GPU share (``gpus`` 1, ``gpu_milli`` below
+    1000) holds ``gpu_milli`` of one GPU; ``gpu_pick[k]``, if given, is the free milli of the GPU
+    worker k is to use (1000: a completely free one), else the state picks the best-fitting GPU."""
 
     nodes: tuple[int, ...]
     gpus: int
     cpu_milli: int = 0
     memory_mib: int = 0
+    gpu_milli: int = FULL_GPU_MILLI
+    gpu_pick: tuple[int, ...] = ()
     per_node: dict[int, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -195,6 +203,19 @@ class ClusterState:
         #: nodes by (GPU type, capacity, free GPUs), for the class-based placement paths; None on a
         #: planning copy (:meth:`what_if`), which then uses the vectorised paths
         self.classes: NodeClasses | None = NodeClasses(cluster)
+        # GPU shares (see docs/gpu-sharing.md). ``free`` counts completely free GPUs only; a GPU that
+        # holds shares is taken from it (a GPU slot of its node, opened) and comes back when its last
+        # share leaves. Only share requests touch these.
+        #: per node with shares: free milli of each GPU slot (SLOT_CLOSED: an unused slot)
+        self.share_free: dict[int, list[int]] = {}
+        #: per node: the largest free milli of an open GPU slot (0: none)
+        self.share_max: npt.NDArray[np.int64] = np.zeros(cluster.n_nodes, dtype=np.int64)
+        #: per share job: the GPU slot of each worker (in placement order)
+        self.share_slots_of: dict[int, tuple[int, ...]] = {}
+        #: per node: bumped on every change of its GPU slots (a reader may cache per-GPU views)
+        self.share_version: npt.NDArray[np.int64] = np.zeros(cluster.n_nodes, dtype=np.int64)
+        self.share_open = 0  # open GPU slots (GPUs holding shares), counted in allocated_gpus
+        self.share_used_milli = 0  # milli held by shares on them
 
     def _mirror(self) -> None:
         """Python-list copies of the leaf and spine free GPUs (only this class writes them), so a change
@@ -224,6 +245,41 @@ class ClusterState:
     @property
     def free_gpus(self) -> int:
         return self.cluster.total_gpus - self.allocated_gpus - self.down_gpus
+
+    @property
+    def allocated_milli(self) -> int:
+        """GPU capacity held by jobs, in milli-GPU (a GPU that holds shares counts what they hold)."""
+        return (self.allocated_gpus - self.share_open) * FULL_GPU_MILLI + self.share_used_milli
+
+    def share_slots(self, milli: int) -> npt.NDArray[np.int64]:
+        """Per node, the workers of ``milli`` its open GPU slots hold (0 on nodes taking no work)."""
+        out = np.zeros(self.cluster.n_nodes, dtype=np.int64)
+        up = self._up
+        for node, slots in self.share_free.items():
+            if up[node]:
+                out[node] = sum(v // milli for v in slots if v > 0)
+        return out
+
+    def share_fits(self, node: int, milli: int, cpu_milli: int = 0, memory_mib: int = 0, count: int = 1) -> bool:
+        """Do ``count`` workers of a ``milli`` GPU share (with CPU and memory) fit on ``node`` now?"""
+        if not self._up[node]:
+            return False
+        room = self.free.item(node) * (FULL_GPU_MILLI // milli)
+        slots = self.share_free.get(node)
+        if slots:
+            room += sum(v // milli for v in slots if v > 0)
+        return bool(
+            room >= count
+            and (not self._has_cpu[node] or self.free_cpu[node] >= cpu_milli * count)
+            and (not self._has_mem[node] or self.free_mem[node] >= memory_mib * count)
+        )
+
+    def gpu_free_milli(self, node: int) -> list[int]:
+        """Free milli of each GPU of ``node``, largest first (0 for a GPU held whole)."""
+        cap = self._cap[node]
+        whole = self.free.item(node) if self._up[node] else self._idle_off[node]
+        shares = sorted((v for v in self.share_free.get(node, ()) if v >= 0), reverse=True)
+        return [FULL_GPU_MILLI] * whole + shares + [0] * (cap - whole - len(shares))
 
     def __contains__(self, job: int) -> bool:
         return job in self.allocations
@@ -275,6 +331,9 @@ class ClusterState:
         """Give ``job`` its placement; raises :class:`SchedulingError` if anything is over-booked."""
         if job in self.allocations:
             raise SchedulingError(f"job {job} is already allocated")
+        if placement.gpu_milli < FULL_GPU_MILLI and placement.gpus == 1:
+            self._allocate_share(job, placement)
+            return
         for node, count in placement.per_node.items():
             if not self.fits(node, placement.gpus, placement.cpu_milli, placement.memory_mib, count):
                 raise SchedulingError(
@@ -290,8 +349,101 @@ class ClusterState:
             placement = self.allocations.pop(job)
         except KeyError:
             raise SchedulingError(f"job {job} holds no allocation") from None
-        self._apply(placement, +1)
+        if job in self.share_slots_of:
+            self._release_share(job, placement)
+        else:
+            self._apply(placement, +1)
         return placement
+
+    # --- GPU shares --------------------------------------------------------------------------
+    def _allocate_share(self, job: int, placement: Placement) -> None:
+        m = placement.gpu_milli
+        if m <= 0:
+            raise SchedulingError(f"job {job}: gpu_milli must be 1..1000, got {m}")
+        if placement.gpu_pick and len(placement.gpu_pick) != len(placement.nodes):
+            raise SchedulingError(f"job {job}: gpu_pick has {len(placement.gpu_pick)} entries for "
+                                  f"{len(placement.nodes)} worker(s)")
+        for node, count in placement.per_node.items():
+            if not self.share_fits(node, m, placement.cpu_milli, placement.memory_mib, count):
+                raise SchedulingError(
+                    f"job {job}: node {self.cluster.names[node]} cannot hold {count} worker(s) of "
+                    f"{m} milli-GPU (free GPUs {int(self.free[node])}, up={bool(self.up[node])})"
+                )
+        taken: list[int] = []
+        try:
+            for k, node in enumerate(placement.nodes):
+                pick = placement.gpu_pick[k] if placement.gpu_pick else -1
+                taken.append(self._take_share(job, node, m, pick))
+        except SchedulingError:
+            for node, slot in zip(placement.nodes, taken, strict=False):
+                self._give_share(node, slot, m)
+            raise
+        self._share_cpu_mem(placement, -1)
+        self.share_slots_of[job] = tuple(taken)
+        self.allocations[job] = placement
+        self.version += 1
+
+    def _share_cpu_mem(self, placement: Placement, sign: int) -> None:
+        for node, count in placement.per_node.items():
+            if self._has_cpu[node]:
+                self.free_cpu[node] += sign * placement.cpu_milli * count
+            if self._has_mem[node]:
+                self.free_mem[node] += sign * placement.memory_mib * count
+
+    def _take_share(self, job: int, node: int, m: int, pick: int) -> int:
+        """Book ``m`` milli on a GPU slot of ``node`` (the one with free milli ``pick``, or best fit
+        for ``pick`` -1: the least free that holds it, else a completely free GPU); returns the slot."""
+        slots = self.share_free.get(node)
+        if slots is None:
+            slots = self.share_free[node] = []
+        best = -1
+        if pick < 0:
+            for i, v in enumerate(slots):
+                if v >= m and (best < 0 or v < slots[best]):
+                    best = i
+        elif pick < FULL_GPU_MILLI:
+            if pick < m or pick not in slots:
+                raise SchedulingError(f"job {job}: node {self.cluster.names[node]} has no GPU with {pick} milli "
+                                      f"free for {m} milli")
+            best = slots.index(pick)
+        if best < 0:  # open a completely free GPU
+            if self.free.item(node) < 1:
+                raise SchedulingError(f"job {job}: node {self.cluster.names[node]} has no free GPU for a share")
+            self._apply(Placement((node,), 1), -1)
+            self.share_open += 1
+            if SLOT_CLOSED in slots:
+                best = slots.index(SLOT_CLOSED)
+                slots[best] = FULL_GPU_MILLI - m
+            else:
+                best = len(slots)
+                slots.append(FULL_GPU_MILLI - m)
+        else:
+            slots[best] -= m
+        self.share_used_milli += m
+        self.share_max[node] = max(max(slots), 0)
+        self.share_version[node] += 1
+        return best
+
+    def _give_share(self, node: int, slot: int, m: int) -> None:
+        slots = self.share_free[node]
+        v = slots[slot] = slots[slot] + m
+        self.share_used_milli -= m
+        if v == FULL_GPU_MILLI:  # its last share left: the GPU is completely free again
+            slots[slot] = SLOT_CLOSED
+            self.share_open -= 1
+            self._apply(Placement((node,), 1), +1)
+        elif self._up[node]:  # capacity came back without a whole GPU: log it for the failure memo
+            f = self.free.item(node)
+            self._log_release(node, f, f)
+        self.share_max[node] = max(max(slots), 0)
+        self.share_version[node] += 1
+
+    def _release_share(self, job: int, placement: Placement) -> None:
+        m = placement.gpu_milli
+        for node, slot in zip(placement.nodes, self.share_slots_of.pop(job), strict=True):
+            self._give_share(node, slot, m)
+        self._share_cpu_mem(placement, +1)
+        self.version += 1
 
     @property
     def release_count(self) -> int:
@@ -443,10 +595,37 @@ class ClusterState:
         width = self.free_hist.shape[1]
         flat = cluster.gpu_type[gpu_up] * width + f[gpu_up]
         view.free_hist = np.bincount(flat, minlength=self.free_hist.size).reshape(self.free_hist.shape)
+        if self.share_free:  # a planning copy must not book shares on the live state's GPU slots
+            view.share_free = {n: list(v) for n, v in self.share_free.items()}
+            view.share_max = self.share_max.copy()
+            view.share_version = self.share_version.copy()
+            view.share_slots_of = dict(self.share_slots_of)
         view._mirror()
         return view
 
     # --- checking ----------------------------------------------------------------------------
+    def _check_shares(self, slot_used: dict[tuple[int, int], int]) -> None:
+        """The GPU-share books against the share allocations (``slot_used``: milli per GPU slot)."""
+        if set(self.share_slots_of) - set(self.allocations):
+            raise SchedulingError("share slots of a job that holds no allocation")
+        for (node, slot), milli in slot_used.items():
+            slots = self.share_free.get(node, [])
+            if milli > FULL_GPU_MILLI:
+                raise SchedulingError(f"node {self.cluster.names[node]} GPU slot {slot} over-shared: {milli} milli")
+            if slot >= len(slots) or slots[slot] != FULL_GPU_MILLI - milli:
+                raise SchedulingError(f"node {self.cluster.names[node]} GPU slot {slot} free milli out of step")
+        n_open = 0
+        for node, slots in self.share_free.items():
+            for slot, v in enumerate(slots):
+                if v != SLOT_CLOSED:
+                    n_open += 1
+                    if (node, slot) not in slot_used:
+                        raise SchedulingError(f"node {self.cluster.names[node]} GPU slot {slot} open with no share")
+            if int(self.share_max[node]) != max([*slots, 0]):
+                raise SchedulingError(f"node {self.cluster.names[node]} share_max out of step")
+        if n_open != self.share_open or sum(slot_used.values()) != self.share_used_milli:
+            raise SchedulingError("share aggregates out of step")
+
     def check(self) -> None:
         """Recompute everything from the allocations and compare; raises on any mismatch.
 
@@ -454,9 +633,18 @@ class ClusterState:
         """
         cluster = self.cluster
         used = np.zeros(cluster.n_nodes, dtype=np.int64)
-        for p in self.allocations.values():
+        slot_used: dict[tuple[int, int], int] = {}
+        for job, p in self.allocations.items():
+            share = self.share_slots_of.get(job)
+            if share is not None:
+                for node, slot in zip(p.nodes, share, strict=True):
+                    slot_used[(node, slot)] = slot_used.get((node, slot), 0) + p.gpu_milli
+                continue
             for node, count in p.per_node.items():
                 used[node] += p.gpus * count
+        self._check_shares(slot_used)
+        for node, _ in slot_used:
+            used[node] += 1
         if np.any(used > cluster.gpus):
             bad = int(np.flatnonzero(used > cluster.gpus)[0])
             raise SchedulingError(f"node {cluster.names[bad]} double-booked: {used[bad]} > {cluster.gpus[bad]}")
