@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -123,3 +125,39 @@ def test_share_invariants(ops: list[tuple[int, int, bool, int]]) -> None:
     s.check()
     assert _snapshot(s) == empty
 
+
+# ------------------------------------------------------------------------------------------------
+# FGD in the core against the experiment's own FGD
+# ------------------------------------------------------------------------------------------------
+_node_st = st.tuples(st.sampled_from([4000, 16000, 0]), st.sampled_from([2, 4, 8]), st.sampled_from(["A", "B"]))
+_pod_st = st.one_of(
+    st.tuples(st.sampled_from([0, 1000, 4000]), st.just(0), st.just(0), st.none()),
+    st.tuples(st.sampled_from([0, 1000, 4000]), st.just(1), st.sampled_from([100, 250, 500, 700, 1000]), st.none()),
+    st.tuples(st.sampled_from([0, 1000]), st.sampled_from([2, 4]), st.just(1000), st.sampled_from([None, "A", "B"])),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_node_st, min_size=1, max_size=5), st.lists(_pod_st, min_size=1, max_size=40),
+       st.sampled_from([100.0, 80.0]), st.sampled_from(["exact", "artifact"]))
+def test_core_fgd_matches_experiment_fgd(nodes: list[tuple[int, int, str]], pods: list[tuple[int, int, int, str | None]],
+                                         threshold: float, score: str) -> None:
+    from kant.experiments.fgd.core import run_core
+    from kant.experiments.fgd.model import Inventory, Workload
+    from kant.experiments.fgd.run import run_one
+    from kant.model.cluster import NodeSpec
+    from kant.model.job import JobTableBuilder
+
+    cluster = Cluster.from_nodes([NodeSpec(f"n{i}", t, g, c) for i, (c, g, t) in enumerate(nodes)])
+    b = JobTableBuilder()
+    for i, (cpu, g, milli, t) in enumerate(pods):
+        b.add(f"p{i}", submit=0.0, duration=math.inf, gpus_per_worker=g, gpu_milli=milli, cpu_milli=cpu,
+              gpu_type=t if t in {x[2] for x in nodes} else None)
+    table = b.build()
+    inv = Inventory.from_cluster(cluster)
+    wl = Workload.from_jobs(table, inv)
+    args = {"popularity_threshold": threshold, "score": score}
+    exp = run_one(inv, wl, "fgd", 0, inflate=0, policy_args={**args, "tie": "first"}, check=True)
+    core = run_core(cluster, table, wl, "fgd", 0, inflate=0, policy_args=args, check=True)
+    assert core.node.tolist() == exp.node.tolist()
+    assert core.extra["allocated_milli"] == exp.extra["allocated_milli"]

@@ -19,7 +19,6 @@ Names: ``random``, ``best-fit``, ``dot-product``, ``gpu-packing``, ``gpu-cluster
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections import Counter
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -28,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kant.errors import ConfigError, SchedulingError
 from kant.experiments.fgd.model import MILLI, GpuShareState, IntArray, Pod, Workload
+from kant.plugins.fgd import FragMeasure, TypicalPods, typical_types
 
 __all__ = [
     "POLICIES",
@@ -249,100 +249,11 @@ class GpuClusteringPolicy(Policy):
 
 
 # ---------------------------------------------------------------------------------------------
-class TypicalPods:
-    """The target workload as FGD sees it: distinct pod types t = (cpu, ngpu, milli, spec) with
-    integer weights w_t (their counts in the target workload)."""
-
-    def __init__(self, cpu: IntArray, ngpu: IntArray, milli: IntArray, spec: IntArray, weight: IntArray) -> None:
-        self.cpu = cpu
-        self.ngpu = ngpu
-        self.milli = milli
-        self.spec = spec
-        self.weight = weight
-
-    def __len__(self) -> int:
-        return len(self.weight)
-
-
 def typical_pods(target: Workload, threshold: float = 95.0, include_cpu_pods: bool = True) -> TypicalPods:
     """Pod types of ``target`` by decreasing count (ties: smaller (cpu, ngpu, milli, spec) first),
-    keeping the shortest prefix whose counts reach ``threshold`` percent of the pods (the FGD
-    artifact: ``podPopularityThreshold: 95``, ``isInvolvedCpuPods: true``)."""
-    counts: Counter[tuple[int, int, int, int]] = Counter()
-    for c, g, m, s in zip(target.cpu.tolist(), target.ngpu.tolist(), target.milli.tolist(),
-                          target.spec.tolist(), strict=True):
-        if g == 0 and not include_cpu_pods:
-            continue
-        counts[(c, g, m, s)] += 1
-    items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    total = sum(counts.values())
-    need = threshold / 100.0 * total
-    kept: list[tuple[tuple[int, int, int, int], int]] = []
-    cum = 0
-    for key, n in items:
-        if cum >= need and kept:
-            break
-        kept.append((key, n))
-        cum += n
-    arr = np.array([[*k, n] for k, n in kept], dtype=np.int64).reshape(-1, 5)
-    return TypicalPods(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], arr[:, 4])
-
-
-class FragMeasure:
-    """Node GPU fragmentation w.r.t. a target workload (FGD paper, section 4; artifact's
-    ``NodeGpuShareFragAmountScore``), in weighted milli-GPU:
-
-        F(node) = sum_t w_t frag_t(node),
-        frag_t  = S                                 if type t cannot run on the node,
-                = sum_g f_g [f_g < d_t]             if it can,
-
-    where f_g is GPU g's free share, S = sum_g f_g, d_t = milli of t (1000 for whole-GPU types).
-    Type t *can run* when it asks for GPUs, the node's model is allowed for t, the node has
-    cpu_t free CPU and at least ngpu_t GPUs with f_g >= d_t. CPU-only types never use GPUs, so for
-    them every free GPU share is a fragment (frag = S). Memory is not part of the measure (as in the
-    artifact). Equivalently F = W S - sum_{t runs} w_t U_t with W = sum_t w_t and U_t = sum_g f_g
-    [f_g >= d_t] the share usable by t.
-
-    The node enters only through, per distinct share size d of the GPU types, ``cnt[d]`` (GPUs
-    with f_g >= d) and ``usable[d]`` (their free shares), plus S, free CPU and model:
-    :meth:`counts` computes those, :meth:`from_counts` F from them, :meth:`__call__` both, for a
-    batch of nodes at once."""
-
-    def __init__(self, typical: TypicalPods, allowed: npt.NDArray[np.bool_], n_models: int) -> None:
-        self.w_all = int(typical.weight.sum())
-        gpu = typical.ngpu > 0
-        self.c = typical.cpu[gpu]
-        self.k = typical.ngpu[gpu]
-        d = typical.milli[gpu]
-        self.w = typical.weight[gpu]
-        dvals, di = np.unique(d, return_inverse=True)
-        self.dvals: IntArray = dvals.astype(np.int64)
-        self.di: IntArray = di.reshape(-1)
-        spec = typical.spec[gpu]
-        ok = np.ones((n_models, len(self.w)), dtype=bool)
-        for j, s in enumerate(spec.tolist()):
-            if s >= 0:
-                ok[:, j] = allowed[s]
-        self.ok = ok
-
-    def counts(self, free: IntArray) -> tuple[IntArray, IntArray]:
-        """``cnt`` (B, D) and ``usable`` (B, D) for ``free`` (B, G) free milli per GPU."""
-        ge = free[:, None, :] >= self.dvals[None, :, None]
-        cnt: IntArray = ge.sum(axis=2)
-        usable: IntArray = (free[:, None, :] * ge).sum(axis=2)
-        return cnt, usable
-
-    def from_counts(self, cnt: IntArray, usable: IntArray, s: IntArray, cpu: IntArray, model: IntArray) -> IntArray:
-        """F from per-share-size counts (B, D), total free ``s`` (B,), free CPU and model (B,)."""
-        di = self.di
-        fit = (cnt[:, di] >= self.k) & (cpu[:, None] >= self.c) & self.ok[model]
-        e: IntArray = (fit * usable[:, di]) @ self.w
-        return self.w_all * s - e
-
-    def __call__(self, free: IntArray, cpu: IntArray, model: IntArray) -> IntArray:
-        """F for a batch: ``free`` (B, G) free milli per GPU, ``cpu`` (B,) free CPU, ``model`` (B,)."""
-        cnt, usable = self.counts(free)
-        return self.from_counts(cnt, usable, free.sum(axis=1), cpu, model)
+    keeping the shortest prefix whose counts reach ``threshold`` percent of the pods (the core
+    :func:`kant.plugins.fgd.typical_types`, which the core ``fgd`` plugin uses too)."""
+    return typical_types(target.cpu, target.ngpu, target.milli, target.spec, threshold, include_cpu_pods)
 
 
 class FgdArgs(TieArgs):

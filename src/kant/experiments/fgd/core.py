@@ -1,0 +1,86 @@
+"""The FGD experiment on the core scheduler: the same arrivals as :func:`~kant.experiments.fgd.run.run_one`,
+placed by the core :class:`~kant.framework.runner.Framework` on the core
+:class:`~kant.model.state.ClusterState` (GPU shares in the core, see docs/gpu-sharing.md).
+
+Policies available here: ``fgd`` (the core ``fgd`` Place plugin; its ties go to the lowest node
+index, as the experiment's ``tie: first``) and ``best-fit-core`` (the core ``best-fit`` Score plugin:
+whole free GPUs left, not the experiment's CPU+GPU weighted residual). Each arriving pod is offered
+once to ``Framework.place``; a pod that does not fit is dropped (no queue, nothing leaves), as in
+the experiment.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from kant.errors import ConfigError
+from kant.experiments.fgd.model import Inventory, Workload
+from kant.experiments.fgd.run import Order, RunResult, make_arrivals, never_fits
+from kant.framework.context import CycleContext, SchedulerEnv
+from kant.framework.plugin import Plugin
+from kant.framework.queue import PendingQueue, ShapeIndex
+from kant.framework.runner import Framework
+from kant.framework.statement import Statement
+from kant.model.cluster import Cluster
+from kant.model.job import JobTable
+from kant.model.state import ClusterState, Placement
+from kant.model.store import JobStore
+
+__all__ = ["CORE_POLICIES", "run_core"]
+
+#: experiment policy name -> core plugin name
+CORE_POLICIES = {"fgd": "fgd", "best-fit-core": "best-fit"}
+
+
+def _plugin(name: str, args: dict[str, Any] | None) -> Plugin:
+    from kant.framework.registry import plugin_class
+
+    core = CORE_POLICIES.get(name)
+    cls = plugin_class(core) if core is not None else None
+    if cls is None:
+        raise ConfigError("fgd experiment", "policy",
+                          f"no core plugin for {name!r}; expected one of {', '.join(CORE_POLICIES)}")
+    a = {k: v for k, v in (args or {}).items() if k != "tie"}
+    if (args or {}).get("tie", "first") != "first":
+        raise ConfigError("fgd experiment", f"{name}.args.tie", "the core scheduler breaks ties by node index: "
+                          "use tie=first")
+    return cls(cls.Args.model_validate(a))
+
+
+def run_core(cluster: Cluster, pods: JobTable, workload: Workload, policy: str, seed: int, *,
+             pods_label: str = "", inflate: float = 1.3, order: Order = "creation",
+             policy_args: dict[str, Any] | None = None, check: bool = False) -> RunResult:
+    """Run ``policy`` on the pod list ``pods`` (``workload`` is the same list as the experiment's
+    :class:`Workload`, for the arrivals) arriving on ``cluster``, through the core scheduler."""
+    inventory = Inventory.from_cluster(cluster)
+    wl_seq, _ = np.random.SeedSequence(seed).spawn(2)
+    arr = make_arrivals(workload, inventory.total_gpu_milli, inflate, order, np.random.default_rng(wl_seq))
+    jobs = pods.take(arr.rows)
+    env = SchedulerEnv(cluster, JobStore.from_table(jobs), seed=seed, trace=pods)
+    fw = Framework(env, [_plugin(policy, policy_args)])
+    state = ClusterState(cluster)
+    queue = PendingQueue(env.jobs, ShapeIndex(), fw.static_key)
+    ctx = CycleContext(env, state, queue, 0.0, {}, Statement(state))
+    n = len(jobs)
+    placed = np.zeros(n, dtype=bool)
+    where = np.full(n, -1, dtype=np.int64)
+    t0 = time.perf_counter()
+    for job in range(n):
+        result = fw.place(ctx, job)
+        if isinstance(result, Placement):
+            state.allocate(job, result)
+            placed[job] = True
+            where[job] = result.nodes[0]
+    elapsed = time.perf_counter() - t0
+    if check:
+        state.check()
+    never = never_fits(inventory, workload)
+    return RunResult(
+        pods=pods_label, policy=policy, seed=seed, capacity_milli=inventory.total_gpu_milli,
+        gpu_milli=workload.gpu_milli[arr.rows], placed=placed, node=where, never=never[arr.rows],
+        sampled=arr.sampled, time_s=elapsed, n_list=len(workload),
+        extra={"allocated_milli": state.allocated_milli},
+    )
