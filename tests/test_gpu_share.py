@@ -140,8 +140,9 @@ _pod_st = st.one_of(
 @settings(max_examples=40, deadline=None)
 @given(st.lists(_node_st, min_size=1, max_size=5), st.lists(_pod_st, min_size=1, max_size=40),
        st.sampled_from([100.0, 80.0]), st.sampled_from(["exact", "artifact"]))
-def test_core_fgd_matches_experiment_fgd(nodes: list[tuple[int, int, str]], pods: list[tuple[int, int, int, str | None]],
-                                         threshold: float, score: str) -> None:
+def test_core_fgd_matches_experiment_fgd(nodes: list[tuple[int, int, str]],
+                                         pods: list[tuple[int, int, int, str | None]], threshold: float,
+                                         score: str) -> None:
     from kant.experiments.fgd.core import run_core
     from kant.experiments.fgd.model import Inventory, Workload
     from kant.experiments.fgd.run import run_one
@@ -161,3 +162,21 @@ def test_core_fgd_matches_experiment_fgd(nodes: list[tuple[int, int, str]], pods
     core = run_core(cluster, table, wl, "fgd", 0, inflate=0, policy_args=args, check=True)
     assert core.node.tolist() == exp.node.tolist()
     assert core.extra["allocated_milli"] == exp.extra["allocated_milli"]
+
+
+@pytest.mark.parametrize("policy", ["fifo", "kant", "fgd", "priority-preempt"])
+def test_simulate_shares_one_gpu(policy: str) -> None:
+    """Two 0.5-GPU jobs and a 0.3 one share one GPU in the simulator under every kind of placer; a
+    0.6-GPU job waits until enough of it is free; a whole-GPU job waits for a completely free GPU."""
+    from kant.config import load_policy
+    from kant.model.job import JobTableBuilder
+    from kant.sim import simulate
+
+    b = JobTableBuilder()
+    b.add("a", submit=0, duration=10, gpu_milli=500)
+    b.add("b", submit=1, duration=10, gpu_milli=500)
+    b.add("c", submit=2, duration=4, gpu_milli=300)  # no room until a ends at 10
+    b.add("d", submit=3, duration=5, gpu_milli=1000)  # waits for the GPU to be completely free
+    res = simulate(Cluster.uniform(1, 1), b.build(), load_policy(policy), check_every=1)
+    assert list(res.first_start) == [0, 1, 10, 14]
+    assert list(res.end) == [10, 11, 14, 19]

@@ -105,7 +105,7 @@ class Allocate(Action):
             request = requests[job]
             status = failed.get(request)
             if status is None:
-                if state.free_gpus <= 0 and gpus[job] > 0:
+                if state.free_gpus <= 0 and gpus[job] > 0 and not (state.share_open and fw.is_share(job)):
                     status = _CLUSTER_FULL
                     failed.add(ctx.env, request, job, status, 0)
                 else:

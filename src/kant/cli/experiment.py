@@ -38,6 +38,7 @@ class _Task:
     inflate: float
     order: str
     args: tuple[tuple[str, Any], ...]
+    engine: str = "experiment"
 
 
 def _run_task(task: _Task) -> Any:
@@ -46,6 +47,12 @@ def _run_task(task: _Task) -> Any:
     inv = load_inventory(task.nodes)
     wl = load_workload(task.path, task.nodes, task.limit)
     order: Order = "shuffle" if task.order == "shuffle" else "creation"
+    if task.engine == "core":
+        from kant.experiments.fgd.core import load_cluster_and_pods, run_core
+
+        cluster, pods = load_cluster_and_pods(task.path, task.nodes, task.limit)
+        return run_core(cluster, pods, wl, task.policy, task.seed, pods_label=task.label, inflate=task.inflate,
+                        order=order, policy_args=dict(task.args))
     return run_one(inv, wl, task.policy, task.seed, pods_label=task.label, inflate=task.inflate,
                    order=order, policy_args=dict(task.args), never=_never(task.path, task.nodes, task.limit))
 
@@ -112,13 +119,16 @@ def experiment() -> None:
               help="Node list CSV (default: openb_node_list_gpu_node.csv in the trace folder).")
 @click.option("--limit", type=click.IntRange(min=1), default=None,
               help="Only the first N pods of each list (smoke runs).")
+@click.option("--engine", type=click.Choice(["experiment", "core"]), default="experiment", show_default=True,
+              help="Place pods with the experiment's own model (all seven policies) or the core scheduler "
+                   "(ClusterState with GPU shares + Framework; policies fgd, best-fit-core).")
 @click.option("--jobs", "workers", type=click.IntRange(min=1), default=None,
               help="Parallel processes (default: one per core).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("kant-out/fgd"),
               show_default=True, help="Folder for CSV, JSON, PNG and HTML outputs.")
 def fgd(pods: tuple[str, ...], policies: tuple[str, ...], seeds: int, first_seed: int, inflate: float, order: str,
         arg_items: tuple[str, ...], trace_dir: Path | None, nodes_path: Path | None, limit: int | None,
-        workers: int | None, out_dir: Path) -> None:
+        engine: str, workers: int | None, out_dir: Path) -> None:
     """The FGD paper's experiment: pods arrive (no departures) onto the openb cluster until
     INFLATE x its GPU capacity has arrived; report allocated vs arrived GPUs for every policy."""
     from kant.experiments.fgd.policies import POLICY_NAMES, make_policy
@@ -126,12 +136,20 @@ def fgd(pods: tuple[str, ...], policies: tuple[str, ...], seeds: int, first_seed
     from kant.experiments.fgd.run import load_inventory, openb_dir, resolve_pods
 
     try:
-        pols = policies or POLICY_NAMES
+        if engine == "core":
+            from kant.experiments.fgd.core import CORE_POLICIES, core_plugin
+
+            pols = policies or tuple(CORE_POLICIES)
+        else:
+            pols = policies or POLICY_NAMES
         if len(set(pols)) != len(pols):
             fail("a policy is listed twice")
         pargs = _parse_args(arg_items, tuple(pols))
         for p in pols:
-            make_policy(p, pargs[p])  # fail fast on a bad name or argument
+            if engine == "core":
+                core_plugin(p, pargs[p])  # fail fast on a bad name or argument
+            else:
+                make_policy(p, pargs[p])
         lists = resolve_pods(pods, trace_dir)
         nodes = str(nodes_path or openb_dir(trace_dir) / "openb_node_list_gpu_node.csv")
         inv = load_inventory(nodes)
@@ -139,7 +157,8 @@ def fgd(pods: tuple[str, ...], policies: tuple[str, ...], seeds: int, first_seed
         for label, path in lists:  # fail fast on a bad pod list
             never_counts[label] = int(_never(str(path), nodes, limit).sum())
         tasks = [
-            _Task(label, str(path), nodes, limit, p, first_seed + i, inflate, order, tuple(sorted(pargs[p].items())))
+            _Task(label, str(path), nodes, limit, p, first_seed + i, inflate, order, tuple(sorted(pargs[p].items())),
+                  engine)
             for label, path in lists for p in pols for i in range(seeds)
         ]
         n = workers or min(len(tasks), os.cpu_count() or 1)
@@ -161,7 +180,8 @@ def fgd(pods: tuple[str, ...], policies: tuple[str, ...], seeds: int, first_seed
         config = {
             "pods": [label for label, _ in lists], "policies": list(pols),
             "seeds": [first_seed + i for i in range(seeds)],
-            "inflate": inflate, "order": order, "limit": limit, "policy_args": {p: a for p, a in pargs.items() if a},
+            "inflate": inflate, "order": order, "limit": limit, "engine": engine,
+            "policy_args": {p: a for p, a in pargs.items() if a},
             "nodes": nodes, "capacity_gpus": inv.total_gpu_milli // 1000, "n_nodes": inv.n_nodes,
         }
         agg = write_outputs(out_dir, results, config)

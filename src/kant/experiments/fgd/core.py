@@ -12,9 +12,11 @@ the experiment.
 from __future__ import annotations
 
 import time
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from kant.errors import ConfigError
 from kant.experiments.fgd.model import Inventory, Workload
@@ -29,13 +31,14 @@ from kant.model.job import JobTable
 from kant.model.state import ClusterState, Placement
 from kant.model.store import JobStore
 
-__all__ = ["CORE_POLICIES", "run_core"]
+__all__ = ["CORE_POLICIES", "core_plugin", "load_cluster_and_pods", "run_core"]
 
 #: experiment policy name -> core plugin name
 CORE_POLICIES = {"fgd": "fgd", "best-fit-core": "best-fit"}
 
 
-def _plugin(name: str, args: dict[str, Any] | None) -> Plugin:
+def core_plugin(name: str, args: dict[str, Any] | None) -> Plugin:
+    """The core plugin for experiment policy ``name``; bad names or args raise :class:`ConfigError`."""
     from kant.framework.registry import plugin_class
 
     core = CORE_POLICIES.get(name)
@@ -47,7 +50,26 @@ def _plugin(name: str, args: dict[str, Any] | None) -> Plugin:
     if (args or {}).get("tie", "first") != "first":
         raise ConfigError("fgd experiment", f"{name}.args.tie", "the core scheduler breaks ties by node index: "
                           "use tie=first")
-    return cls(cls.Args.model_validate(a))
+    try:
+        parsed = cls.Args.model_validate(a)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        path = ".".join(str(p) for p in (name, "args", *err["loc"]))
+        raise ConfigError("fgd experiment", path, err["msg"]) from None
+    return cls(parsed)
+
+
+@lru_cache(maxsize=32)
+def load_cluster_and_pods(path: str, nodes: str, limit: int | None = None) -> tuple[Cluster, JobTable]:
+    """The openb node list as a :class:`Cluster` and the pod list as a :class:`JobTable` (the same
+    rows, in the same order, as :func:`~kant.experiments.fgd.run.load_workload`)."""
+    from kant.traces.openb import read_openb_nodes, read_openb_pods
+
+    cluster = read_openb_nodes(nodes)
+    jobs = read_openb_pods(path, gpu_types=cluster.gpu_type_names)
+    if limit is not None:
+        jobs = jobs.take(np.arange(min(limit, len(jobs))))
+    return cluster, jobs
 
 
 def run_core(cluster: Cluster, pods: JobTable, workload: Workload, policy: str, seed: int, *,
@@ -60,7 +82,7 @@ def run_core(cluster: Cluster, pods: JobTable, workload: Workload, policy: str, 
     arr = make_arrivals(workload, inventory.total_gpu_milli, inflate, order, np.random.default_rng(wl_seq))
     jobs = pods.take(arr.rows)
     env = SchedulerEnv(cluster, JobStore.from_table(jobs), seed=seed, trace=pods)
-    fw = Framework(env, [_plugin(policy, policy_args)])
+    fw = Framework(env, [core_plugin(policy, policy_args)])
     state = ClusterState(cluster)
     queue = PendingQueue(env.jobs, ShapeIndex(), fw.static_key)
     ctx = CycleContext(env, state, queue, 0.0, {}, Statement(state))
