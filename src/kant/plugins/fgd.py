@@ -16,9 +16,10 @@ nodes go to the lowest node index (``score: exact``); ``score: artifact`` ranks 
 artifact, by ``int(100 sigmoid(-delta/1000))`` with delta per unit of target weight. Gangs of
 several workers are placed by the runner's filter+score greedy (``fw.place_workers``).
 
-The plugin keeps every node's sorted free milli per GPU and its F, and refreshes the nodes whose
-free GPUs, free CPU, GPU slots (``ClusterState.share_version``) or up state changed since the last
-placement (one vectorised comparison per placement).
+The plugin keeps every node's sorted free milli per GPU, its per-share-size counts and its F, and
+refreshes the nodes whose free GPUs, free CPU, GPU slots (``ClusterState.share_version``) or up
+state changed since the last placement (one vectorised comparison per placement); the increase is
+cached per (node, request shape) until the node changes.
 """
 
 from __future__ import annotations
@@ -138,11 +139,11 @@ class FragMeasure:
         return self.from_counts(cnt, usable, free.sum(axis=1), cpu, model)
 
     def increase(self, free: IntArray, cpu: IntArray, model: IntArray, f0: IntArray, ngpu: int, milli: int,
-                 cpu_req: int) -> tuple[IntArray, IntArray]:
-        """For nodes (rows of ``free``, sorted largest first, with F ``f0``), the least increase of F
-        from placing one worker of (``ngpu`` GPUs at ``milli``, ``cpu_req`` CPU) and the free milli of
-        the GPU it uses (1000 for whole GPUs, -1 for none)."""
-        cnt, use = self.counts(free)
+                 cpu_req: int, cnt_use: tuple[IntArray, IntArray] | None = None) -> tuple[IntArray, IntArray]:
+        """For nodes (rows of ``free``, sorted largest first, with F ``f0`` and, if known, ``counts``
+        ``cnt_use``), the least increase of F from placing one worker of (``ngpu`` GPUs at ``milli``,
+        ``cpu_req`` CPU) and the free milli of the GPU it uses (1000 for whole GPUs, -1 for none)."""
+        cnt, use = self.counts(free) if cnt_use is None else cnt_use
         s = free.sum(axis=1)
         cpu1 = cpu - cpu_req
         n = len(free)
@@ -210,7 +211,12 @@ class Fgd(Place):
         self._cpu_unmodelled = env.cpu_unmodelled
         self._free = np.where(np.arange(g)[None, :] < cluster.gpus[:, None], MILLI, 0).astype(np.int64)
         self._cpu = np.where(env.cpu_unmodelled, _BIG, cluster.cpu_milli).astype(np.int64)
-        self._f = self.measure(self._free, self._cpu, self._model)
+        self._cnt, self._use = self.measure.counts(self._free)
+        self._f = self.measure.from_counts(self._cnt, self._use, self._free.sum(axis=1), self._cpu, self._model)
+        #: per node, bumped whenever its row changes; per request shape, the increase and GPU pick of
+        #: every node and the stamp they were computed at (only stale nodes are evaluated again)
+        self._stamp = np.zeros(n, dtype=np.int64)
+        self._cache: dict[tuple[int, int, int], tuple[IntArray, IntArray, IntArray]] = {}
         # what each node's cached row was computed from
         self._seen: ClusterState | None = None
         self._at_free = cluster.gpus.copy()
@@ -234,7 +240,11 @@ class Fgd(Place):
             row = state.gpu_free_milli(n) if state.up[n] else []
             self._free[n] = row + [0] * (g - len(row))
         self._cpu[nodes] = np.where(self._cpu_unmodelled[nodes], _BIG, state.free_cpu[nodes])
-        self._f[nodes] = self.measure(self._free[nodes], self._cpu[nodes], self._model[nodes])
+        rows = self._free[nodes]
+        cnt, use = self.measure.counts(rows)
+        self._cnt[nodes], self._use[nodes] = cnt, use
+        self._f[nodes] = self.measure.from_counts(cnt, use, rows.sum(axis=1), self._cpu[nodes], self._model[nodes])
+        self._stamp[nodes] += 1
         self._at_free[nodes] = state.free[nodes]
         self._at_cpu[nodes] = state.free_cpu[nodes]
         self._at_share[nodes] = state.share_version[nodes]
@@ -258,8 +268,21 @@ class Fgd(Place):
         self._sync(ctx.state)
         g, milli = fw.job_gpus[job], fw.job_milli[job]
         share = fw.is_share(job)
-        delta, pick = self.measure.increase(self._free[nodes], self._cpu[nodes], self._model[nodes], self._f[nodes],
-                                            g, milli if share else MILLI, fw.job_cpu[job])
+        m = milli if share else MILLI
+        c = fw.job_cpu[job]
+        shape = (g, m, c)
+        cached = self._cache.get(shape)
+        if cached is None:
+            n = len(self._stamp)
+            cached = self._cache[shape] = (np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64),
+                                           np.full(n, -1, dtype=np.int64))
+        d_all, p_all, at = cached
+        stale = nodes[at[nodes] != self._stamp[nodes]]
+        if stale.size:
+            d, p = self.measure.increase(self._free[stale], self._cpu[stale], self._model[stale], self._f[stale],
+                                         g, m, c, (self._cnt[stale], self._use[stale]))
+            d_all[stale], p_all[stale], at[stale] = d, p, self._stamp[stale]
+        delta, pick = d_all[nodes], p_all[nodes]
         key = delta if self._exact else self.artifact_key(delta)
         i = int(np.argmin(key))  # lowest node index among the best
         node = int(nodes[i])
