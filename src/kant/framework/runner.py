@@ -178,7 +178,8 @@ class Framework:
         return room
 
     def _share_room(self, state: ClusterState, milli: int, t: int) -> int:
-        """:meth:`room_for` of a GPU share of ``milli``: completely free GPUs and open GPU slots."""
+        """:meth:`room_for` of a GPU share of ``milli``: completely free GPUs of the allowed types and
+        (any type) open GPU slots: an upper bound, as room_for promises."""
         key = (-milli, t)  # cannot clash with a whole-GPU key
         room = self._room.get(key)
         if room is None:
@@ -189,9 +190,9 @@ class Framework:
                 base = code * width
                 for k in range(1, width):
                     room += hist[base + k] * gpu_slots(k, 1, milli)
-            if state.share_free:
-                extra = state.share_slots(milli)
-                room += int((extra[self.env.nodes_of_type(t)] if t >= 0 else extra).sum())
+            # open GPU slots: their free milli in total over ``milli`` bounds what they hold (an upper
+            # bound, O(1); the exact count, ClusterState.share_slots, is O(nodes with shares))
+            room += (state.share_open * FULL_GPU_MILLI - state.share_used_milli) // milli
             self._room[key] = room
         return room
 
