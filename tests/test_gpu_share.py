@@ -72,6 +72,10 @@ def test_fit_rule() -> None:
     assert worker_slots(1, 250, 0, 0, free, cpu, cpu, unmod, unmod, limit=5, share_free=share).tolist() == [1, 4, 12]
     assert worker_slots(1, 250, 5, 0, free, cpu, cpu, unmod, unmod, limit=5, share_free=share).tolist() == [1, 2, 2]
     assert worker_slots(0, 0, 3, 0, free, cpu, cpu, unmod, unmod, limit=5).tolist() == [3, 3, 3]
+    rows = np.stack([free, free + 1])  # rows x nodes (capacity over time)
+    assert worker_slots(2, 1000, 0, 0, rows, rows, rows, unmod, unmod, limit=5,
+                        ok=np.array([True, True, False])).tolist() == [[0, 0, 0], [0, 1, 0]]
+    assert worker_slots(0, 0, 0, 0, rows, rows, rows, unmod, unmod, limit=5).shape == (2, 3)
     assert gpu_slots(7, 2) == 3 and gpu_slots(2, 1, 300) == 6 and gpu_slots(2, 1) == 2
     assert is_share(1, 999) and not is_share(2, 500) and not is_share(1, 1000) and not is_share(0, 0)
     assert Request(1, 1, 500).share and not Request(1, 2).share

@@ -81,7 +81,9 @@ def worker_slots(gpus: int, gpu_milli: int, cpu_milli: int, memory_mib: int, fre
     """Workers of the request each node holds, given per-node completely free GPUs ``free``, free
     CPU and memory; for a GPU share, plus ``share_free`` (per node, the workers its partly used GPUs
     hold: :meth:`kant.model.state.ClusterState.share_slots`). A request for no GPU holds ``limit``
-    workers where CPU and memory allow. 0 off ``ok``. Never negative."""
+    workers where CPU and memory allow. 0 off ``ok``. Never negative. The free arrays may have more
+    dimensions than the per-node masks (rows x nodes: capacity over time, as backfill's profile has
+    it); masks broadcast over the last axis."""
     if gpus > 0:
         if gpus == 1 and 0 < gpu_milli < FULL_GPU_MILLI:
             slots = free * (FULL_GPU_MILLI // gpu_milli)
@@ -90,7 +92,7 @@ def worker_slots(gpus: int, gpu_milli: int, cpu_milli: int, memory_mib: int, fre
         else:
             slots = free // gpus
     else:
-        slots = np.full(len(free), limit, dtype=np.int64)
+        slots = np.full(np.shape(free), limit, dtype=np.int64)
     if cpu_milli > 0:
         slots = np.where(cpu_unmodelled, slots, np.minimum(slots, free_cpu // cpu_milli))
     if memory_mib > 0:
