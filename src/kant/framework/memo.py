@@ -90,7 +90,7 @@ class FailedRequests:
         jobs = env.jobs
         g, w, t = int(jobs.gpus_per_worker[job]), int(jobs.workers[job]), int(jobs.gpu_type[job])
         # a GPU share gains from returns that free no whole GPU too: any return on an allowed node may help
-        other = bool(jobs.cpu_milli[job] or jobs.memory_mib[job]) or is_share(g, int(jobs.gpu_milli[job]))
+        other = bool(jobs.cpu_milli[job] or jobs.memory_mib[job]) or (g == 1 and is_share(g, int(jobs.gpu_milli[job])))
         kind = self._kinds.get((g, t, other))
         if kind is None:
             kind = self._kinds[(g, t, other)] = (g, None if t < 0 else frozenset(env.cluster_types_of(t)), other)
