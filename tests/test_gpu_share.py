@@ -184,3 +184,19 @@ def test_simulate_shares_one_gpu(policy: str) -> None:
     res = simulate(Cluster.uniform(1, 1), b.build(), load_policy(policy), check_every=1)
     assert list(res.first_start) == [0, 1, 10, 14]
     assert list(res.end) == [10, 11, 14, 19]
+
+
+def test_preempt_frees_a_share() -> None:
+    """A high-priority 0.6-GPU job evicts the low-priority 0.6-GPU job on the only GPU, and not the
+    0.3-GPU one that leaves room; the victim restarts when the GPU has room again."""
+    from kant.config import load_policy
+    from kant.model.job import JobTableBuilder
+    from kant.sim import simulate
+
+    b = JobTableBuilder()
+    b.add("small", submit=0, duration=100, gpu_milli=300, priority=0)
+    b.add("low", submit=1, duration=100, gpu_milli=600, priority=0)
+    b.add("high", submit=2, duration=10, gpu_milli=600, priority=5)
+    res = simulate(Cluster.uniform(1, 1), b.build(), load_policy("priority-preempt"), check_every=1)
+    assert list(res.first_start) == [0, 1, 2]
+    assert res.end[2] == 12 and res.end[0] == 100 and res.end[1] == 112
