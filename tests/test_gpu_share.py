@@ -200,3 +200,22 @@ def test_preempt_frees_a_share() -> None:
     res = simulate(Cluster.uniform(1, 1), b.build(), load_policy("priority-preempt"), check_every=1)
     assert list(res.first_start) == [0, 1, 2]
     assert res.end[2] == 12 and res.end[0] == 100 and res.end[1] == 112
+
+
+@pytest.mark.parametrize("policy", ["fifo", "k8s-default", "kant"])
+def test_share_gangs(policy: str) -> None:
+    """A gang of 4 x 0.4 GPU fits 2 GPUs (two per GPU, on the runner's tentative bookings); two 0.2
+    jobs then fill what is left; a gang of 5 x 0.4 can never run on 2 GPUs."""
+    from kant.config import load_policy
+    from kant.model.job import JobTableBuilder
+    from kant.sim import simulate
+
+    b = JobTableBuilder()
+    b.add("gang", submit=0, duration=10, workers=4, gpu_milli=400)
+    b.add("s1", submit=1, duration=5, gpu_milli=200)
+    b.add("s2", submit=1, duration=5, gpu_milli=200)
+    b.add("s3", submit=1, duration=5, gpu_milli=200)  # no room left: waits for s1
+    b.add("big", submit=2, duration=1, workers=5, gpu_milli=400)
+    res = simulate(Cluster.uniform(1, 2), b.build(), load_policy(policy), check_every=1)
+    assert list(res.first_start[:4]) == [0, 1, 1, 6]
+    assert np.isnan(res.first_start[4])
