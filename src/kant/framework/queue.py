@@ -279,21 +279,29 @@ class PendingQueue:
         return shape in self._blocked
 
     def walk(
-        self, dynamic_key: Callable[[int], SortKey] | None = None, skip_requests: Container[int] = ()
+        self, dynamic_key: Callable[[int], SortKey] | None = None, skip_requests: Container[int] = (),
+        start: Mapping[int, int] | None = None,
     ) -> Iterator[int]:
         """Yield pending jobs in queue order, skipping shapes blocked during the walk and jobs whose
         request id is in ``skip_requests``. Jobs the caller starts (removes) during the walk are
-        handled; the walk ends early once every shape is blocked."""
+        handled; the walk ends early once every shape is blocked. ``start`` (static order only):
+        per shape, how many of its first jobs to pass over (the walk resumes behind them)."""
         self._blocked = set()
         if dynamic_key is not None:
+            assert start is None, "start applies to the static order"
             yield from self._walk_sorted(dynamic_key, skip_requests)
             return
         shape_request = self._shape_request
-        heap: list[tuple[SortKey, int]] = [
-            (self._keys[lst[0]], s) for s, lst in self._by_shape.items() if shape_request[s] not in skip_requests
-        ]
+        heap: list[tuple[SortKey, int]]
+        if start is None:
+            pos: dict[int, int] = {}
+            heap = [(self._keys[lst[0]], s) for s, lst in self._by_shape.items()
+                    if shape_request[s] not in skip_requests]
+        else:
+            pos = dict(start)
+            heap = [(self._keys[lst[pos.get(s, 0)]], s) for s, lst in self._by_shape.items()
+                    if shape_request[s] not in skip_requests and pos.get(s, 0) < len(lst)]
         heapq.heapify(heap)
-        pos: dict[int, int] = {}
         while heap:
             _, shape = heapq.heappop(heap)
             lst = self._by_shape.get(shape)
