@@ -155,6 +155,9 @@ class PendingQueue:
         #: bumped whenever a shape starts or stops having pending jobs
         self.shape_changes = 0
         self._blocked: set[int] = set()
+        # what changed since mark(): jobs removed, and the smallest key pushed (None: no push)
+        self._removed_since_mark = 0
+        self._lowest_pushed: SortKey | None = None
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -202,10 +205,23 @@ class PendingQueue:
         """Jobs of one shape in static-key order (read only; indexing near either end is O(1))."""
         return self._by_shape.get(shape, _EMPTY)
 
+    def mark(self) -> None:
+        """Start noting what changes (for :meth:`since_mark`); a new mark replaces the last."""
+        self._removed_since_mark = 0
+        self._lowest_pushed = None
+
+    def since_mark(self) -> tuple[int, SortKey | None]:
+        """Since the last :meth:`mark`: how many jobs left the queue, and the smallest static key of
+        the jobs pushed (None: none pushed)."""
+        return self._removed_since_mark, self._lowest_pushed
+
     def push(self, job: int) -> None:
         key = self._static_key(job)
         keys = self._keys
         keys[job] = key
+        low = self._lowest_pushed
+        if low is None or key < low:
+            self._lowest_pushed = key
         shape = self.shape_of[job]
         request = self.request_of[job]
         lst = self._by_shape.get(shape)
@@ -224,6 +240,7 @@ class PendingQueue:
         self._request_count[request] = count + 1
 
     def remove(self, job: int) -> None:
+        self._removed_since_mark += 1
         keys = self._keys
         key = keys[job]
         shape = self.shape_of[job]

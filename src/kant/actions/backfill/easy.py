@@ -219,15 +219,20 @@ class LongBlocked:
     def __init__(self) -> None:
         self.requests: set[int] = set()  # read directly by the walk (a membership test)
         self._key: tuple[int, int] = (-1, 0)
+        #: bumped whenever the set changes
+        self.changes = 0
 
     def renew(self, key: tuple[int, int]) -> None:
         """Forget everything if ``key`` differs from the one the set was filled under."""
         if key != self._key:
             self._key = key
-            self.requests.clear()
+            if self.requests:
+                self.requests.clear()
+                self.changes += 1
 
     def add(self, request: int) -> None:
         self.requests.add(request)
+        self.changes += 1
 
 
 class Leftover:
@@ -238,9 +243,13 @@ class Leftover:
         self._capacity = bf.capacity
         self.free: IntArray | None = None
         self.whole = False  # X is all that is free now (the reservation needs nothing free now)
+        self._view: CycleContext | None = None  # the cycle as if X were all that is free
+        self._slots: dict[tuple[int, int], int] = {}  # (GPUs per worker, GPU type) -> worker slots in X
 
     def reset(self) -> None:
         self.free = None
+        self._view = None
+        self._slots.clear()
 
     def get(self, ctx: CycleContext, res: EasyReservation) -> IntArray:
         x_free = self.free
@@ -250,15 +259,90 @@ class Leftover:
             x_free = self.free = free_now if self.whole else np.minimum(free_now, res.spare)
         return x_free
 
-    def slots(self, g: int, tmask: BoolArray | None) -> int:
-        """Workers of ``g`` GPUs that X holds on the nodes of ``tmask`` (after :meth:`get`)."""
+    def slots(self, g: int, type_code: int, tmask: BoolArray | None) -> int:
+        """Workers of ``g`` GPUs that X holds on the nodes of ``tmask`` (those of GPU type
+        ``type_code``; after :meth:`get`)."""
         assert self.free is not None
-        return self._capacity.gpu_slots(self.free[0], g, tmask)
+        n = self._slots.get((g, type_code))
+        if n is None:
+            n = self._slots[(g, type_code)] = self._capacity.gpu_slots(self.free[0], g, tmask)
+        return n
 
     def view(self, ctx: CycleContext) -> CycleContext:
-        """The cycle as if X were all that is free (after :meth:`get`)."""
+        """The cycle as if X were all that is free (after :meth:`get`; built once per X)."""
         assert self.free is not None
-        return self._capacity.view(ctx, self.free)
+        if self._view is None:
+            self._view = self._capacity.view(ctx, self.free)
+        return self._view
+
+
+class QuietWalk:
+    """The last EASY walk that changed nothing (it started no job and added nothing to the failure
+    memo or to :class:`LongBlocked`), kept to tell when the next walk would repeat it exactly and can
+    be skipped: the cycles that only arrivals trigger, behind a blocked head, on a long queue.
+
+    Each verdict of such a walk came from the failure memo, from :class:`LongBlocked` or from whether
+    a job ends by the shadow time, never from the free capacity itself (a look at the free capacity
+    either starts the job or adds its request to one of the two). Another walk gives every job the
+    same verdict, so looks at the same jobs in the same order and stops at the same place, while:
+
+    * the memo and LongBlocked hold the same requests (their change counters);
+    * the queue's jobs up to the last key the walk looked at are the same: no job left the queue and
+      every job pushed since sorts after that key (``frontier``), which the walk stopped before
+      reaching because it had looked at ``max_jobs`` jobs;
+    * the head gets the same reservation object, unchanged (a job that starts changes it);
+    * no job the walk found short has become long: ``now + max_short <= shadow`` (a long job stays
+      long as time advances).
+
+    Only for the static queue order, without admission plugins or a runtime estimator."""
+
+    def __init__(self) -> None:
+        self.valid = False
+        self.memo_changes = -1
+        self.long_changes = -1
+        self.planned = False  # the walk asked for the head's reservation
+        self.head = -1
+        self.res: EasyReservation | None = None
+        self.serial = -1
+        self.frontier: tuple[float, ...] = ()
+        self.max_short = -math.inf  # longest estimate of a job found short once the head was planned
+
+    def remember(self, cycle: EasyCycle, frontier: tuple[float, ...]) -> None:
+        """``cycle`` walked and changed nothing; the queue is marked from here."""
+        bf = cycle.bf
+        self.valid = True
+        self.memo_changes = bf.failed.changes
+        self.long_changes = bf.long_blocked.changes
+        self.planned, self.head, self.res = cycle.planned, cycle.head, cycle.res
+        self.serial = -1 if cycle.res is None else cycle.res.serial
+        self.frontier = frontier
+        self.max_short = cycle.max_short
+        cycle.ctx.queue.mark()
+
+    def repeats(self, cycle: EasyCycle) -> bool:
+        """Would ``cycle`` (reset, not walked yet) repeat the remembered walk? May plan the head's
+        reservation on the way (as the walk would, with the same state: nothing starts before)."""
+        if not self.valid:
+            return False
+        bf = cycle.bf
+        removed, lowest = cycle.ctx.queue.since_mark()
+        if removed or (lowest is not None and lowest <= self.frontier) or bf.failed.changes != self.memo_changes:
+            self.valid = False
+            return False
+        if self.planned:
+            # the walk plans the head at its first look at a job not known to fail; nothing can start
+            # before that (the jobs ahead are those of the remembered walk), so the state is this one
+            res = cycle.prefetch(self.head)
+            if res is not self.res or res is None or res.serial != self.serial:
+                self.valid = False
+                return False
+            if cycle.now + self.max_short > res.shadow or cycle.now > res.shadow:
+                self.valid = False
+                return False
+        if bf.long_blocked.changes != self.long_changes:
+            self.valid = False
+            return False
+        return True
 
 
 # --- the walk ----------------------------------------------------------------------------------
@@ -274,6 +358,7 @@ class EasyCycle:
         self.room_ok: set[int] = set()
         self.leftover = Leftover(bf)
         self.long_blocked = bf.long_blocked.requests
+        self.quiet = QuietWalk()
         self.reset(bf, ctx, fw)
 
     def reset(self, bf: Backfill, ctx: CycleContext, fw: Framework) -> None:
@@ -286,6 +371,8 @@ class EasyCycle:
         self.planned = False
         self.res: EasyReservation | None = None
         self.shadow = math.inf  # jobs ending after it are "long"
+        self.max_short = -math.inf  # longest estimate of a job found short once planned (see QuietWalk)
+        self._prefetched: tuple[int, EasyReservation | None] | None = None  # (head, its reservation)
         bf.failed.refresh(ctx.state)
         self.failed = bf.failed
         # the failed request ids as a live view of the memo (a membership test without a Python call)
@@ -298,12 +385,22 @@ class EasyCycle:
     def is_long(self, job: int) -> bool:
         return self.now + self.estimate(job) > self.shadow
 
-    def _plan(self) -> None:
+    def prefetch(self, head: int) -> EasyReservation | None:
+        """The reservation :meth:`_plan` will find for ``head``, got now (the state must not change
+        before the walk plans)."""
         bf, ctx = self.bf, self.ctx
-        self.planned = True
-        self.res = res = bf.kept.get(bf, ctx, self.fw, self.head)
-        self.shadow = math.inf if res is None else res.shadow
+        res = bf.kept.get(bf, ctx, self.fw, head)
         bf.long_blocked.renew((ctx.state.release_count, 0 if res is None else res.serial))
+        self._prefetched = (head, res)
+        return res
+
+    def _plan(self) -> None:
+        """Get the head's reservation: from here on, jobs that end after its shadow time are long."""
+        self.planned = True
+        got = self._prefetched
+        res = got[1] if got is not None and got[0] == self.head else self.prefetch(self.head)
+        self.res = res
+        self.shadow = math.inf if res is None else res.shadow
 
     def _cannot_fit(self, job: int, request: int, status: Status, room: int) -> int:
         self.failed.add(self.env, request, job, status, room)
@@ -319,9 +416,12 @@ class EasyCycle:
     def consider(self, job: int, shape: int) -> int:
         bf, ctx, fw = self.bf, self.ctx, self.fw
         request = self.requests[job]
-        long = self.now + self.estimate(job) > self.shadow
+        est = self.estimate(job)
+        long = self.now + est > self.shadow
         if long and request in self.long_blocked:
             return SKIP
+        if self.planned and not long and est > self.max_short:
+            self.max_short = est
         if request in self.failed_keys:  # cannot fit; admission only decides whether it is the head
             if self.head < 0 and (not self.check_admit or fw.admit(ctx, job).ok):
                 self.head = job
@@ -339,7 +439,9 @@ class EasyCycle:
             self.room_ok.add(request)
         if self.head >= 0 and not self.planned:
             self._plan()
-            long = self.is_long(job)
+            long = self.now + est > self.shadow
+            if not long and est > self.max_short:
+                self.max_short = est
         if not long:
             result = fw.place(ctx, job)
             if isinstance(result, Placement):
@@ -357,7 +459,7 @@ class EasyCycle:
         g = bf.job_gpus[job]
         if leftover.whole:  # the room for its workers was checked on this capacity
             result = fw.place(ctx, job)
-        elif g > 0 and leftover.slots(g, bf.type_mask(self.env, job)) < bf.job_workers[job]:
+        elif g > 0 and leftover.slots(g, bf.job_type[job], bf.type_mask(self.env, job)) < bf.job_workers[job]:
             bf.long_blocked.add(request)
             return LONG
         else:
@@ -374,6 +476,12 @@ class EasyCycle:
         """Queue order by merging the per-shape lists (as ``PendingQueue.walk``); a shape whose long
         jobs cannot start skips them without the full look (each still counts as looked at)."""
         bf, queue, state = self.bf, self.ctx.queue, self.ctx.state
+        quiet = self.quiet
+        quiet_ok = not self.check_admit and self.env.estimator is None
+        if quiet_ok and quiet.repeats(self):
+            return
+        quiet.valid = False
+        before = (bf.backfilled, bf.failed.changes, bf.long_blocked.changes)
         max_jobs = bf.max_jobs
         key, shape_jobs, consider, is_long = queue.key, queue.shape_jobs, self.consider, self.is_long
         now, estimate, requests, failed = self.now, self.estimate, self.requests, self.failed_keys
@@ -408,6 +516,7 @@ class EasyCycle:
         looked = 0
         passed = 0  # left-out shapes passed so far (once exact)
         top_key: tuple[float, ...] | None = None
+        last = -1  # the last job looked at
         while heap:
             if looked >= limit:
                 if not exact:
@@ -428,7 +537,7 @@ class EasyCycle:
             i = pos.get(shape, 0)
             if i >= len(lst):
                 continue
-            job = lst[i]
+            job = last = lst[i]
             looked += 1
             if self.head >= 0 and requests[job] in failed:
                 continue  # known not to fit the free capacity; the head is already found
@@ -457,13 +566,23 @@ class EasyCycle:
                         if looked >= max_jobs:
                             break
                     j = lst[i]
-                    if now + estimate(j) <= shadow or (top is not None and key(j) > top):
+                    est = estimate(j)
+                    if now + est <= shadow:
+                        self.max_short = max(self.max_short, est)
+                        break
+                    if top is not None and key(j) > top:
                         break
                     i += 1
                     looked += 1
+                    last = j
             pos[shape] = i
             if i < len(lst):
                 heappush(heap, (key(lst[i]), shape))
+        if quiet_ok and looked >= max_jobs and before == (bf.backfilled, bf.failed.changes, bf.long_blocked.changes):
+            frontier = key(last) if last >= 0 else ()
+            if top_key is not None and top_key > frontier:
+                frontier = top_key
+            quiet.remember(self, frontier)
 
     def run_dynamic(self, dynamic: Callable[[int], tuple[float, ...]]) -> None:
         bf, queue, state = self.bf, self.ctx.queue, self.ctx.state
