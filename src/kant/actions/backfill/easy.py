@@ -213,22 +213,45 @@ def compute_reservation(bf: Backfill, ctx: CycleContext, fw: Framework, job: int
 # --- what cannot start ---------------------------------------------------------------------------
 class LongBlocked:
     """Requests whose *long* jobs (ending after the shadow time) cannot start in the capacity the
-    reservation leaves. Valid while that capacity cannot have grown: no capacity returned and the
-    same reservation (``key``: release count and reservation serial)."""
+    reservation leaves free now, ``X = min(free_now, spare)`` per node and resource.
+
+    A placement that fails on some capacity fails on any that is nowhere larger (the placers'
+    monotonicity that the shadow-time search relies on too), so the set stays valid while the
+    reservation is the same and X has grown nowhere since the set was filled: starts and long jobs
+    backfilled against the reservation only shrink X, and a capacity return that does not reach X
+    (it lands where the reservation needs it) changes nothing. ``bound`` is the last X the walk
+    computed (X only shrinks within a pass); :meth:`renew` compares the next pass's X with it."""
 
     def __init__(self) -> None:
         self.requests: set[int] = set()  # read directly by the walk (a membership test)
-        self._key: tuple[int, int] = (-1, 0)
+        self._serial = -1  # the reservation the set was filled under
+        self._bound: IntArray | None = None  # X when the last request was added, or later
         #: bumped whenever the set changes
         self.changes = 0
 
-    def renew(self, key: tuple[int, int]) -> None:
-        """Forget everything if ``key`` differs from the one the set was filled under."""
-        if key != self._key:
-            self._key = key
-            if self.requests:
-                self.requests.clear()
-                self.changes += 1
+    def renew(self, res: EasyReservation | None, free_now: IntArray) -> None:
+        """A pass planned its head with ``res``: forget everything unless the set still holds."""
+        if res is None:  # no long jobs this pass: the set is not looked at
+            return
+        if res.serial != self._serial:
+            self._serial = res.serial
+            self._bound = None
+            self._clear()
+        elif self.requests:
+            x = np.minimum(free_now, res.spare)
+            bound = self._bound
+            if bound is None or bool((x > bound).any()):
+                self._clear()
+            self._bound = x
+
+    def note(self, x: IntArray) -> None:
+        """The walk computed X (no larger than any X before it in this pass)."""
+        self._bound = x.copy()  # X may be a view of the live free capacity
+
+    def _clear(self) -> None:
+        if self.requests:
+            self.requests.clear()
+            self.changes += 1
 
     def add(self, request: int) -> None:
         self.requests.add(request)
@@ -241,6 +264,7 @@ class Leftover:
 
     def __init__(self, bf: Backfill) -> None:
         self._capacity = bf.capacity
+        self._long_blocked = bf.long_blocked
         self.free: IntArray | None = None
         self.whole = False  # X is all that is free now (the reservation needs nothing free now)
         self._view: CycleContext | None = None  # the cycle as if X were all that is free
@@ -257,6 +281,7 @@ class Leftover:
             free_now = self._capacity.free_now(ctx.state)
             self.whole = bool((free_now <= res.spare).all())
             x_free = self.free = free_now if self.whole else np.minimum(free_now, res.spare)
+            self._long_blocked.note(x_free)
         return x_free
 
     def slots(self, g: int, type_code: int, tmask: BoolArray | None) -> int:
@@ -390,7 +415,7 @@ class EasyCycle:
         before the walk plans)."""
         bf, ctx = self.bf, self.ctx
         res = bf.kept.get(bf, ctx, self.fw, head)
-        bf.long_blocked.renew((ctx.state.release_count, 0 if res is None else res.serial))
+        bf.long_blocked.renew(res, bf.capacity.free_now(ctx.state))
         self._prefetched = (head, res)
         return res
 
