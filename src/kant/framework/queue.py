@@ -201,6 +201,11 @@ class PendingQueue:
         """The static sort key ``job`` was queued with."""
         return self._keys[job]
 
+    @property
+    def key_of(self) -> Callable[[int], SortKey]:
+        """:meth:`key` as the key table's own lookup (no Python-level call per job; for hot loops)."""
+        return self._keys.__getitem__
+
     def shape_jobs(self, shape: int) -> Sequence[int]:
         """Jobs of one shape in static-key order (read only; indexing near either end is O(1))."""
         return self._by_shape.get(shape, _EMPTY)

@@ -508,8 +508,9 @@ class EasyCycle:
         quiet.valid = False
         before = (bf.backfilled, bf.failed.changes, bf.long_blocked.changes)
         max_jobs = bf.max_jobs
-        key, shape_jobs, consider, is_long = queue.key, queue.shape_jobs, self.consider, self.is_long
+        key, shape_jobs, consider, is_long = queue.key_of, queue.shape_jobs, self.consider, self.is_long
         now, estimate, requests, failed = self.now, self.estimate, self.requests, self.failed_keys
+        long_blocked = self.long_blocked
         heappop, heappush = heapq.heappop, heapq.heappush
         shapes = queue.pending_shapes()
         job0s = [shape_jobs(shape)[0] for shape in shapes]  # each shape's first job
@@ -564,20 +565,28 @@ class EasyCycle:
                 continue
             job = last = lst[i]
             looked += 1
-            if self.head >= 0 and requests[job] in failed:
+            request = requests[job]
+            if self.head >= 0 and request in failed:
                 continue  # known not to fit the free capacity; the head is already found
-            verdict = consider(job, shape)
-            if verdict == BLOCK:
-                continue
-            shadow = self.shadow  # known once the head is planned
-            if verdict == STARTED:
-                if bf.exhausted(state):
-                    return
-                lst = shape_jobs(shape)  # the started job left the list
-            else:
+            if request in long_blocked and now + estimate(job) > self.shadow:
+                # consider's first test, without the call: a long job that cannot start in what the
+                # reservation leaves (the most frequent look on a long queue)
+                shadow = self.shadow
                 i += 1
-                if verdict == LONG or (verdict == SKIP and is_long(job)):
-                    short_only.add(shape)
+                short_only.add(shape)
+            else:
+                verdict = consider(job, shape)
+                if verdict == BLOCK:
+                    continue
+                shadow = self.shadow  # known once the head is planned
+                if verdict == STARTED:
+                    if bf.exhausted(state):
+                        return
+                    lst = shape_jobs(shape)  # the started job left the list
+                else:
+                    i += 1
+                    if verdict == LONG or (verdict == SKIP and is_long(job)):
+                        short_only.add(shape)
             if shape in short_only:  # skip long jobs, but only those ahead of every other shape's
                 top = heap[0][0] if heap else None
                 n = len(lst)
