@@ -115,3 +115,28 @@ def test_walks_are_skipped_behind_a_blocked_head() -> None:
         QuietWalk.repeats = repeats  # type: ignore[method-assign]
     assert SKIPS["n"] - before > 10
     assert fast[0][1] == 1000.0  # the gang starts when the long job ends
+
+
+def test_queue_walk_from_start_positions_and_mark() -> None:
+    """``PendingQueue.walk(start=...)`` resumes behind each shape's first jobs; ``since_mark`` says
+    what left the queue and the smallest key pushed since ``mark``."""
+    from cycle_helpers import make_ctx
+    from kant.plugins.fifo import Fifo
+
+    cluster = Cluster.uniform(2, 4, nodes_per_leaf=2, leaves_per_spine=2)
+    specs: list[dict[str, Any]] = [{"gpus_per_worker": 1 + i % 2} for i in range(6)]  # two shapes, alternating
+    ctx, _fw = make_ctx(cluster, specs, {}, [Fifo()])
+    queue = ctx.queue
+    for job in range(4):
+        queue.push(job)
+    assert list(queue.walk()) == [0, 1, 2, 3]
+    shape0, shape1 = queue.shape_of[0], queue.shape_of[1]
+    assert list(queue.walk(start={shape0: 1})) == [1, 2, 3]
+    assert list(queue.walk(start={shape0: 2, shape1: 1})) == [3]
+    queue.mark()
+    assert queue.since_mark() == (0, None)
+    queue.push(5)
+    queue.push(4)
+    queue.remove(0)
+    removed, lowest = queue.since_mark()
+    assert removed == 1 and lowest == queue.key(4)
