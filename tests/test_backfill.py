@@ -15,7 +15,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import kant.actions.backfill as backfill_module
+import kant.actions.backfill.conservative as conservative_module
+import kant.actions.backfill.fit as fit_module
+import kant.actions.backfill.releases as releases_module
 from kant.actions.backfill import Backfill, backfill_action, backfill_stats
+from kant.actions.backfill.easy import ReservationKeeper
 from kant.config.policy import load_policy, parse_policy
 from kant.errors import ConfigError
 from kant.model.cluster import Cluster, NodeSpec
@@ -201,17 +205,17 @@ def test_cached_reservation_equals_recomputing_it(data: tuple[Cluster, list[Job]
     early: same starts as recomputing it every cycle (the cache is an optimisation, not a policy)."""
     cluster, rows = data
     _, cached = run(cluster, rows, load_policy("slurm-backfill"))
-    original = Backfill._reservation
+    original = ReservationKeeper.get
 
-    def fresh(self: Backfill, ctx: Any, fw: Any, head: int) -> Any:
-        self._res = None
-        return original(self, ctx, fw, head)
+    def fresh(self: ReservationKeeper, bf: Backfill, ctx: Any, fw: Any, head: int) -> Any:
+        self.res = None
+        return original(self, bf, ctx, fw, head)
 
-    Backfill._reservation = fresh  # type: ignore[method-assign]
+    ReservationKeeper.get = fresh  # type: ignore[method-assign]
     try:
         _, recomputed = run(cluster, rows, load_policy("slurm-backfill"))
     finally:
-        Backfill._reservation = original  # type: ignore[method-assign]
+        ReservationKeeper.get = original  # type: ignore[method-assign]
     np.testing.assert_array_equal(cached.first_start, recomputed.first_start)
 
 
@@ -222,12 +226,12 @@ def test_kept_conservative_plan_equals_replanning(data: tuple[Cluster, list[Job]
     early: same starts as re-planning every pass."""
     cluster, rows = data
     _, kept = run(cluster, rows, load_policy("conservative-backfill"))
-    original = backfill_module._ConsPlan.still_valid
-    backfill_module._ConsPlan.still_valid = lambda *args: False  # type: ignore[method-assign]
+    original = conservative_module.ConsPlan.still_valid
+    conservative_module.ConsPlan.still_valid = lambda *args: False  # type: ignore[method-assign]
     try:
         _, replanned = run(cluster, rows, load_policy("conservative-backfill"))
     finally:
-        backfill_module._ConsPlan.still_valid = original  # type: ignore[method-assign]
+        conservative_module.ConsPlan.still_valid = original  # type: ignore[method-assign]
     np.testing.assert_array_equal(kept.first_start, replanned.first_start)
 
 
@@ -239,23 +243,23 @@ def test_release_profile_kept_up_to_date_equals_a_fresh_build(data: tuple[Cluste
     exactly what sorting every running job's rows afresh gives, at every reservation, even when
     jobs overrun or end early."""
     cluster, rows = data
-    original = backfill_module._Releases.sorted
+    original = releases_module.Releases.sorted
     compared = []
 
     def checked(self: Any) -> Any:
         got = original(self)
-        fresh = backfill_module._Releases(self.modelled)
+        fresh = releases_module.Releases(self.modelled)
         fresh.by_job = dict(self.by_job)
         for a, b in zip(got, original(fresh), strict=True):
             np.testing.assert_array_equal(a, b)
         compared.append(len(got[0]))
         return got
 
-    backfill_module._Releases.sorted = checked  # type: ignore[method-assign]
+    releases_module.Releases.sorted = checked  # type: ignore[method-assign]
     try:
         run(cluster, rows, load_policy(pol_name))
     finally:
-        backfill_module._Releases.sorted = original  # type: ignore[method-assign]
+        releases_module.Releases.sorted = original  # type: ignore[method-assign]
 
 
 @pytest.mark.parametrize("pol_name", ["kant", "slurm-backfill"])
@@ -353,12 +357,12 @@ def test_head_guarantee_with_types_cpu_and_memory(
 def test_first_enough_counts_slots_per_node() -> None:
     # free now [0, 2], releases in time order: node0 +4, node1 +2; 2 workers x 4 GPUs.
     # slots: now 0//4 + 2//4 = 0; after node0: 1; after node1 (4): 2 -> the 2nd release (index 1)
-    first = backfill_module._first_enough(np.array([0, 2]), np.array([0, 1]), np.array([4, 2]), 4, 2, None)
+    first = fit_module.first_enough(np.array([0, 2]), np.array([0, 1]), np.array([4, 2]), 4, 2, None)
     assert first == 1
     # 3 GPUs free on each of 2 nodes, +1 on node0: 2-GPU slots 1+1 -> 2+1 = 3 >= 3 at index 0
-    assert backfill_module._first_enough(np.array([3, 3]), np.array([0]), np.array([1]), 2, 3, None) == 0
+    assert fit_module.first_enough(np.array([3, 3]), np.array([0]), np.array([1]), 2, 3, None) == 0
     # never enough
-    assert backfill_module._first_enough(np.array([0, 0]), np.array([0]), np.array([1]), 2, 1, None) == -1
+    assert fit_module.first_enough(np.array([0, 0]), np.array([0]), np.array([1]), 2, 1, None) == -1
 
 
 # --- the EASY reservation with a hard-topology placer ------------------------------------------------

@@ -1,6 +1,6 @@
 """The backfill action's incremental bookkeeping equals recomputing it from scratch.
 
-* the release profile (``_Releases.sorted``: one row per running job and node, by time) built from
+* the release profile (``Releases.sorted``: one row per running job and node, by time) built from
   per-job rows kept across reservations holds exactly the rows built from ``ctx.running`` now;
 * counting the shapes left out of the EASY walk lazily (only near ``max_jobs``) looks at the same
   jobs as counting them as the walk passes them;
@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import kant.actions.backfill as backfill_module
-from kant.actions.backfill import _BLOCK, _LONG, _SKIP, _STARTED, Backfill
+from kant.actions.backfill import Backfill
+from kant.actions.backfill.easy import BLOCK, LONG, SKIP, STARTED, EasyCycle
 from kant.config.policy import load_policy, parse_policy
 from kant.model.cluster import Cluster, NodeSpec
 from kant.model.job import JobTable, JobTableBuilder
@@ -52,7 +52,7 @@ def workloads(draw: st.DrawFn) -> tuple[Cluster, JobTable, list[NodeFailure]]:
 
 def _reference_rows(bf: Backfill, running: dict[int, Any], state: Any) -> list[tuple[float, int, tuple[int, ...]]]:
     rows = []
-    modelled = bf._modelled
+    modelled = bf.capacity.modelled
     for job, run in running.items():
         p = state.allocations[job]
         req = (p.gpus, p.cpu_milli, p.memory_mib)
@@ -75,16 +75,17 @@ def test_incremental_bookkeeping_equals_recomputing(
     def checked(self: Backfill, ctx: Any, fw: Any) -> None:
         nonlocal checks
         # jobs started in earlier cycles are in ctx.running now: bring the mirror up to date
-        if self._current is not None:
-            self._unsynced.append(self._current)
-            self._current = None
-        self._sync(ctx)
-        t, node, amt = self._releases.sorted()
+        releases = self.releases
+        if releases._current is not None:
+            releases.unsynced.append(releases._current)
+            releases._current = None
+        self.sync(ctx)
+        t, node, amt = releases.sorted()
         assert np.all(np.diff(t) >= 0)
         rows = sorted(zip(t.tolist(), node.tolist(), map(tuple, amt.tolist()), strict=True))
         assert rows == _reference_rows(self, ctx.running, ctx.state)
         original(self, ctx, fw)
-        res = self._res
+        res = self.kept.res
         if res is not None:
             np.testing.assert_array_equal(res.spare, res.free_at_shadow - res.reserved)
         checks += 1
@@ -98,9 +99,9 @@ def test_incremental_bookkeeping_equals_recomputing(
 
 
 def _eager_run_static(self: Any) -> None:
-    """``_EasyCycle.run_static`` as it was before left-out shapes were counted lazily (a reference)."""
+    """``EasyCycle.run_static`` as it was before left-out shapes were counted lazily (a reference)."""
     bf, queue, state = self.bf, self.ctx.queue, self.ctx.state
-    max_jobs = bf._max_jobs
+    max_jobs = bf.max_jobs
     key, shape_jobs, consider, is_long = queue.key, queue.shape_jobs, self.consider, self.is_long
     now, estimate, requests, cannot_fit = self.now, self.estimate, self.requests, self.failed.__contains__
     heappop, heappush = heapq.heappop, heapq.heappush
@@ -149,16 +150,16 @@ def _eager_run_static(self: Any) -> None:
         if self.head >= 0 and cannot_fit(requests[job]):
             continue  # known not to fit the free capacity; the head is already found
         verdict = consider(job, shape)
-        if verdict == _BLOCK:
+        if verdict == BLOCK:
             continue
         shadow = self.shadow  # known once the head is planned
-        if verdict == _STARTED:
-            if bf._exhausted(state):
+        if verdict == STARTED:
+            if bf.exhausted(state):
                 return
             lst = shape_jobs(shape)  # the started job left the list
         else:
             i += 1
-            if verdict == _LONG or (verdict == _SKIP and is_long(job)):
+            if verdict == LONG or (verdict == SKIP and is_long(job)):
                 short_only.add(shape)
         if shape in short_only:  # skip long jobs, but only those ahead of every other shape's
             top = heap[0][0] if heap else None
@@ -198,7 +199,7 @@ def test_lazy_left_out_count_equals_eager(data: tuple[Cluster, JobTable], max_jo
                     {"name": "backfill", "args": {"mode": "easy", "max_jobs": max_jobs}}],
     })
     lazy = Simulator(cluster, jobs, pol).run()
-    cycle = backfill_module._EasyCycle
+    cycle = EasyCycle
     original = cycle.run_static
     cycle.run_static = _eager_run_static  # type: ignore[method-assign]
     try:

@@ -155,6 +155,9 @@ class PendingQueue:
         #: bumped whenever a shape starts or stops having pending jobs
         self.shape_changes = 0
         self._blocked: set[int] = set()
+        # what changed since mark(): jobs removed, and the smallest key pushed (None: no push)
+        self._removed_since_mark = 0
+        self._lowest_pushed: SortKey | None = None
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -198,14 +201,32 @@ class PendingQueue:
         """The static sort key ``job`` was queued with."""
         return self._keys[job]
 
+    @property
+    def key_of(self) -> Callable[[int], SortKey]:
+        """:meth:`key` as the key table's own lookup (no Python-level call per job; for hot loops)."""
+        return self._keys.__getitem__
+
     def shape_jobs(self, shape: int) -> Sequence[int]:
         """Jobs of one shape in static-key order (read only; indexing near either end is O(1))."""
         return self._by_shape.get(shape, _EMPTY)
+
+    def mark(self) -> None:
+        """Start noting what changes (for :meth:`since_mark`); a new mark replaces the last."""
+        self._removed_since_mark = 0
+        self._lowest_pushed = None
+
+    def since_mark(self) -> tuple[int, SortKey | None]:
+        """Since the last :meth:`mark`: how many jobs left the queue, and the smallest static key of
+        the jobs pushed (None: none pushed)."""
+        return self._removed_since_mark, self._lowest_pushed
 
     def push(self, job: int) -> None:
         key = self._static_key(job)
         keys = self._keys
         keys[job] = key
+        low = self._lowest_pushed
+        if low is None or key < low:
+            self._lowest_pushed = key
         shape = self.shape_of[job]
         request = self.request_of[job]
         lst = self._by_shape.get(shape)
@@ -224,6 +245,7 @@ class PendingQueue:
         self._request_count[request] = count + 1
 
     def remove(self, job: int) -> None:
+        self._removed_since_mark += 1
         keys = self._keys
         key = keys[job]
         shape = self.shape_of[job]
@@ -279,21 +301,29 @@ class PendingQueue:
         return shape in self._blocked
 
     def walk(
-        self, dynamic_key: Callable[[int], SortKey] | None = None, skip_requests: Container[int] = ()
+        self, dynamic_key: Callable[[int], SortKey] | None = None, skip_requests: Container[int] = (),
+        start: Mapping[int, int] | None = None,
     ) -> Iterator[int]:
         """Yield pending jobs in queue order, skipping shapes blocked during the walk and jobs whose
         request id is in ``skip_requests``. Jobs the caller starts (removes) during the walk are
-        handled; the walk ends early once every shape is blocked."""
+        handled; the walk ends early once every shape is blocked. ``start`` (static order only):
+        per shape, how many of its first jobs to pass over (the walk resumes behind them)."""
         self._blocked = set()
         if dynamic_key is not None:
+            assert start is None, "start applies to the static order"
             yield from self._walk_sorted(dynamic_key, skip_requests)
             return
         shape_request = self._shape_request
-        heap: list[tuple[SortKey, int]] = [
-            (self._keys[lst[0]], s) for s, lst in self._by_shape.items() if shape_request[s] not in skip_requests
-        ]
+        heap: list[tuple[SortKey, int]]
+        if start is None:
+            pos: dict[int, int] = {}
+            heap = [(self._keys[lst[0]], s) for s, lst in self._by_shape.items()
+                    if shape_request[s] not in skip_requests]
+        else:
+            pos = dict(start)
+            heap = [(self._keys[lst[pos.get(s, 0)]], s) for s, lst in self._by_shape.items()
+                    if shape_request[s] not in skip_requests and pos.get(s, 0) < len(lst)]
         heapq.heapify(heap)
-        pos: dict[int, int] = {}
         while heap:
             _, shape = heapq.heappop(heap)
             lst = self._by_shape.get(shape)
