@@ -61,7 +61,7 @@ def _never(self: QuietWalk, cycle: Any) -> bool:
     return False
 
 
-def _forget_each_pass(self: LongBlocked, res: EasyReservation | None, free_now: Any) -> None:
+def _forget_each_pass(self: LongBlocked, res: EasyReservation | None, free_now: Any, state: Any = None) -> None:
     if res is not None:
         self._serial = res.serial
         self._clear()

@@ -571,11 +571,12 @@ class ClusterState:
         return [j for j, p in self.allocations.items() if node in p.per_node]
 
     def what_if(self, free: npt.ArrayLike, free_cpu: npt.ArrayLike | None = None,
-                free_mem: npt.ArrayLike | None = None) -> ClusterState:
+                free_mem: npt.ArrayLike | None = None, shares: bool = True) -> ClusterState:
         """A planning copy with other free capacity per node (as the cluster will be when some jobs
         end, or less what a reservation holds), for trying a placement without changing anything.
         Per-node arrays are copied and every aggregate is recomputed from them; ``allocations`` is
-        shared and must not be changed through the copy. O(nodes)."""
+        shared and must not be changed through the copy. O(nodes). Without ``shares`` the copy has
+        no open GPU slots (``free`` is then all the GPU capacity: backfill's future capacity)."""
         cluster = self.cluster
         view = copy.copy(self)
         view.classes = None  # the index belongs to the live state; a planning copy uses vectorised paths
@@ -595,7 +596,12 @@ class ClusterState:
         width = self.free_hist.shape[1]
         flat = cluster.gpu_type[gpu_up] * width + f[gpu_up]
         view.free_hist = np.bincount(flat, minlength=self.free_hist.size).reshape(self.free_hist.shape)
-        if self.share_free:  # a planning copy must not book shares on the live state's GPU slots
+        if not shares and self.share_free:
+            view.share_free, view.share_slots_of = {}, {}
+            view.share_max = np.zeros_like(self.share_max)
+            view.share_version = self.share_version.copy()
+            view.share_open = view.share_used_milli = 0
+        elif self.share_free:  # a planning copy must not book shares on the live state's GPU slots
             view.share_free = {n: list(v) for n, v in self.share_free.items()}
             view.share_max = self.share_max.copy()
             view.share_version = self.share_version.copy()

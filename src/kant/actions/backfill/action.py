@@ -74,6 +74,7 @@ class Backfill(Action):
         self.job_gpus: list[int] = []
         self.job_workers: list[int] = []
         self.job_type: list[int] = []
+        self.job_milli: list[int] = []
         self._cpu_jobs = bool((jobs.gpus_per_worker == 0).any())
         self.releases = Releases(self.capacity.modelled)
         self.kept = ReservationKeeper()
@@ -112,8 +113,9 @@ class Backfill(Action):
 
     # --- helpers for the passes --------------------------------------------------------------------
     def exhausted(self, state: ClusterState) -> bool:
-        """No GPU is free and no queued job asks for none: nothing more can start this cycle."""
-        return self.capacity.free_gpus(state) <= 0 and not self._cpu_jobs
+        """No GPU is free, none holds shares with room and no queued job asks for none: nothing more
+        can start this cycle."""
+        return self.capacity.free_gpus(state) <= 0 and not self._cpu_jobs and not state.share_open
 
     def type_mask(self, env: SchedulerEnv, job: int) -> BoolArray | None:
         t = self.job_type[job]
@@ -142,13 +144,15 @@ class Backfill(Action):
     def execute(self, ctx: CycleContext, fw: Framework) -> None:
         if self.job_gpus is not fw.job_gpus:
             self.job_gpus, self.job_workers, self.job_type = fw.job_gpus, fw.job_workers, fw.job_type
+            self.job_milli = fw.job_milli
         # jobs enter ctx.running only through a cycle's ctx.started (filled by every action)
         self.releases.hand_over(ctx.now, ctx.started)
         if len(self.releases.unsynced) > 256:  # keep the hand-over lists short when backfill is idle
             self.sync(ctx)
         state = ctx.state
         if not len(ctx.queue) or (
-            self.capacity.total_gpus - state.allocated_gpus - state.down_gpus <= 0 and not self._cpu_jobs  # exhausted
+            self.capacity.total_gpus - state.allocated_gpus - state.down_gpus <= 0 and not self._cpu_jobs
+            and not state.share_open  # exhausted
         ):
             return
         if self.args.mode == "easy":

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kant.actions.backfill.fit import MANY, BoolArray, FloatArray, IntArray, worker_slots
+from kant.actions.backfill.fit import MANY, BoolArray, FloatArray, IntArray, share_milli, share_opens, worker_slots
 from kant.actions.backfill.releases import events
 from kant.framework.context import CycleContext
 from kant.framework.queue import PendingQueue
 from kant.framework.runner import Framework
-from kant.model.state import Placement
+from kant.model.state import ClusterState, Placement
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -90,9 +90,9 @@ class Conservative:
                 if prof is None:
                     bf.computed += 1
                     t, node, amt = events(bf.releases, cap, ctx)
-                    prof = Profile(now, cap.free_now(ctx.state), t, node, amt, cap.modelled)
+                    prof = Profile(now, cap.free_now(ctx.state), t, node, amt, cap.modelled, ctx.state)
                     accounted.update(j for j, _ in ctx.started)
-                req = cap.request_vector(job, bf.job_gpus[job])
+                req = cap.request_vector(job, bf.job_gpus[job], bf.job_milli[job])
                 if not prof.fits_now(req, bf.job_type[job], bf.type_mask(env, job), bf.job_workers[job], d):
                     # not even without the reservations still to make: no need to make them yet
                     shortest_fail[request] = min(shortest_fail.get(request, math.inf), d)
@@ -116,7 +116,8 @@ class Conservative:
                     shortest_fail[request] = min(shortest_fail.get(request, math.inf), d)
         finally:
             if prof is not None and cacheable:
-                self.plan = ConsPlan(prof, reserved, accounted, min_start, ctx.state.down_gpus, ctx.state.up.copy())
+                self.plan = ConsPlan(prof, reserved, accounted, min_start, ctx.state.down_gpus, ctx.state.up.copy(),
+                                     share_token(ctx.state))
 
     def _plan(
         self, bf: Backfill, ctx: CycleContext, fw: Framework, prof: Profile, job: int, d: float, *, head: bool,
@@ -129,7 +130,8 @@ class Conservative:
         other reservations take worker slots best-fit (nodes with the fewest slots first)."""
         env, cap, args = ctx.env, bf.capacity, bf.args
         w = bf.job_workers[job]
-        req = cap.request_vector(job, bf.job_gpus[job])
+        req = cap.request_vector(job, bf.job_gpus[job], bf.job_milli[job])
+        share = len(req) > len(cap.attrs)  # a GPU share: see kant.actions.backfill.fit
         tmask = bf.type_mask(env, job)
         type_code = bf.job_type[job]
         horizon = ctx.now + args.window_s
@@ -147,7 +149,8 @@ class Conservative:
                 k, end_row = last, last + 1  # the final try: the end of the profile
                 jumped = True
             avail = prof.window_min(k, end_row)
-            slots = cap.worker_slots(avail, req, tmask)
+            # the open GPU slots count for a start now only (a reservation later takes whole GPUs)
+            slots = cap.worker_slots(avail, req, tmask, prof.share_free(req) if share and k == 0 else None)
             if int(slots.sum()) < w:
                 if k == last:
                     break
@@ -158,17 +161,35 @@ class Conservative:
                 continue
             tries += 1
             if k == 0 or head:
-                view = ctx if (k == 0 and np.array_equal(avail, cap.free_now(ctx.state))) else cap.view(ctx, avail)
+                view = ctx if (k == 0 and np.array_equal(avail, cap.free_now(ctx.state))) else \
+                    cap.view(ctx, avail, shares=k == 0)
                 result = fw.place(view, job)
                 usage = cap.usage(result) if isinstance(result, Placement) else None
+                if share and k == 0 and isinstance(result, Placement) and bool(
+                    (prof.avail[0, : prof.size].min(axis=0) < share_opens(ctx.state, result)).any()
+                ):
+                    usage = None  # the GPUs it would open are not free for good (see below)
             else:
                 result = None
                 usage = cap.best_fit(slots, w, req)
             if usage is not None:
                 if k == 0:
                     assert isinstance(result, Placement)
-                    bf.start(ctx, fw, job, result)
-                    prof.hold(0, ctx.now + d, usage)
+                    if share:
+                        # the completely free GPUs it really took (none for workers on open GPU
+                        # slots; checked free in every row above) are held for
+                        # good: other shares may join them and stay after it ends; CPU and memory
+                        # until its end
+                        free_before = ctx.state.free.copy()
+                        bf.start(ctx, fw, job, result)
+                        gpus = np.zeros_like(usage)
+                        gpus[0] = free_before - ctx.state.free
+                        usage[0] = 0
+                        prof.hold(0, ctx.now + d, usage)
+                        prof.hold(0, math.inf, gpus)
+                    else:
+                        bf.start(ctx, fw, job, result)
+                        prof.hold(0, ctx.now + d, usage)
                     return -math.inf
                 when = float(prof.times[k])
                 bf.approximated += jumped
@@ -181,6 +202,11 @@ class Conservative:
                 bf.approximated += 1  # out of tries before the end of the profile: no reservation
                 break
         return math.inf
+
+
+def share_token(state: ClusterState) -> int:
+    """Changes whenever the GPU-share books change (0 while no share was ever booked)."""
+    return int(state.share_version.sum()) if state.share_free else 0
 
 
 def _queue_prefix(queue: PendingQueue, jobs: list[int]) -> dict[int, int] | None:
@@ -211,12 +237,15 @@ class ConsPlan:
     min_start: float  # earliest reservation
     down_gpus: int
     up: BoolArray
+    shares: int  # share_token of the state the plan was made on
 
     def still_valid(self, bf: Backfill, ctx: CycleContext) -> bool:
         """The checks left after :meth:`Backfill.sync` (which drops the plan when a job left early
         or a job the plan did not start is running)."""
         state, now = ctx.state, ctx.now
         if ctx.started or self.min_start <= now or state.down_gpus != self.down_gpus:
+            return False
+        if share_token(state) != self.shares:  # the open GPU slots changed
             return False
         if not np.array_equal(state.up, self.up):
             return False
@@ -243,13 +272,15 @@ class Profile:
     updated only on the rows a hold changes."""
 
     def __init__(
-        self, now: float, free_now: IntArray, t: FloatArray, node: IntArray, amt: IntArray, modelled: IntArray
+        self, now: float, free_now: IntArray, t: FloatArray, node: IntArray, amt: IntArray, modelled: IntArray,
+        state: ClusterState | None = None,
     ) -> None:
         uniq, inv = np.unique(t, return_inverse=True)
         n_res, n_nodes = free_now.shape
         size = 1 + len(uniq)
         cap = size + 32
         self.modelled = modelled
+        self._state = state  # the live state: its open GPU slots, for a GPU share's counts
         self.times: FloatArray = np.full(cap, np.inf)
         self.times[0] = now
         self.times[1:size] = uniq
@@ -262,8 +293,19 @@ class Profile:
         self.size = size
         self._slots: dict[tuple[tuple[int, ...], int], _SlotCache] = {}
 
+    def share_free(self, req: tuple[int, ...]) -> IntArray | None:
+        """For a GPU share's request vector, the workers the open GPU slots hold now, per node; else None.
+
+        The slot counts of a share (:meth:`row_slots`, :meth:`fits_now`, :meth:`candidates`) add
+        them to every row: the open slots' room now is there later too as far as this plan goes (a
+        slot only gains room as shares leave; reservations in later rows take completely free GPUs
+        only). A reservation after now then checks and places on whole GPUs only (the caller)."""
+        if len(req) <= len(self.modelled) or self._state is None:
+            return None
+        return self._state.share_slots(share_milli(req, len(self.modelled)))
+
     def _count(self, a: int, b: int, req: tuple[int, ...], tmask: BoolArray | None) -> IntArray:
-        slots = worker_slots(self.avail[:, a:b, :], req, tmask, self.modelled)
+        slots = worker_slots(self.avail[:, a:b, :], req, tmask, self.modelled, self.share_free(req))
         out: IntArray = np.minimum(slots.sum(axis=1), MANY)
         return out
 
@@ -294,7 +336,7 @@ class Profile:
         ends = np.maximum(np.searchsorted(times, times + d, side="left"), k_all + 1)
         ok = (k_all >= first_row) & np.isfinite(times) & ((times <= horizon) | (k_all == 0))
         if exact and w == 1:
-            short = worker_slots(self.avail[:, :size, :], req, tmask, self.modelled) < 1  # rows x nodes
+            short = worker_slots(self.avail[:, :size, :], req, tmask, self.modelled, self.share_free(req)) < 1
             cum = np.zeros((size + 1, short.shape[1]), dtype=np.int64)
             np.cumsum(short, axis=0, out=cum[1:])
             ok &= ((cum[ends] - cum[k_all]) == 0).any(axis=1)
@@ -312,7 +354,7 @@ class Profile:
         if int(self.row_slots(req, type_code, tmask)[:end_row].min()) < w:
             return False
         avail = self.window_min(0, end_row)
-        return int(worker_slots(avail, req, tmask, self.modelled).sum()) >= w
+        return int(worker_slots(avail, req, tmask, self.modelled, self.share_free(req)).sum()) >= w
 
     def window_min(self, k: int, end_row: int) -> IntArray:
         out: IntArray = self.avail[:, k:end_row, :].min(axis=1)

@@ -25,7 +25,8 @@ from kant.actions.backfill.releases import events
 from kant.framework.context import CycleContext
 from kant.framework.runner import Framework
 from kant.framework.status import Status
-from kant.model.state import Placement
+from kant.model.fit import FULL_GPU_MILLI, is_share
+from kant.model.state import ClusterState, Placement
 
 if TYPE_CHECKING:
     from kant.actions.backfill.action import Backfill
@@ -82,18 +83,31 @@ class EasyReservation:
     release_count: int  # state.release_count when it was last checked
     accounted: set[int] = field(default_factory=set)  # long jobs already taken off free_at_shadow
     serial: int = 0  # tells reservations apart (a new one gets a new number)
+    pinned: bool = False  # short shares' GPUs were taken off (see pin)
     spare: IntArray = field(init=False)  # free_at_shadow - reserved: what the reservation leaves
 
     def __post_init__(self) -> None:
         self.spare = self.free_at_shadow - self.reserved
 
-    def take(self, placement: Placement, modelled: list[list[int]]) -> None:
-        """A long job was backfilled on ``placement``: it still holds that capacity at the shadow time."""
+    def pin(self, gpus_taken: IntArray) -> None:
+        """A short GPU share started and took ``gpus_taken`` completely free GPUs per node: it ends by
+        the shadow time, but long shares may join its GPUs and hold them past it, so those GPUs no
+        longer count as free then. Every GPU opened since the reservation was computed is thus taken
+        off (GPUs open when it was computed never counted: a running share gives back no GPU), and
+        a long share may start only while that leaves the reservation whole (``spare >= 0``)."""
+        self.free_at_shadow[0] -= gpus_taken
+        self.spare[0] -= gpus_taken
+        self.pinned = True
+
+    def take(self, placement: Placement, modelled: list[list[int]], gpus_taken: IntArray | None = None) -> None:
+        """A long job was backfilled on ``placement``: it still holds that capacity at the shadow time.
+        ``gpus_taken`` (a GPU share): the completely free GPUs its start took, per node (its workers
+        on open GPU slots took none)."""
         fas, spare = self.free_at_shadow, self.spare
         req = (placement.gpus, placement.cpu_milli, placement.memory_mib)
         for node, count in placement.per_node.items():
             for r, m in enumerate(modelled):
-                use = req[r] * count * m[node]
+                use = req[r] * count * m[node] if r or gpus_taken is None else int(gpus_taken[node])
                 if use:
                     fas[r, node] -= use
                     spare[r, node] -= use
@@ -167,13 +181,17 @@ def compute_reservation(bf: Backfill, ctx: CycleContext, fw: Framework, job: int
     env, now, cap = ctx.env, ctx.now, bf.capacity
     t, node, amt = events(bf.releases, cap, ctx)
     free_now = cap.free_now(ctx.state)
-    g, w = bf.job_gpus[job], bf.job_workers[job]
+    g, w, milli = bf.job_gpus[job], bf.job_workers[job], bf.job_milli[job]
     tmask = bf.type_mask(env, job)
     n_nodes = cap.n_nodes
+    # a GPU share counts the open GPU slots now; at a release time only completely free GPUs (the
+    # view below leaves the open slots out; see kant.actions.backfill.fit)
+    share = milli < FULL_GPU_MILLI and is_share(g, milli)
     if g > 0:
         sel = slice(None) if tmask is None else tmask[node]
         e_t = t[sel]
-        first = first_enough(free_now[0], node[sel], amt[sel, 0], g, w, tmask)
+        first = first_enough(free_now[0], node[sel], amt[sel, 0], g, w, tmask, milli,
+                             ctx.state.share_slots(milli) if share else None)
         if first < 0:
             return None
         pool = e_t[first:] if len(e_t) else t
@@ -191,7 +209,7 @@ def compute_reservation(bf: Backfill, ctx: CycleContext, fw: Framework, job: int
         free_s = np.array(free_now, dtype=np.int64)
         for r in range(free_s.shape[0]):
             free_s[r] += np.bincount(node[:upto], weights=amt[:upto, r], minlength=n_nodes).astype(np.int64)
-        result = fw.place(cap.view(ctx, free_s), job)
+        result = fw.place(cap.view(ctx, free_s, shares=not share), job)
         return (free_s, result) if isinstance(result, Placement) else None
 
     i, found, exact = earliest(len(times), place_at, bf.args.max_place_tries)
@@ -225,16 +243,21 @@ class LongBlocked:
     def __init__(self) -> None:
         self.requests: set[int] = set()  # read directly by the walk (a membership test)
         self._serial = -1  # the reservation the set was filled under
+        self._shares = 0  # the GPU-share books' version when it was filled (0: no shares)
         self._bound: IntArray | None = None  # X when the last request was added, or later
         #: bumped whenever the set changes
         self.changes = 0
 
-    def renew(self, res: EasyReservation | None, free_now: IntArray) -> None:
-        """A pass planned its head with ``res``: forget everything unless the set still holds."""
+    def renew(self, res: EasyReservation | None, free_now: IntArray, state: ClusterState) -> None:
+        """A pass planned its head with ``res``: forget everything unless the set still holds (the
+        GPU-share books count as grown whenever they changed: a share that left opens room on a GPU
+        slot without freeing a GPU)."""
         if res is None:  # no long jobs this pass: the set is not looked at
             return
-        if res.serial != self._serial:
+        shares = int(state.share_version.sum()) if state.share_free else 0
+        if res.serial != self._serial or shares != self._shares:
             self._serial = res.serial
+            self._shares = shares
             self._bound = None
             self._clear()
         elif self.requests:
@@ -269,6 +292,7 @@ class Leftover:
         self.whole = False  # X is all that is free now (the reservation needs nothing free now)
         self._view: CycleContext | None = None  # the cycle as if X were all that is free
         self._slots: dict[tuple[int, int], int] = {}  # (GPUs per worker, GPU type) -> worker slots in X
+        self._state: ClusterState | None = None
 
     def reset(self) -> None:
         self.free = None
@@ -279,15 +303,27 @@ class Leftover:
         x_free = self.free
         if x_free is None:
             free_now = self._capacity.free_now(ctx.state)
+            self._state = ctx.state
             self.whole = bool((free_now <= res.spare).all())
             x_free = self.free = free_now if self.whole else np.minimum(free_now, res.spare)
+            if res.pinned:  # spare may be below 0 on a node (see EasyReservation.pin)
+                x_free = self.free = np.maximum(x_free, 0)
             self._long_blocked.note(x_free)
         return x_free
 
-    def slots(self, g: int, type_code: int, tmask: BoolArray | None) -> int:
-        """Workers of ``g`` GPUs that X holds on the nodes of ``tmask`` (those of GPU type
-        ``type_code``; after :meth:`get`)."""
+    def slots(self, g: int, type_code: int, tmask: BoolArray | None, milli: int = FULL_GPU_MILLI) -> int:
+        """Workers of ``g`` GPUs at ``milli`` that X holds on the nodes of ``tmask`` (those of GPU
+        type ``type_code``; after :meth:`get`). A GPU share counts the open GPU slots too: the
+        reservation holds completely free GPUs only."""
         assert self.free is not None
+        if milli < FULL_GPU_MILLI and is_share(g, milli):
+            key = (-milli, type_code)  # cannot clash with a whole-GPU key
+            n = self._slots.get(key)
+            if n is None:
+                assert self._state is not None
+                n = self._slots[key] = self._capacity.gpu_slots(self.free[0], g, tmask, milli,
+                                                                self._state.share_slots(milli))
+            return n
         n = self._slots.get((g, type_code))
         if n is None:
             n = self._slots[(g, type_code)] = self._capacity.gpu_slots(self.free[0], g, tmask)
@@ -415,7 +451,7 @@ class EasyCycle:
         before the walk plans)."""
         bf, ctx = self.bf, self.ctx
         res = bf.kept.get(bf, ctx, self.fw, head)
-        bf.long_blocked.renew(res, bf.capacity.free_now(ctx.state))
+        bf.long_blocked.renew(res, bf.capacity.free_now(ctx.state), ctx.state)
         self._prefetched = (head, res)
         return res
 
@@ -470,7 +506,13 @@ class EasyCycle:
         if not long:
             result = fw.place(ctx, job)
             if isinstance(result, Placement):
-                self._started(job, result)
+                if result.gpu_milli < FULL_GPU_MILLI and self.res is not None and result.gpus == 1:
+                    # a short share: the GPUs it opens may hold long shares past the shadow time
+                    free_before = ctx.state.free.copy()
+                    self._started(job, result)
+                    self.res.pin(free_before - ctx.state.free)
+                else:
+                    self._started(job, result)
                 return STARTED
             if self.head < 0:
                 ctx.reasons[shape] = result
@@ -482,9 +524,14 @@ class EasyCycle:
         leftover = self.leftover
         leftover.get(ctx, res)
         g = bf.job_gpus[job]
+        if g == 1 and bf.job_milli[job] < FULL_GPU_MILLI and bool((res.spare[0] < 0).any()):
+            # a long share could stay on a GPU the reservation needs back (see EasyReservation.pin)
+            bf.long_blocked.add(request)
+            return LONG
         if leftover.whole:  # the room for its workers was checked on this capacity
             result = fw.place(ctx, job)
-        elif g > 0 and leftover.slots(g, bf.job_type[job], bf.type_mask(self.env, job)) < bf.job_workers[job]:
+        elif g > 0 and leftover.slots(g, bf.job_type[job], bf.type_mask(self.env, job),
+                                      bf.job_milli[job]) < bf.job_workers[job]:
             bf.long_blocked.add(request)
             return LONG
         else:
@@ -492,8 +539,13 @@ class EasyCycle:
         if not isinstance(result, Placement):
             bf.long_blocked.add(request)
             return LONG
-        self._started(job, result)
-        res.take(result, bf.capacity.modelled_rows)
+        if result.gpu_milli < FULL_GPU_MILLI and result.gpus == 1:  # a share: what it takes of the free GPUs
+            free_before = ctx.state.free.copy()
+            self._started(job, result)
+            res.take(result, bf.capacity.modelled_rows, free_before - ctx.state.free)
+        else:
+            self._started(job, result)
+            res.take(result, bf.capacity.modelled_rows)
         res.accounted.add(job)
         return STARTED
 

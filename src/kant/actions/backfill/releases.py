@@ -2,7 +2,8 @@
 
 :class:`Releases` mirrors ``ctx.running`` incrementally and keeps its per-node release rows sorted by
 time; :func:`events` adds the jobs started earlier in the current cycle. Every running job gives back
-its per-node GPUs (and CPU and memory, on nodes that model them) at its estimated end
+its per-node GPUs (and CPU and memory, on nodes that model them; a GPU share gives back no GPU, see
+:mod:`kant.actions.backfill.fit`) at its estimated end
 ``ctx.running[job].expected_end``; a job started earlier in the same cycle at
 ``now + env.estimate(job)``. A job already past its estimated end is assumed to end *right after
 now*: its time is clamped to ``now``.
@@ -17,6 +18,7 @@ import numpy as np
 
 from kant.actions.backfill.fit import Capacity, FloatArray, IntArray
 from kant.framework.context import CycleContext, RunningJob
+from kant.model.fit import FULL_GPU_MILLI
 from kant.model.state import ClusterState, Placement
 
 __all__ = ["Releases", "events"]
@@ -159,7 +161,9 @@ class Releases:
         for job in jobs:
             run, placement = by_job[job]
             end = run.expected_end
-            req = (placement.gpus, placement.cpu_milli, placement.memory_mib)
+            # a GPU share gives back no GPU (see Capacity.release_on)
+            gpus = 0 if placement.gpus == 1 and placement.gpu_milli < FULL_GPU_MILLI else placement.gpus
+            req = (gpus, placement.cpu_milli, placement.memory_mib)
             for node, count in placement.per_node.items():
                 t.append(end)
                 nodes.append(node)
@@ -210,7 +214,7 @@ def events(releases: Releases, capacity: Capacity, ctx: CycleContext) -> tuple[F
         for n, count in placement.per_node.items():
             extra_t.append(end)
             extra_node.append(n)
-            extra_amt.append(capacity.usage_on(placement, n, count))
+            extra_amt.append(capacity.release_on(placement, n, count))
     if extra_t:
         t = np.concatenate((t, np.asarray(extra_t)))
         node = np.concatenate((node, np.asarray(extra_node, dtype=np.int64)))
