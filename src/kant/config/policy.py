@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kant.config.yaml_file import read_yaml
 from kant.errors import ConfigError
-from kant.framework.plugin import Action, Plugin
+from kant.framework.plugin import Action, Place, Plugin
 from kant.framework.registry import action_class, action_names, plugin_class, plugin_names
 
 __all__ = ["Policy", "PluginEntry", "ActionEntry", "load_policy", "parse_policy", "bundled_policies"]
@@ -140,6 +140,9 @@ def parse_policy(data: Any, source: str = "<policy>") -> Policy:
         aspec = _ActionSpec(name=spec) if isinstance(spec, str) else spec
         acls = action_class(aspec.name)
         if acls is None:
+            if plugin_class(aspec.name) is not None:
+                raise ConfigError(source, f"actions[{i}]",
+                                  f"{aspec.name!r} is a plugin, not an action: list it under plugins")
             known = ", ".join(action_names())
             raise ConfigError(source, f"actions[{i}]", f"unknown action {aspec.name!r}; known: {known}")
         try:
@@ -152,6 +155,9 @@ def parse_policy(data: Any, source: str = "<policy>") -> Policy:
     for i, pspec in enumerate(doc.plugins):
         pcls = plugin_class(pspec.name)
         if pcls is None:
+            if action_class(pspec.name) is not None:
+                raise ConfigError(source, f"plugins[{i}].name",
+                                  f"{pspec.name!r} is an action, not a plugin: list it under actions")
             known = ", ".join(plugin_names())
             raise ConfigError(source, f"plugins[{i}].name", f"unknown plugin {pspec.name!r}; known: {known}")
         if pspec.name in seen:
@@ -169,12 +175,18 @@ def parse_policy(data: Any, source: str = "<policy>") -> Policy:
 
 
 def _check_combination(policy: Policy) -> None:
-    from kant.framework.plugin import Place
-
+    """Plugins and actions that cannot work together: two gang placers, an action without the plugin
+    kind it needs, an argument naming a plugin of the wrong kind (``rank_by``)."""
     placers = [i for i, p in enumerate(policy.plugins) if issubclass(p.cls, Place)]
     if len(placers) > 1:
         names = ", ".join(policy.plugins[i].cls.NAME for i in placers)
         raise ConfigError(policy.source, f"plugins[{placers[1]}]", f"at most one gang placement plugin, got {names}")
+    classes = [p.cls for p in policy.plugins]
+    for i, action in enumerate(policy.actions):
+        problem = action.cls.check_plugins(action.args, classes)
+        if problem is not None:
+            key, why = problem
+            raise ConfigError(policy.source, f"actions[{i}]{'.' + key if key else ''}", why)
 
 
 def bundled_policies() -> dict[str, Path]:

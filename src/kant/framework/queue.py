@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from abc import ABC, abstractmethod
 from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
@@ -24,10 +25,23 @@ import numpy.typing as npt
 
 from kant.model.store import JobStore, grow
 
-__all__ = ["PendingQueue", "ShapeIndex"]
+__all__ = ["PendingQueue", "QueueOrder", "ShapeIndex"]
 
 IntArray = npt.NDArray[np.int64]
 SortKey = tuple[float, ...]
+
+
+class QueueOrder(ABC):
+    """A queue order that changes with time (the runner's ``DynamicKey``): the sort key of one job,
+    and many jobs sorted at once (what :meth:`PendingQueue.walk` uses)."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def __call__(self, job: int) -> SortKey: ...
+
+    @abstractmethod
+    def order(self, jobs: IntArray) -> IntArray: ...
 
 
 _REQUEST_COLUMNS = ("workers", "gpus_per_worker", "gpu_milli", "cpu_milli", "memory_mib", "gpu_type", "kind")
@@ -285,6 +299,9 @@ class PendingQueue:
         request id is in ``skip_requests``. Jobs the caller starts (removes) during the walk are
         handled; the walk ends early once every shape is blocked."""
         self._blocked = set()
+        if isinstance(dynamic_key, QueueOrder):
+            yield from self._walk_ordered(dynamic_key.order, skip_requests)
+            return
         if dynamic_key is not None:
             yield from self._walk_sorted(dynamic_key, skip_requests)
             return
@@ -314,10 +331,7 @@ class PendingQueue:
                 heapq.heappush(heap, (self._keys[lst[i]], shape))
 
     def _walk_sorted(self, dynamic_key: Callable[[int], SortKey], skip_requests: Container[int]) -> Iterator[int]:
-        order_all = getattr(dynamic_key, "order", None)
-        if order_all is not None:
-            yield from self._walk_ordered(order_all, skip_requests)
-            return
+        """Dynamic walk for a plain key function (one sort in Python)."""
         order = sorted(self._keys, key=dynamic_key)
         n_shapes = len(self._by_shape)
         for job in order:
