@@ -105,11 +105,21 @@ def test_trace_info_skip_invalid_reports_drops(tmp_path: Path) -> None:
 
 
 # --- Philly ------------------------------------------------------------------------------------
-def test_philly_fast_reader_equals_row_wise_reader() -> None:
-    from kant.traces.philly import _read_philly_rows, read_philly
-    from kant.traces.schema import jobs_equal
+def test_philly_reader_by_hand(tmp_path: Path) -> None:
+    from kant.traces.philly import read_philly
 
-    assert jobs_equal(read_philly(), _read_philly_rows())
+    p = tmp_path / "p.csv"
+    p.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n"
+                 "2017-10-09 07:02:00,60,16,0,vc2\n"   # line 2: 16 GPUs -> 2 workers x 8
+                 "2017-10-09 07:01:55,5.5,3,0,vc1\n"   # line 3: the earliest submit, the origin
+                 "2017-10-09 07:01:55,7,1,0,vc2\n")    # line 4: same time as line 3, kept after it
+    jobs = read_philly(p)
+    assert list(jobs.names) == ["philly-3", "philly-4", "philly-2"]
+    assert jobs.submit.tolist() == [0.0, 0.0, 5.0]  # 07:01:55 -> 0, 07:02:00 -> 5 s
+    assert jobs.duration.tolist() == [5.5, 7.0, 60.0]
+    assert jobs.workers.tolist() == [1, 1, 2] and jobs.gpus_per_worker.tolist() == [3, 1, 8]
+    assert [jobs.tenant_names[t] for t in jobs.tenant] == ["vc1", "vc2", "vc2"]
+    assert jobs.origin_epoch == 1507532515.0  # 2017-10-09 07:01:55 UTC
 
 
 def test_philly_readme_numbers() -> None:

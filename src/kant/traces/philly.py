@@ -15,15 +15,14 @@ original row-by-row reader, kept as the reference the fast one is tested against
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
 from kant.errors import InputError
-from kant.model.job import JobTable, JobTableBuilder, split_gang
-from kant.traces._csv import Problems, csv_rows, parse_float, parse_int
+from kant.model.job import JobTable
+from kant.traces._csv import Problems
 
 __all__ = ["PHILLY_COLUMNS", "bundled_philly_path", "read_philly"]
 
@@ -33,14 +32,6 @@ PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
 def bundled_philly_path() -> Path:
     """The full Philly trace bundled with the package (82,247 jobs, CC BY 4.0)."""
     return Path(str(resources.files("kant.traces").joinpath("data/philly.csv.gz")))
-
-
-def _parse_time(source: str, line: int, text: str) -> float:
-    try:
-        return datetime.fromisoformat(text.strip()).replace(tzinfo=UTC).timestamp()
-    except ValueError:
-        raise InputError(source, "not a date-time (want YYYY-MM-DD HH:MM:SS)", line=line,
-                         column="timestamp", value=text) from None
 
 
 def read_philly(
@@ -90,60 +81,3 @@ def read_philly(
         sort=False,
     )
 
-
-def _read_philly_rows(
-    path: str | Path | None = None,
-    *,
-    max_gpus_per_worker: int = 8,
-    problems: Problems | None = None,
-) -> JobTable:
-    """Read a Philly CSV into a :class:`JobTable`, sorted by submit time.
-
-    ``path`` defaults to the bundled trace. Every bad row raises :class:`InputError` naming the file,
-    line, column and value; pass ``problems=Problems(skip=True)`` to drop bad rows instead and read
-    the reasons from it afterwards. Job names are ``philly-<line>`` so a job can be found in the file.
-    """
-    p = Path(path) if path is not None else bundled_philly_path()
-    source = str(p)
-    problems = problems if problems is not None else Problems()
-    names: list[str] = []
-    submit: list[float] = []
-    duration: list[float] = []
-    gpus: list[int] = []
-    vcs: list[str] = []
-    for line, row in csv_rows(p, PHILLY_COLUMNS, problems=problems):
-        try:
-            t = _parse_time(source, line, row["timestamp"])
-            d = parse_float(source, line, "duration", row["duration"], minimum=0.0)
-            g = parse_int(source, line, "num_gpus", row["num_gpus"])
-            if g < 1:
-                raise InputError(source, "a training job needs at least 1 GPU", line=line,
-                                 column="num_gpus", value=row["num_gpus"])
-            vc = row["cluster"].strip()
-            if not vc:
-                raise InputError(source, "empty virtual cluster", line=line, column="cluster", value="")
-        except InputError as err:
-            problems.add(err)
-            continue
-        names.append(f"philly-{line}")
-        submit.append(t)
-        duration.append(d)
-        gpus.append(g)
-        vcs.append(vc)
-    if not names:
-        raise InputError(source, "no valid job rows")
-    t_arr = np.asarray(submit)
-    origin = float(t_arr.min())
-    order = np.argsort(t_arr, kind="stable")
-    builder = JobTableBuilder(source=source, origin_epoch=origin)
-    for i in order.tolist():
-        w, g = split_gang(gpus[i], max_gpus_per_worker)
-        builder.add(
-            names[i],
-            submit=submit[i] - origin,
-            duration=duration[i],
-            workers=w,
-            gpus_per_worker=g,
-            tenant=vcs[i],
-        )
-    return builder.build()
