@@ -49,8 +49,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kant.config.validation import KeyPathError, validate_document
 from kant.config.yaml_file import read_yaml
 from kant.errors import ConfigError, InputError
 from kant.model.cluster import (
@@ -627,14 +628,6 @@ _KIND_WORDS = {"training": JobKind.TRAINING, "train": JobKind.TRAINING, "inferen
 Scalar = str | int | float | bool
 
 
-class _KeyError(ValueError):
-    """A mapping-level check that knows which key is wrong."""
-
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(message)
-        self.path = path
-
-
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -712,7 +705,7 @@ class TraceMapping(_Strict):
         for section, keys in (("columns", self.columns), ("defaults", self.defaults), ("values", self.values)):
             for key in keys:
                 if key not in allowed:
-                    raise _KeyError(f"{section}.{key}",
+                    raise KeyPathError(f"{section}.{key}",
                                     f"unknown field {key!r} for kind {self.kind!r}; fields are {', '.join(allowed)}")
         have = set(self.columns) | set(self.defaults)
         needs: dict[str, list[tuple[str, ...]]] = {
@@ -724,44 +717,26 @@ class TraceMapping(_Strict):
         need = needs[self.kind]
         for group in need:
             if not have & set(group):
-                raise _KeyError("columns", f"columns must map {' or '.join(repr(g) for g in group)}")
+                raise KeyPathError("columns", f"columns must map {' or '.join(repr(g) for g in group)}")
         if self.kind == "jobs" and "gpus" in have and ({"workers", "gpus_per_worker"} & have):
-            raise _KeyError("columns", "map either 'gpus' (total) or 'workers'/'gpus_per_worker', not both")
+            raise KeyPathError("columns", "map either 'gpus' (total) or 'workers'/'gpus_per_worker', not both")
         if not self.header and not self.column_names:
-            raise _KeyError("column_names", "header: false needs column_names")
+            raise KeyPathError("column_names", "header: false needs column_names")
         if isinstance(self.time_origin, float | int) and not math.isfinite(self.time_origin):
-            raise _KeyError("time_origin", "must be a finite number")
+            raise KeyPathError("time_origin", "must be a finite number")
         if isinstance(self.time_origin, str) and self.time_origin not in ("first", "zero"):
             try:
                 _parse_datetime(self.time_origin)
             except ValueError:
-                raise _KeyError("time_origin", "must be 'first', 'zero', a date-time or a number") from None
+                raise KeyPathError("time_origin", "must be 'first', 'zero', a date-time or a number") from None
         return self
-
-
-def _config_error(source: str, exc: ValidationError) -> ConfigError:
-    err = exc.errors()[0]
-    path = ".".join(str(p) for p in err.get("loc", ()))
-    cause = (err.get("ctx") or {}).get("error")
-    if isinstance(cause, _KeyError):
-        path = cause.path
-    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-    more = len(exc.errors()) - 1
-    if more:
-        msg += f" (and {more} more problem{'s' if more > 1 else ''})"
-    return ConfigError(source, path, msg)
 
 
 def load_mapping(path: str | Path) -> TraceMapping:
     """Read and validate a mapping YAML; errors are :class:`ConfigError` naming the key path."""
     source = str(path)
     data = read_yaml(path)
-    if not isinstance(data, dict):
-        raise ConfigError(source, "", "expected a mapping with at least 'file' and 'columns'")
-    try:
-        return TraceMapping.model_validate(data)
-    except ValidationError as exc:
-        raise _config_error(source, exc) from None
+    return validate_document(TraceMapping, data, source, "expected a mapping with at least 'file' and 'columns'")
 
 
 def read_with_mapping(path: str | Path, *, problems: Problems | None = None) -> JobTable | Cluster | LoadSeries:
