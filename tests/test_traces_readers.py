@@ -385,3 +385,30 @@ def test_errors_are_kant_errors_not_tracebacks(tmp_path: Path) -> None:
         p.write_bytes(content)
         with pytest.raises(KantError):
             load_any(str(p))
+
+
+# --- a reader added with one line (registry.READERS) -------------------------------------------
+def test_a_reader_added_with_one_registry_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kant.traces import registry
+
+    # the module: one function from a path to a job table
+    (tmp_path / "tiny_reader.py").write_text(
+        "from kant.model.job import JobTableBuilder\n"
+        "def read_tiny(path, problems=None):\n"
+        "    b = JobTableBuilder(source=str(path))\n"
+        "    for line in open(path).read().split()[1:]:\n"
+        "        name, gpus = line.split(',')\n"
+        "        b.add(name, submit=0.0, duration=1.0, gpus_per_worker=int(gpus))\n"
+        "    return b.build()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    data = tmp_path / "tiny.csv"
+    data.write_text("tiny_job,tiny_gpus\na,1\nb,2\n")
+    # the registry line
+    line = registry.Reader("tiny", "jobs", str(data), "a two-job test format", "tiny_reader:read_tiny",
+                           header=frozenset({"tiny_job", "tiny_gpus"}))
+    monkeypatch.setattr(registry, "READERS", (line,))
+    assert [e.name for e in registry.list_traces()][-1] == "tiny"
+    by_name = registry.load_trace("tiny")
+    by_path = registry.load_trace(str(data))  # recognised by its header
+    assert list(by_name.names) == list(by_path.names) == ["a", "b"]
+    assert by_name.gpus_per_worker.tolist() == [1, 2]

@@ -3,14 +3,14 @@
 Columns: ``timestamp,duration,num_gpus,gpu_time,cluster``.
 
 Kept: submit time (``timestamp``, read as UTC; the origin is the earliest submit), true run time
-(``duration``, seconds), gang size (``num_gpus``, split into workers by :func:`split_gang`), and the
+(``duration``, seconds), gang size (``num_gpus``, split into workers as
+:func:`kant.model.job.split_gang` does), and the
 virtual cluster (``cluster``) as the tenant and user. Dropped: ``gpu_time`` (it is duration x
 num_gpus, so it carries nothing new). The trace has no GPU type, priority, user estimate, status or
 placement, so those take defaults (any type, priority 0, no estimate).
 
 The reader is vectorised (``pyarrow`` splits the file, NumPy checks whole columns; see
-:mod:`kant.traces.mapping`) and still reports every bad row by line; ``_read_philly_rows`` is the
-original row-by-row reader, kept as the reference the fast one is tested against.
+:mod:`kant.traces.mapping`) and still reports every bad row by line.
 """
 
 from __future__ import annotations

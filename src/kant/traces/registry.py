@@ -33,6 +33,7 @@ import os
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 from typing import Literal
 
@@ -46,7 +47,9 @@ from kant.traces.load import LoadSeries
 from kant.traces.philly import bundled_philly_path, read_philly
 
 __all__ = [
+    "READERS",
     "TRACE_NAMES",
+    "Reader",
     "Trace",
     "TraceEntry",
     "TraceKind",
@@ -71,6 +74,39 @@ TRACE_NAMES = ("philly", "philly-pollux", "gavel", "openb", "tiresias", "dlrm", 
 _OPENB = "alibaba-openb-gpu-v2023"
 _SERVEGEN_MODELS = ("language-m-large", "language-m-mid", "language-m-small", "multimodal-mm-image",
                     "reason-deepseek-r1")
+
+
+@dataclass(frozen=True)
+class Reader:
+    """A trace format added with one line in :data:`READERS`: its name (``--trace NAME``, ``kant
+    trace list``), kind, file (relative to the shared traces folder, or absolute), a one-line
+    description, the reader as ``"module:function"`` (called ``function(path, problems=problems)``,
+    imported on first use) and, optionally, the CSV header columns that identify the format when a
+    path is given instead of the name (checked before the generic job-schema and inventory layouts)."""
+
+    name: str
+    kind: TraceKind
+    path: str
+    description: str
+    read: str
+    header: frozenset[str] = frozenset()
+
+    def load(self, path: Path, problems: Problems | None) -> Trace:
+        module, _, func = self.read.partition(":")
+        reader: Callable[..., Trace] = getattr(import_module(module), func)
+        return reader(path, problems=problems)
+
+    def entry(self) -> TraceEntry:
+        return TraceEntry(self.name, self.kind, self.path, self.description)
+
+
+#: Trace formats added as one line each (see docs/architecture.md, "Adding a trace reader"); the
+#: older readers are wired into list_traces, _load_entry and _csv_readers below.
+READERS: tuple[Reader, ...] = ()
+
+
+def _reader(name: str) -> Reader | None:
+    return next((r for r in READERS if r.name == name), None)
 
 
 def shared_traces_dir() -> Path | None:
@@ -166,6 +202,7 @@ def list_traces(*, variants: bool = True) -> list[TraceEntry]:
         out.append(TraceEntry("genai:requests", "load", "alibaba-genai-v2026/lora_request_trace.csv.gz",
                               "Alibaba GenAI Stable Diffusion requests"))
         out.append(TraceEntry("genai:qps", "load", "alibaba-genai-v2026/qps.csv.gz", "Alibaba GenAI QPS samples"))
+    out.extend(r.entry() for r in READERS)
     return out
 
 
@@ -220,6 +257,9 @@ def _load_entry(entry: TraceEntry, problems: Problems | None) -> Trace:
         if variant == "qps":
             return genai.read_genai_qps(loc, problems=problems)
         return genai.read_genai_requests(loc, problems=problems)
+    reader = _reader(name)
+    if reader is not None:
+        return reader.load(loc, problems)
     raise InputError(entry.name, "no reader for this trace")  # pragma: no cover - list and loader agree
 
 
@@ -288,6 +328,7 @@ def _csv_readers() -> list[tuple[frozenset[str], _Reader]]:
         (frozenset({"gmt_create", "exec_time_seconds", "checkpoint_model_version_id"}),
          lambda p, pr: genai.read_genai_requests(p, problems=pr)),
         (frozenset({"timestamp_anon", "value", "request_type"}), lambda p, pr: genai.read_genai_qps(p, problems=pr)),
+        *((r.header, r.load) for r in READERS if r.header),
         (frozenset({"name", "submit", "duration"}), _read_schema_csv),
         (frozenset({"name", "gpu_type", "gpus"}), lambda p, pr: read_inventory(p, problems=pr)),
     ]
@@ -385,7 +426,8 @@ def load_any(arg: str, *, problems: Problems | None = None) -> Trace:
     path = Path(arg)
     if path.exists():
         return read_path(path, problems=problems)
-    raise InputError(arg, f"unknown trace; expected a file path or one of {', '.join(TRACE_NAMES)} "
+    names = ", ".join((*TRACE_NAMES, *(r.name for r in READERS)))
+    raise InputError(arg, f"unknown trace; expected a file path or one of {names} "
                      "(see `kant trace list`)")
 
 
