@@ -1,10 +1,10 @@
 """Preempt: evict lower-priority running jobs so that a higher-priority pending job can start.
 
 Rule. The action walks the pending jobs in the policy's queue order (only those ranked above the
-lowest-ranked running job). For a pending job ``p`` of rank
-``r_p`` (``rank_by: priority`` -> ``JobTable.priority``; ``rank_by: <plugin name>`` -> that plugin's
-``rank(env, jobs, now)``, e.g. ``tiresias-las`` gives ``-LAS queue``), the *candidates* are the jobs
-that were running when the cycle began with rank strictly below ``r_p`` (never the same or a higher
+lowest-ranked running job). For a pending job ``p`` of rank ``r_p`` (``rank_by: priority`` ->
+``JobTable.priority``; ``rank_by: <plugin name>`` -> that :class:`~kant.framework.plugin.Rank`
+plugin's ``rank(env, jobs, now)``, e.g. ``tiresias-las`` gives ``-LAS queue``), the *candidates* are
+the jobs that were running when the cycle began with rank strictly below ``r_p`` (never the same or a higher
 rank) and that have run at least ``min_run_s`` in their current run. ``p`` must pass admission. Only
 candidates on nodes that could hold a worker of ``p`` once all candidates there are gone are
 considered; if even evicting every candidate cannot make room (per-node freeable capacity, computed
@@ -33,7 +33,8 @@ queue; the simulator charges the checkpoint/restart model: they keep the work up
 checkpoint and pay ``restart_cost_s`` when they start again) and the preemptor starts.
 
 Arguments:
-    rank_by: ``priority`` or the name of a plugin in the policy with a ``rank`` method.
+    rank_by: ``priority`` or the name of a :class:`~kant.framework.plugin.Rank` plugin of the policy
+        (checked when the policy is loaded).
     round_s: run only once per round of this many seconds (and ask the driver for a cycle at each
         round boundary while jobs wait); null = every cycle.
     checkpoint_interval_s: used to estimate work lost (set it to the simulator's execution model).
