@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from kant.framework.plugin import (
         MAX_SCORE,
         Action,
+        ActionLookup,
         Admit,
         BoolArray,
         ClassScore,
@@ -45,6 +46,7 @@ __all__ = [
     "MAX_SCORE",
     "SUCCESS",
     "Action",
+    "ActionLookup",
     "Admit",
     "Binder",
     "BoolArray",
@@ -78,8 +80,8 @@ _PLUGIN = "kant.framework.plugin"
 #: public name -> the module that defines it
 _WHERE = {
     **dict.fromkeys(["CycleContext", "RunningJob", "SchedulerEnv"], "kant.framework.context"),
-    **dict.fromkeys(["MAX_SCORE", "Action", "Admit", "BoolArray", "ClassScore", "CoScheduling", "Filter",
-                     "FloatArray", "Guarantee", "IntArray", "JobListener", "NoArgs", "Place", "Plugin",
+    **dict.fromkeys(["MAX_SCORE", "Action", "ActionLookup", "Admit", "BoolArray", "ClassScore", "CoScheduling",
+                     "Filter", "FloatArray", "Guarantee", "IntArray", "JobListener", "NoArgs", "Place", "Plugin",
                      "PluginLookup", "QueueSort", "Rank", "Score"], _PLUGIN),
     **dict.fromkeys(["register_action", "register_plugin"], "kant.framework.registry"),
     "Framework": "kant.framework.runner",

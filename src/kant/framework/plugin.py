@@ -40,6 +40,7 @@ __all__ = [
     "CoScheduling",
     "Action",
     "PluginLookup",
+    "ActionLookup",
 ]
 
 MAX_SCORE = 100.0
@@ -266,6 +267,7 @@ class Action:
 
 
 P = TypeVar("P", bound=Plugin)
+A = TypeVar("A", bound=Action)
 
 
 class PluginLookup(Protocol):
@@ -273,3 +275,10 @@ class PluginLookup(Protocol):
     a :class:`~kant.scheduler.Scheduler` or a :class:`~kant.sim.simulator.Simulator`."""
 
     def plugin(self, kind: type[P], name: str | None = None) -> P | None: ...
+
+
+class ActionLookup(Protocol):
+    """Anything that finds a policy's actions by kind: a :class:`~kant.scheduler.Scheduler` or a
+    :class:`~kant.sim.simulator.Simulator` (``sim.action(Backfill)``)."""
+
+    def action(self, kind: type[A]) -> A | None: ...

@@ -299,11 +299,11 @@ class PendingQueue:
         request id is in ``skip_requests``. Jobs the caller starts (removes) during the walk are
         handled; the walk ends early once every shape is blocked."""
         self._blocked = set()
-        if isinstance(dynamic_key, QueueOrder):
-            yield from self._walk_ordered(dynamic_key.order, skip_requests)
-            return
         if dynamic_key is not None:
-            yield from self._walk_sorted(dynamic_key, skip_requests)
+            if isinstance(dynamic_key, QueueOrder):
+                yield from self._walk_ordered(dynamic_key.order, skip_requests)
+            else:  # a plain key function
+                yield from self._walk_sorted(dynamic_key, skip_requests)
             return
         shape_request = self._shape_request
         heap: list[tuple[SortKey, int]] = [
