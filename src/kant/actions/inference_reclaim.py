@@ -103,9 +103,12 @@ class InferenceReclaim(EvictingAction[Walk]):
         pending.sort(key=lambda j: (-int(jobs.priority[j]), float(jobs.submit[j]), j))
         running = running_jobs(ctx)
         train = running[jobs.kind[running] == JobKind.TRAINING]
-        return Walk(pending, train, jobs.priority[train].astype(np.float64), set(), self.checkpoint_interval_s)
+        keys = queue.shapes[np.asarray(pending, dtype=np.int64)].tolist()
+        return Walk(pending, keys, train, jobs.priority[train].astype(np.float64), set(), self.checkpoint_interval_s)
 
     def victim_pool(self, ctx: CycleContext, fw: Framework, walk: Walk, job: int) -> BoolArray | Skip:
+        if job not in ctx.queue:
+            return Skip.DONE
         if not fw.admit(ctx, job).ok:
             return Skip.FAILED
         direct = fw.place(ctx, job)

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Generic, TypeVar
@@ -459,11 +459,14 @@ class Skip(Enum):
 
 @dataclass(eq=False)
 class Walk:
-    """One cycle's walk of an evicting action: the jobs to try in order, the pool of possible victims
-    (running since before the cycle) with their rank (lower = evicted first), and the failure keys
-    known to fail (shared across cycles if the action keeps them)."""
+    """One cycle's walk of an evicting action: the jobs to try in order with their failure keys
+    (jobs with equal keys succeed or fail alike in this cycle; computed for all of them at once, as
+    the walk visits many jobs per cycle), the pool of possible victims (running since before the
+    cycle) with their rank (lower = evicted first), and the failure keys known to fail (shared
+    across cycles if the action keeps them)."""
 
-    pending: Iterable[int]
+    pending: Sequence[int]
+    keys: Sequence[Hashable]
     running: IntArray
     rank: FloatArray
     failed: set[Hashable]
@@ -492,7 +495,7 @@ class EvictingAction(Action, Generic[W]):
     """The skeleton shared by ``preempt``, ``reclaim`` and ``inference-reclaim``.
 
     Each cycle: :meth:`begin` decides whether there is anything to do and returns the :class:`Walk`
-    (or None). For each job of the walk still pending whose :meth:`failure_key` is not known to fail,
+    (or None). For each job of the walk whose failure key is not known to fail this cycle,
     :meth:`victim_pool` checks admission and cheap bounds and says which pool jobs may be evicted for
     it; :func:`choose_victims` picks the victims and the job's placement (nothing is evicted if none
     makes it fit); :meth:`planned` counts; the victims are evicted (back to the queue) and the job
@@ -511,10 +514,6 @@ class EvictingAction(Action, Generic[W]):
 
     def begin(self, ctx: CycleContext, fw: Framework) -> W | None:
         raise NotImplementedError
-
-    def failure_key(self, ctx: CycleContext, walk: W, job: int) -> Hashable:
-        """Jobs with equal keys succeed or fail alike in this cycle; default: the job's shape."""
-        return int(ctx.queue.shapes[job])
 
     def victim_pool(self, ctx: CycleContext, fw: Framework, walk: W, job: int) -> BoolArray | Skip:
         """Which of ``walk.running`` may be evicted for ``job`` (a mask), or why not to try."""
@@ -544,13 +543,12 @@ class EvictingAction(Action, Generic[W]):
             self.end(ctx, walk)
 
     def _walk(self, ctx: CycleContext, fw: Framework, walk: W) -> int:
-        queue, failed, limit = ctx.queue, walk.failed, self.limit
+        failed, limit, victim_pool = walk.failed, self.limit, self.victim_pool
         started = 0
-        for job in walk.pending:
-            key = self.failure_key(ctx, walk, job)
-            if key in failed or job not in queue:
+        for job, key in zip(walk.pending, walk.keys, strict=True):
+            if key in failed:
                 continue
-            sel = self.victim_pool(ctx, fw, walk, job)
+            sel = victim_pool(ctx, fw, walk, job)
             if sel is Skip.DONE:
                 continue
             if sel is Skip.FAILED:
@@ -652,16 +650,16 @@ class Preempt(EvictingAction[_PreemptWalk]):
         if float(pend_rank.max()) <= low:
             return None
         eligible = pend_rank > low
-        walk = _PreemptWalk(in_queue_order(ctx, fw, pending[eligible]), running, run_rank, set(),
-                            args.checkpoint_interval_s)
-        walk.rank_of = dict(zip(pending[eligible].tolist(), pend_rank[eligible].tolist(), strict=True))
+        rank_of = dict(zip(pending[eligible].tolist(), pend_rank[eligible].tolist(), strict=True))
+        order = in_queue_order(ctx, fw, pending[eligible])
+        shapes = ctx.queue.shapes[np.asarray(order, dtype=np.int64)].tolist()
+        keys = [(s, rank_of[j]) for s, j in zip(shapes, order, strict=True)]
+        walk = _PreemptWalk(order, keys, running, run_rank, set(), args.checkpoint_interval_s)
+        walk.rank_of = rank_of
         if args.min_run_s > 0:
             starts = np.fromiter((ctx.running[int(j)].start for j in running), dtype=np.float64, count=len(running))
             walk.alive &= now - starts >= args.min_run_s
         return walk
-
-    def failure_key(self, ctx: CycleContext, walk: _PreemptWalk, job: int) -> Hashable:
-        return (int(ctx.queue.shapes[job]), walk.rank_of[job])
 
     def victim_pool(self, ctx: CycleContext, fw: Framework, walk: _PreemptWalk, job: int) -> BoolArray | Skip:
         sel = walk.alive & (walk.rank < walk.rank_of[job])

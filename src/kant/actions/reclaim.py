@@ -167,7 +167,9 @@ class Reclaim(EvictingAction[_ReclaimWalk]):
         # per node, GPUs free once every pool job there is gone: an upper bound for one worker
         node_bound = state.free + np.bincount(e_node, weights=e_cnt * jobs.gpus_per_worker[pool[e_idx]],
                                               minlength=len(state.free)).astype(np.int64)
-        walk = _ReclaimWalk(in_queue_order(ctx, fw, pending), pool, jobs.priority[pool].astype(np.float64), failed,
+        order = in_queue_order(ctx, fw, pending)
+        keys = queue.shapes[np.asarray(order, dtype=np.int64)].tolist()
+        walk = _ReclaimWalk(order, keys, pool, jobs.priority[pool].astype(np.float64), failed,
                             args.checkpoint_interval_s, entries)
         walk.guarantee = quota
         walk.v_tenant = jobs.tenant[pool]
