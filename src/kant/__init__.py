@@ -16,10 +16,12 @@ use, PEP 562)::
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
-
+# no `typing` import at run time: it alone costs more than the rest of `import kant` (mypy reads a
+# module-level TYPE_CHECKING = False as true)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from kant.config.policy import Policy, load_policy
     from kant.metrics.summary import summarize
     from kant.scheduler import Scheduler
@@ -45,6 +47,8 @@ _WHERE = {
 
 
 def __getattr__(name: str) -> Any:
+    from importlib import import_module
+
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'kant' has no attribute {name!r}")

@@ -10,10 +10,12 @@ Extension points (one base class per way a plugin takes part): :class:`QueueSort
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
-
+# no `typing` import at run time: it alone costs more than the rest of `import kant` (mypy reads a
+# module-level TYPE_CHECKING = False as true)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from kant.framework.context import CycleContext, RunningJob, SchedulerEnv
     from kant.framework.plugin import (
         MAX_SCORE,
@@ -92,6 +94,8 @@ _WHERE = {
 
 
 def __getattr__(name: str) -> Any:
+    from importlib import import_module
+
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'kant.framework' has no attribute {name!r}")
