@@ -85,7 +85,11 @@ def jobs_table(result: SimResult, estimates: npt.ArrayLike | None = None) -> pa.
     gpu_types = jobs.gpu_type_names
     type_codes = np.asarray(jobs.gpu_type, dtype=np.int64)
     has_type = (type_codes >= 0) & (type_codes < len(gpu_types))
-    reasons = [result.reasons.get(j) for j in range(n)] if result.reasons else [None] * n
+    reason_names = [None, *dict.fromkeys(result.reasons.values())]  # code 0: none (null)
+    reason_code = {r: i for i, r in enumerate(reason_names)}
+    reasons = np.zeros(n, dtype=np.int64)
+    for j, why in result.reasons.items():
+        reasons[j] = reason_code[why]
     columns: dict[str, pa.Array] = {
         "id": strings(jobs.names),
         "kind": _labels(jobs.kind, _KINDS),
@@ -106,7 +110,7 @@ def jobs_table(result: SimResult, estimates: npt.ArrayLike | None = None) -> pa.
         "duration": _floats(jobs.duration),
         "estimate": _floats(planned_estimates(result, estimates)),
         "state": _labels(result.status, _STATES),
-        "reason": strings(reasons),
+        "reason": strings_from_codes(reasons, reason_names),
     }
     assert tuple(columns) == JOB_COLUMNS
     return pa.Table.from_arrays(list(columns.values()), names=list(columns))

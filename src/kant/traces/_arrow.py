@@ -63,9 +63,17 @@ def numbers_of(arr: pa.Array | pa.ChunkedArray, dtype: npt.DTypeLike) -> npt.NDA
 def strings(values: Sequence[str | None]) -> pa.Array:
     """A ``string`` array; ``None`` is null."""
     n = len(values)
-    encoded = [b"" if v is None else v.encode("utf-8") for v in values]
+    valid: BoolArray | None = None
+    texts: Sequence[str] = values  # type: ignore[assignment]  # (no None: checked first)
+    if None in values:
+        valid = np.fromiter((v is not None for v in values), dtype=bool, count=n)
+        texts = ["" if v is None else v for v in values]
+    joined = "".join(texts)
+    if joined.isascii():  # one encode for all; characters are bytes
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=n)
+        return _from_lengths(n, lengths, joined.encode("ascii"), valid)
+    encoded = [t.encode("utf-8") for t in texts]
     lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
-    valid = np.fromiter((v is not None for v in values), dtype=bool, count=n)
     return _from_lengths(n, lengths, b"".join(encoded), valid)
 
 
@@ -77,13 +85,20 @@ def strings_from_codes(codes: npt.ArrayLike, vocab: Sequence[str | None]) -> pa.
     if n and (int(c.min()) < 0 or int(c.max()) >= len(vocab)):
         raise IndexError("code out of the vocabulary's range")
     encoded = [b"" if v is None else v.encode("utf-8") for v in vocab]
-    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))[c]
+    vocab_len = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    vocab_start = np.zeros(len(encoded), dtype=np.int64)
+    np.cumsum(vocab_len[:-1], out=vocab_start[1:])
+    lengths = vocab_len[c]
+    ends = np.cumsum(lengths)
+    # byte k of the output, in row i, is byte k - (start of row i) of vocab[c[i]]
+    shift = np.repeat(vocab_start[c] - (ends - lengths), lengths)
+    pool = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    data = pool[shift + np.arange(int(ends[-1]) if n else 0, dtype=np.int64)] if len(pool) else pool
     valid = np.fromiter((v is not None for v in vocab), dtype=bool, count=len(vocab))[c]
-    table = np.asarray(encoded, dtype=object) if encoded else np.zeros(0, dtype=object)
-    return _from_lengths(n, lengths, b"".join(table[c].tolist()), valid)
+    return _from_lengths(n, lengths, data.tobytes(), valid)
 
 
-def _from_lengths(n: int, lengths: npt.NDArray[np.int64], data: bytes, valid: BoolArray) -> pa.Array:
+def _from_lengths(n: int, lengths: npt.NDArray[np.int64], data: bytes, valid: BoolArray | None) -> pa.Array:
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     if offsets[-1] >= 2**31:
