@@ -204,10 +204,8 @@ _SERIES_PLOTS: tuple[tuple[str, str, str, float | None], ...] = (
 
 def _rounded(values: FloatArray, digits: int) -> list[float | None]:
     """JSON-ready values: ``digits`` significant digits, NaN as null (a gap in the plot)."""
-    out: list[float | None] = []
-    for v in values.tolist():
-        out.append(None if v != v else float(f"{v:.{digits}g}"))
-    return out
+    fmt = f"%.{digits}g"
+    return [None if v != v else float(fmt % v) for v in values.tolist()]
 
 
 def _series_data(result: SimResult, which: str, title: str, ylabel: str, ymax: float | None) -> dict[str, Any]:
