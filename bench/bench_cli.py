@@ -19,11 +19,11 @@ process pinned to one core, as ``kant simulate`` runs them): imports, policy, cl
 simulation, the summary and each file written; for the defaults and for ``--limit 1000``.
 
 Bytecode: an installed kant has its modules compiled (``pip install`` writes the ``.pyc`` files), so
-by default each tree is compiled once into a cache of its own (``compileall`` under
-``PYTHONPYCACHEPREFIX``) before the timed runs, which then read it (``PYTHONDONTWRITEBYTECODE`` is
-unset for them). ``--no-bytecode`` times the processes as an environment with
-``PYTHONDONTWRITEBYTECODE=1`` and no cache runs them: every kant module compiled at every start
-(about 0.2 s more; the figures of the first round of this work were taken that way).
+by default each tree is compiled once beside its sources (``compileall``, into the git-ignored
+``__pycache__`` folders) before the timed runs, which read them (``PYTHONDONTWRITEBYTECODE`` unset).
+``--no-bytecode`` times the processes as an editable install run with ``PYTHONDONTWRITEBYTECODE=1``
+(this project's sandboxes) does: every kant module compiled from source at every start, about 0.2 s
+more (the figures of the first round of this work were taken that way).
 
 Prints one table (median of ``--runs``) and writes bench/results/cli.json. Figures, never asserts.
 """
@@ -58,28 +58,32 @@ CASES: dict[str, list[str]] = {
 _FMT = "%U %S %e %M"  # user s, sys s, wall s, peak RSS KiB
 
 
-def tree_env(src: Path, pycache: Path | None) -> dict[str, str]:
-    """The environment of a ``kant`` process on the tree ``src``, reading bytecode from ``pycache``
-    (None: no bytecode cache, every module compiled at start)."""
+def tree_env(src: Path, bytecode: bool, empty: Path | None = None) -> dict[str, str]:
+    """The environment of a ``kant`` process on the tree ``src``: reading the compiled modules beside
+    the sources (``bytecode``), or compiling every module at start (``PYTHONDONTWRITEBYTECODE=1`` and
+    the bytecode looked up under ``empty``, an empty folder, so compiled files beside the sources are
+    not read either)."""
     env = dict(os.environ, PYTHONPATH=str(src), COLUMNS="100")
-    if pycache is None:
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        env.pop("PYTHONPYCACHEPREFIX", None)
-    else:
+    env.pop("PYTHONPYCACHEPREFIX", None)
+    if bytecode:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        if empty is not None:
+            env["PYTHONPYCACHEPREFIX"] = str(empty)
     return env
 
 
-def compile_tree(src: Path, pycache: Path) -> None:
-    """Compile every module of ``src`` into ``pycache`` (what ``pip install`` does for a user)."""
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], env=tree_env(src, pycache), check=True,
+def compile_tree(src: Path) -> None:
+    """Compile every module of ``src`` beside its sources (what ``pip install`` does for a user)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], env=tree_env(src, True), check=True,
                    capture_output=True)
 
 
-def run_case(args: list[str], src: Path, out_dir: Path, pycache: Path | None = None) -> dict[str, Any]:
+def run_case(args: list[str], src: Path, out_dir: Path, bytecode: bool = True,
+             empty: Path | None = None) -> dict[str, Any]:
     """One ``kant`` process on the tree whose sources are ``src``; its /usr/bin/time figures."""
-    env = tree_env(src, pycache)
+    env = tree_env(src, bytecode, empty)
     extra = ["--out", str(out_dir)] if args[0] == "simulate" else []
     code = "import sys; from kant.cli.main import main; sys.exit(main())"
     with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
@@ -144,10 +148,11 @@ def phases(limit: int | None, cluster: str) -> list[tuple[str, float]]:
     return laps
 
 
-def run_phases(limit: int | None, cluster: str, pycache: Path | None) -> list[tuple[str, float]]:
+def run_phases(limit: int | None, cluster: str, bytecode: bool, empty: Path) -> list[tuple[str, float]]:
     """:func:`phases` in a fresh interpreter pinned to one core."""
     cmd = ["taskset", "-c", "1", sys.executable, __file__, "--phases-one", str(limit or 0), cluster]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=tree_env(ROOT / "src", pycache)).stdout
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                         env=tree_env(ROOT / "src", bytecode, empty)).stdout
     return [(name, float(v)) for name, v in json.loads(out.strip().splitlines()[-1])]
 
 
@@ -183,16 +188,16 @@ def main() -> None:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree), args.before],
                            check=True, capture_output=True)
             trees.insert(0, (f"before ({args.before})", worktree / "src"))
-        caches: dict[str, Path | None] = {}
-        for i, (name, src) in enumerate(trees):
-            caches[name] = None if args.no_bytecode else work / f"pycache-{i}"
-            if caches[name] is not None:
-                compile_tree(src, work / f"pycache-{i}")
+        empty = work / "no-bytecode"
+        empty.mkdir()
+        if not args.no_bytecode:
+            for _, src in trees:
+                compile_tree(src)
         runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for _ in range(args.runs):
             for case in cases:
                 for name, src in trees:
-                    r = run_case(CASES[case], src, work / "out", caches[name])
+                    r = run_case(CASES[case], src, work / "out", not args.no_bytecode, empty)
                     runs.setdefault((case, name), []).append(r)
                     shown = r.get("cpu_s", f"exit {r['exit']}")
                     print(f"  {case} / {name}: {shown}", file=sys.stderr, flush=True)
@@ -216,16 +221,14 @@ def main() -> None:
               f"{r['wall_s']:>8.2f}{r['peak_mib']:>10.1f}{tgt:>8}")
     split: dict[str, list[tuple[str, float]]] = {}
     if args.phases:
-        pycache = None
+        empty = Path(tempfile.mkdtemp(prefix="kant-bench-nopyc-"))
         if not args.no_bytecode:
-            pycache = Path(tempfile.mkdtemp(prefix="kant-bench-pyc-"))
-            compile_tree(ROOT / "src", pycache)
+            compile_tree(ROOT / "src")
         try:
-            split = {"defaults": run_phases(None, "philly-80", pycache),
-                     "1000-jobs": run_phases(1000, "philly-80", pycache)}
+            split = {"defaults": run_phases(None, "philly-80", not args.no_bytecode, empty),
+                     "1000-jobs": run_phases(1000, "philly-80", not args.no_bytecode, empty)}
         finally:
-            if pycache is not None:
-                shutil.rmtree(pycache, ignore_errors=True)
+            shutil.rmtree(empty, ignore_errors=True)
         print(f"\nPhases of one process (current tree, CPU s, taskset -c 1; loadavg {os.getloadavg()[0]:.2f})")
         print(f"{'phase':<30}{'defaults':>10}{'1000-jobs':>11}")
         for (name, full), (_, small) in zip(split["defaults"], split["1000-jobs"], strict=True):
