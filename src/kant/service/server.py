@@ -46,7 +46,7 @@ from kant.service.executors import make_executor
 from kant.service.loop import CLOCK_KEY, LiveView, ServiceLoop
 from kant.service.metrics import ServiceMetrics
 from kant.service.schemas import JobSubmit, PredictionOut, WhatIfIn, WhyOut
-from kant.service.twin import Twin, describe_prediction
+from kant.service.twin import Busy, TooLong, Twin, WhatIfGate, describe_prediction
 from kant.service.writer import SubmitWriter
 from kant.twin.snapshot import TwinSnapshot
 from kant.twin.whatif import NodeTemplate, Scenario
@@ -86,6 +86,8 @@ class ServeConfig:
     predict: bool = True  # keep predicted start times fresh (the digital twin)
     predict_runs: int = 10  # sampled runs per prediction
     predict_every: float = 5.0  # at most one prediction per this many wall seconds
+    whatif_budget: float = 30.0  # wall seconds of simulation per what-if request (twice that: stopped)
+    whatif_queue: int = 4  # what-if requests running or waiting at most (one per tenant or admin token)
 
 
 def _float(text: str | None) -> float | None:
@@ -132,6 +134,7 @@ class Service:
         self._demo_table: JobTable | None = None
         self.twin = Twin(self.twin_snapshot, version=self._state_version, runs=config.predict_runs,
                          min_interval_s=config.predict_every, predict_on=config.predict, metrics=self.metrics)
+        self.whatif_gate = WhatIfGate(config.whatif_budget, config.whatif_queue)
 
     # --- start and stop ---------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -352,8 +355,9 @@ class Service:
             return None
         return loop.state_version
 
-    def whatif(self, body: WhatIfIn, *, html: bool) -> dict[str, Any]:
-        """Run the live state forward as it is and under ``body``'s scenarios (a worker process)."""
+    def whatif(self, body: WhatIfIn, *, html: bool, who: str) -> dict[str, Any]:
+        """Run the live state forward as it is and under ``body``'s scenarios (a worker process), for
+        ``who`` (a tenant or an admin token: one request at a time each, :class:`WhatIfGate`)."""
         scenarios = []
         bundled = bundled_policies()
         for i, sc in enumerate(body.scenarios):
@@ -373,7 +377,20 @@ class Service:
                                                              sc.node.memory_mib)
             scenarios.append(Scenario(sc.name, policy, sc.add_nodes, node, tuple(sc.drain),
                                       {t: (q.guaranteed, q.max) for t, q in sc.quotas.items()}))
-        out = self.twin.whatif(scenarios, horizon_s=body.horizon_h * 3600.0, runs=body.runs, html=html)
+        gate = self.whatif_gate
+        try:
+            with gate.enter(who), gate.turn():
+                out = self.twin.whatif(scenarios, horizon_s=body.horizon_h * 3600.0, runs=body.runs, html=html,
+                                       budget_s=gate.budget_s, hard_limit_s=gate.hard_limit_s())
+        except Busy as exc:
+            raise HTTPException(429, str(exc), headers={"Retry-After": str(math.ceil(exc.retry_after))}) from None
+        except TooLong:
+            log.warning("a what-if of %s was stopped after %g s without one run of each scenario", who,
+                        gate.hard_limit_s())
+            raise HTTPException(422, f"horizon_h, scenarios: not one run of each scenario finished within "
+                                     f"{gate.hard_limit_s():g} s (twice this service's what-if budget of "
+                                     f"{gate.budget_s:g} s, kant serve --whatif-budget): ask for a shorter "
+                                     "horizon_h, fewer scenarios or fewer add_nodes") from None
         if "error" in out:
             raise HTTPException(422, str(out["error"]))
         return out
