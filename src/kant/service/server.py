@@ -40,7 +40,7 @@ from kant.service.auth import Authenticator
 from kant.service.clock import make_clock
 from kant.service.dashboard import History
 from kant.service.dashboard.routes import mount as mount_dashboard
-from kant.service.db import Database, LeaderLock, NewJob
+from kant.service.db import Database, DatabaseError, LeaderLock, NewJob
 from kant.service.events import EventHub
 from kant.service.executors import make_executor
 from kant.service.loop import CLOCK_KEY, LiveView, ServiceLoop
@@ -88,6 +88,7 @@ class ServeConfig:
     predict_every: float = 5.0  # at most one prediction per this many wall seconds
     whatif_budget: float = 30.0  # wall seconds of simulation per what-if request (twice that: stopped)
     whatif_queue: int = 4  # what-if requests running or waiting at most (one per tenant or admin token)
+    db_wait: float = 30.0  # at start, seconds to keep trying a database that cannot be reached (0: none)
 
 
 def _float(text: str | None) -> float | None:
@@ -144,6 +145,7 @@ class Service:
             from kant.traces.registry import load_nodes
 
             self._cluster = load_nodes(cfg.cluster)
+        self._wait_for_database()
         self.db.migrate()
         if cfg.admin_token:
             self.db.add_token_hash(cfg.admin_token, role="admin", name="operator")
@@ -163,6 +165,27 @@ class Service:
         Scheduler(self.policy, self._cluster or Cluster.uniform(1, 1), JobStore(tenant_names=sorted(self._tenants)))
         self.hub = EventHub(self.db)
         self.writer.start()
+
+    def _wait_for_database(self) -> None:
+        """A database that cannot be reached at start (a PostgreSQL server restarting, a pod started
+        before its database) is tried again, waits doubling from 0.5 s to 2 s, for ``db_wait``
+        seconds; then the last error is raised (the process exits 2). This is safe where retrying
+        inside a running leader is not: nothing was loaded or scheduled yet. (A leader that loses
+        its database exits 3; its supervisor starts it again, and it waits here.)"""
+        deadline = time.monotonic() + self.config.db_wait
+        delay = 0.5
+        while True:
+            try:
+                self.db.ping()
+                return
+            except DatabaseError as exc:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                wait = min(delay, left)
+                log.warning("%s; trying again in %.1f s (--db-wait: %.1f s left)", exc, wait, left)
+                time.sleep(wait)
+                delay = min(2 * delay, 2.0)
 
     def start(self) -> None:
         """Begin leader election in the background (the API answers meanwhile)."""
