@@ -63,7 +63,7 @@ from kant.model.cluster import (
     NodeSpec,
 )
 from kant.model.job import FULL_GPU_MILLI, JobKind, JobTable
-from kant.traces._csv import Problems
+from kant.traces._csv import Problems, split_gangs
 from kant.traces.load import LoadSeries
 from kant.traces.schema import RowCheck, build_job_table, build_load_series
 
@@ -592,25 +592,6 @@ def time_column(
     want = "a date-time (ISO 8601, e.g. 2017-10-09 07:01:55)" if unit == "datetime" else f"a time matching {unit!r}"
     check.flag(bad, col, f"not {want}", arr)
     return vals
-
-
-def split_gangs(total: IntArray, max_gpus_per_worker: int = 8) -> tuple[IntArray, IntArray]:
-    """Vectorised :func:`kant.model.job.split_gang`: ``(workers, gpus_per_worker)`` for each total.
-
-    The largest divisor of the total that is at most ``max_gpus_per_worker`` becomes the per-worker
-    GPU count; a total of 0 is one worker with no GPU.
-    """
-    total = np.asarray(total, dtype=np.int64)
-    if max_gpus_per_worker < 1:
-        raise ValueError("max_gpus_per_worker must be >= 1")
-    per = np.zeros_like(total)
-    todo = total > 0
-    for g in range(max_gpus_per_worker, 0, -1):
-        hit = todo & (total % g == 0) & (total >= g)
-        per[hit] = g
-        todo &= ~hit
-    workers = np.where(total > 0, total // np.maximum(per, 1), 1)
-    return workers.astype(np.int64), per
 
 
 # ---------------------------------------------------------------------------------------------

@@ -163,7 +163,7 @@ def list_traces(*, variants: bool = True) -> list[TraceEntry]:
     from kant.traces.openb import OPENB_VARIANTS
 
     base = shared_traces_dir()
-    out = [TraceEntry("philly", "jobs", str(bundled_philly_path()), "Microsoft Philly jobs, bundled copy")]
+    out = [_bundled_philly()]
     out.append(TraceEntry("philly-pollux", "jobs", "philly-jobs-pollux/philly.csv.gz",
                           "Microsoft Philly jobs (Pollux CSV), shared copy"))
     out.append(TraceEntry("gavel", "jobs", "gavel-philly-vc/seed0", "Gavel Philly-derived jobs, all VCs"))
@@ -206,8 +206,14 @@ def list_traces(*, variants: bool = True) -> list[TraceEntry]:
     return out
 
 
+def _bundled_philly() -> TraceEntry:
+    return TraceEntry("philly", "jobs", str(bundled_philly_path()), "Microsoft Philly jobs, bundled copy")
+
+
 def resolve_name(name: str) -> TraceEntry | None:
     """The entry for a trace name, or None if it is not a known name."""
+    if name == "philly":  # the default trace: no listing (which imports every reader and scans folders)
+        return _bundled_philly()
     for entry in list_traces():
         if entry.name == name:
             return entry
@@ -223,15 +229,15 @@ def _need(entry: TraceEntry) -> Path:
     return loc
 
 
-def _load_entry(entry: TraceEntry, problems: Problems | None) -> Trace:
-    from kant.traces import azure, dlrm, gavel, genai, openb, pai, servegen, tiresias
-
+def _load_entry(entry: TraceEntry, problems: Problems | None, limit: int | None = None) -> Trace:
     name, _, variant = entry.name.partition(":")
     if name == "philly":
-        return read_philly(problems=problems)
+        return read_philly(problems=problems, limit=limit)
+    from kant.traces import azure, dlrm, gavel, genai, openb, pai, servegen, tiresias
+
     loc = _need(entry)
     if name == "philly-pollux":
-        return read_philly(loc, problems=problems)
+        return read_philly(loc, problems=problems, limit=limit)
     if name == "gavel":
         return gavel.read_gavel(loc, problems=problems)
     if name == "openb":
@@ -408,8 +414,11 @@ def _read_yaml(path: Path, problems: Problems | None) -> Trace:
     return read_with_mapping(path, problems=problems)
 
 
-def load_any(arg: str, *, problems: Problems | None = None) -> Trace:
-    """Resolve a trace name (see the module docstring) or path to a job table, cluster or load series."""
+def load_any(arg: str, *, problems: Problems | None = None, limit: int | None = None) -> Trace:
+    """Resolve a trace name (see the module docstring) or path to a job table, cluster or load series.
+
+    ``limit`` (job traces only) is a hint: the Philly reader then builds only the first ``limit`` jobs by
+    submit time; other readers ignore it (:func:`load_trace` takes the rows)."""
     if arg.startswith("synthetic"):
         from kant.traces.synthetic import generate_jobs, parse_synthetic
 
@@ -418,7 +427,7 @@ def load_any(arg: str, *, problems: Problems | None = None) -> Trace:
             return generate_jobs(parse_synthetic(arg))
     entry = resolve_name(arg)
     if entry is not None:
-        return _load_entry(entry, problems)
+        return _load_entry(entry, problems, limit)
     base, sep, _ = arg.partition(":")
     if sep and base in TRACE_NAMES and not Path(arg).exists():
         choices = [e.name for e in list_traces() if e.name.startswith(base + ":")]
@@ -447,11 +456,14 @@ def _expect(arg: str, obj: Trace, kind: TraceKind) -> None:
         raise InputError(arg, f"this is {words[got]}, not {words[kind]}")
 
 
-def load_trace(arg: str, *, problems: Problems | None = None) -> JobTable:
-    """A job trace by name or path (``philly``, ``openb:gpushare40``, ``jobs.parquet``, ``my.yaml``, ...)."""
-    obj = load_any(arg, problems=problems)
+def load_trace(arg: str, *, problems: Problems | None = None, limit: int | None = None) -> JobTable:
+    """A job trace by name or path (``philly``, ``openb:gpushare40``, ``jobs.parquet``, ``my.yaml``, ...);
+    with ``limit``, only its first ``limit`` jobs by submit time (rows ``0 .. limit - 1``)."""
+    obj = load_any(arg, problems=problems, limit=limit)
     _expect(arg, obj, "jobs")
     assert isinstance(obj, JobTable)
+    if limit is not None and len(obj) > limit:
+        obj = obj.take(np.arange(limit))
     return obj
 
 
