@@ -18,6 +18,13 @@ before / after run by run (one batch, so machine noise hits both alike). A case 
 process pinned to one core, as ``kant simulate`` runs them): imports, policy, cluster, trace, the
 simulation, the summary and each file written; for the defaults and for ``--limit 1000``.
 
+Bytecode: an installed kant has its modules compiled (``pip install`` writes the ``.pyc`` files), so
+by default each tree is compiled once beside its sources (``compileall``, into the git-ignored
+``__pycache__`` folders) before the timed runs, which read them (``PYTHONDONTWRITEBYTECODE`` unset).
+``--no-bytecode`` times the processes as an editable install run with ``PYTHONDONTWRITEBYTECODE=1``
+(this project's sandboxes) does: every kant module compiled from source at every start, about 0.2 s
+more (the figures of the first round of this work were taken that way).
+
 Prints one table (median of ``--runs``) and writes bench/results/cli.json. Figures, never asserts.
 """
 
@@ -51,9 +58,32 @@ CASES: dict[str, list[str]] = {
 _FMT = "%U %S %e %M"  # user s, sys s, wall s, peak RSS KiB
 
 
-def run_case(args: list[str], src: Path, out_dir: Path) -> dict[str, Any]:
-    """One ``kant`` process on the tree whose sources are ``src``; its /usr/bin/time figures."""
+def tree_env(src: Path, bytecode: bool, empty: Path | None = None) -> dict[str, str]:
+    """The environment of a ``kant`` process on the tree ``src``: reading the compiled modules beside
+    the sources (``bytecode``), or compiling every module at start (``PYTHONDONTWRITEBYTECODE=1`` and
+    the bytecode looked up under ``empty``, an empty folder, so compiled files beside the sources are
+    not read either)."""
     env = dict(os.environ, PYTHONPATH=str(src), COLUMNS="100")
+    env.pop("PYTHONPYCACHEPREFIX", None)
+    if bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        if empty is not None:
+            env["PYTHONPYCACHEPREFIX"] = str(empty)
+    return env
+
+
+def compile_tree(src: Path) -> None:
+    """Compile every module of ``src`` beside its sources (what ``pip install`` does for a user)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], env=tree_env(src, True), check=True,
+                   capture_output=True)
+
+
+def run_case(args: list[str], src: Path, out_dir: Path, bytecode: bool = True,
+             empty: Path | None = None) -> dict[str, Any]:
+    """One ``kant`` process on the tree whose sources are ``src``; its /usr/bin/time figures."""
+    env = tree_env(src, bytecode, empty)
     extra = ["--out", str(out_dir)] if args[0] == "simulate" else []
     code = "import sys; from kant.cli.main import main; sys.exit(main())"
     with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
@@ -82,7 +112,6 @@ def phases(limit: int | None, cluster: str) -> list[tuple[str, float]]:
     import kant.cli.main  # noqa: F401  (what the `kant` command imports before it runs)
 
     lap("import kant.cli.main")
-    import numpy as np
 
     from kant.config import load_policy
     from kant.metrics.summary import summarize
@@ -95,9 +124,7 @@ def phases(limit: int | None, cluster: str) -> list[tuple[str, float]]:
     lap("load the policy")
     nodes = load_nodes(cluster)
     lap("build the cluster")
-    jobs = load_trace("philly", problems=Problems(skip=False))
-    if limit is not None:
-        jobs = jobs.take(np.arange(min(limit, len(jobs))))
+    jobs = load_trace("philly", problems=Problems(skip=False), limit=limit)  # as `kant simulate` reads it
     lap("read the Philly trace")
     result = Simulator(nodes, jobs, policy).run()
     lap("simulate")
@@ -121,11 +148,11 @@ def phases(limit: int | None, cluster: str) -> list[tuple[str, float]]:
     return laps
 
 
-def run_phases(limit: int | None, cluster: str) -> list[tuple[str, float]]:
+def run_phases(limit: int | None, cluster: str, bytecode: bool, empty: Path) -> list[tuple[str, float]]:
     """:func:`phases` in a fresh interpreter pinned to one core."""
     cmd = ["taskset", "-c", "1", sys.executable, __file__, "--phases-one", str(limit or 0), cluster]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=dict(os.environ,
-                         PYTHONPATH=str(ROOT / "src"))).stdout
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                         env=tree_env(ROOT / "src", bytecode, empty)).stdout
     return [(name, float(v)) for name, v in json.loads(out.strip().splitlines()[-1])]
 
 
@@ -145,6 +172,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--case", action="append", choices=sorted(CASES), help="cases to run (default: all)")
     ap.add_argument("--phases", action="store_true", help="also the phases of one process (current tree)")
+    ap.add_argument("--no-bytecode", action="store_true",
+                    help="no bytecode cache: every kant module compiled at every start (PYTHONDONTWRITEBYTECODE=1)")
     ap.add_argument("--phases-one", nargs=2, metavar=("LIMIT", "CLUSTER"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.phases_one:
@@ -159,11 +188,16 @@ def main() -> None:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree), args.before],
                            check=True, capture_output=True)
             trees.insert(0, (f"before ({args.before})", worktree / "src"))
+        empty = work / "no-bytecode"
+        empty.mkdir()
+        if not args.no_bytecode:
+            for _, src in trees:
+                compile_tree(src)
         runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for _ in range(args.runs):
             for case in cases:
                 for name, src in trees:
-                    r = run_case(CASES[case], src, work / "out")
+                    r = run_case(CASES[case], src, work / "out", not args.no_bytecode, empty)
                     runs.setdefault((case, name), []).append(r)
                     shown = r.get("cpu_s", f"exit {r['exit']}")
                     print(f"  {case} / {name}: {shown}", file=sys.stderr, flush=True)
@@ -174,7 +208,8 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     rows = [{"case": case, "tree": name, **median_row(runs[(case, name)])} for case in cases for name, _ in trees]
     print(f"kant simulate, whole process, taskset -c 1, median of {args.runs} run(s); Python "
-          f"{platform.python_version()}, loadavg {os.getloadavg()[0]:.2f}")
+          f"{platform.python_version()}, {'no bytecode cache' if args.no_bytecode else 'bytecode compiled'}, "
+          f"loadavg {os.getloadavg()[0]:.2f}")
     print(f"{'case':<11}{'tree':<22}{'user s':>8}{'sys s':>7}{'CPU s':>7}{'wall s':>8}{'peak MiB':>10}{'target':>8}")
     for r in rows:
         target = TARGETS.get(r["case"])
@@ -186,7 +221,14 @@ def main() -> None:
               f"{r['wall_s']:>8.2f}{r['peak_mib']:>10.1f}{tgt:>8}")
     split: dict[str, list[tuple[str, float]]] = {}
     if args.phases:
-        split = {"defaults": run_phases(None, "philly-80"), "1000-jobs": run_phases(1000, "philly-80")}
+        empty = Path(tempfile.mkdtemp(prefix="kant-bench-nopyc-"))
+        if not args.no_bytecode:
+            compile_tree(ROOT / "src")
+        try:
+            split = {"defaults": run_phases(None, "philly-80", not args.no_bytecode, empty),
+                     "1000-jobs": run_phases(1000, "philly-80", not args.no_bytecode, empty)}
+        finally:
+            shutil.rmtree(empty, ignore_errors=True)
         print(f"\nPhases of one process (current tree, CPU s, taskset -c 1; loadavg {os.getloadavg()[0]:.2f})")
         print(f"{'phase':<30}{'defaults':>10}{'1000-jobs':>11}")
         for (name, full), (_, small) in zip(split["defaults"], split["1000-jobs"], strict=True):
@@ -196,7 +238,8 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "cli.json").write_text(json.dumps({
         "machine": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-        "loadavg": os.getloadavg(), "runs": args.runs, "before": args.before, "targets": TARGETS, "rows": rows,
+        "loadavg": os.getloadavg(), "runs": args.runs, "before": args.before, "bytecode": not args.no_bytecode,
+        "targets": TARGETS, "rows": rows,
         "phases": split,
     }, indent=2) + "\n")
 

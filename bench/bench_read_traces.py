@@ -34,14 +34,8 @@ def _rows(obj: Any) -> int:
 
 def bench(name: str, repeat: int) -> dict[str, Any]:
     """Read ``name`` once to warm up, then ``repeat`` timed times."""
-    if name == "philly (row-wise reference)":
-        from kant.traces.philly import _read_philly_rows
-
-        def read() -> Any:
-            return _read_philly_rows()
-    else:
-        def read() -> Any:
-            return load_any(name)
+    def read() -> Any:
+        return load_any(name)
     obj = read()
     times = []
     for _ in range(repeat):
@@ -62,8 +56,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     names = args.names or [e.name for e in list_traces(variants=args.all_variants)
                            if (e.location() is not None and e.location().exists())]  # type: ignore[union-attr]
-    if not args.names and "philly" in names:
-        names.insert(names.index("philly") + 1, "philly (row-wise reference)")
     results = [bench(n, args.repeat) for n in names]
     table = Table(title=f"trace read times (median of {args.repeat} runs)", title_justify="left")
     for col, justify in (("trace", "left"), ("rows", "right"), ("median s", "right"), ("best s", "right"),

@@ -7,6 +7,7 @@ printed goes into docs/reliability.md. All against real ``kant serve`` processes
     python bench/bench_reliability.py pgrestart --rounds 5      # a private PostgreSQL server restarted under load
     python bench/bench_reliability.py timing --samples 2000     # 401 time of near and far wrong tokens
     python bench/bench_reliability.py inputs --examples 400     # malformed traces, mappings, policies, services
+    python bench/bench_reliability.py whatif --budget 30        # a tenant's largest what-ifs against the bounds
 
 * **fuzz**: every operation of ``/openapi.json``, ``--examples`` valid and as many invalid requests
   per operation, as an admin and as a tenant (tests/reliability/apifuzz.py); problems = 5xx, a
@@ -26,6 +27,11 @@ printed goes into docs/reliability.md. All against real ``kant serve`` processes
   the mapping files; tests/reliability/test_config_fuzz.py: policies and services files) run with
   ``KANT_FUZZ_EXAMPLES=--examples``, counting the generated inputs each one checked (every one may
   only end in a KantError that names the file, row or key).
+* **whatif**: a service (``--nodes`` x 8 GPUs, ``--pending`` queued gangs behind a full cluster, a
+  wall clock, ``--whatif-budget --budget``) under 4 clients' submits; a tenant sends the largest
+  what-if the body allows (16 scenarios of 100,000 more nodes, a 366-day horizon) and one asking for
+  100 runs of 4 scenarios (10-40 more nodes), while a second request of the same tenant probes for 429; printed:
+  each answer's status, time and runs, the submits' latency (median, max) and the cycles meanwhile.
 * **timing**: median time of a 401 for a wrong token that shares all but its last character with a
   real token and one that shares nothing (hash lookup + ``hmac.compare_digest``: they should not differ).
 """
@@ -238,6 +244,80 @@ def cmd_timing(args: argparse.Namespace) -> None:
                   f"requests (P90 {statistics.quantiles(ts, n=10)[-1] * 1e6:.0f} us)")
 
 
+def cmd_whatif(args: argparse.Namespace) -> None:
+    import threading
+
+    huge = {"horizon_h": 24 * 366, "runs": 100,
+            "scenarios": [{"name": f"s{k}", "add_nodes": 100_000} for k in range(16)]}
+    many = {"horizon_h": 24, "runs": 100, "scenarios": [{"name": f"s{k}", "add_nodes": 10 * k} for k in range(4)]}
+    with tempfile.TemporaryDirectory() as d:
+        work = Path(d)
+        srv = start_server(work, f"sqlite:///{work / 'kant.db'}", cluster=f"{args.nodes}x8:V100", clock="wall",
+                           extra=[*NO_PREDICT, "--whatif-budget", str(args.budget)])
+        try:
+            token = srv.tenant("t")
+            with srv.client(token) as c:
+                # a cluster's worth of short jobs (2-10 s, planned 30 s: the twin's run-time ratios),
+                # then whole-node jobs of 1-30 minutes: the cluster stays full, the rest waits
+                short = [{"workers": 1, "gpus_per_worker": 8, "duration_s": 2.0 + i % 9, "estimate_s": 30.0}
+                         for i in range(args.nodes)]
+                for k in range(0, len(short), 500):
+                    assert c.post("/v1/jobs/batch", json={"jobs": short[k:k + 500]}).status_code == 201
+                for k in range(0, args.pending, 500):
+                    jobs = [{"workers": 1, "gpus_per_worker": 8, "duration_s": 60.0 * (1 + (k + i) % 30),
+                             "estimate_s": 60.0 * (1 + (k + i) % 25)} for i in range(min(500, args.pending - k))]
+                    assert c.post("/v1/jobs/batch", json={"jobs": jobs}).status_code == 201
+            time.sleep(12.0)  # the short ones end
+            lat: list[float] = []
+            stop = threading.Event()
+
+            load = srv.tenant("load")
+
+            def submits() -> None:
+                with srv.client(load) as c:
+                    while not stop.is_set():
+                        t0 = time.perf_counter()
+                        c.post("/v1/jobs", json={"gpus_per_worker": 1, "duration_s": 60.0})
+                        lat.append(time.perf_counter() - t0)
+                        time.sleep(0.05)
+
+            threads = [threading.Thread(target=submits, daemon=True) for _ in range(4)]
+            for th in threads:
+                th.start()
+            for label, body in (("largest", huge), ("100 runs x 4 scenarios", many)):
+                lat.clear()
+                cycles = srv.admin.get("/v1/cluster").json()["cycles"]
+                probe: list[int] = []
+
+                def second(probe: list[int] = probe) -> None:
+                    time.sleep(1.0)
+                    with srv.client(token) as c2:
+                        r2 = c2.post("/v1/whatif", json={"horizon_h": 1})
+                        probe.append(r2.status_code)
+
+                th2 = threading.Thread(target=second)
+                th2.start()
+                t0 = time.monotonic()
+                with srv.client(token) as c:
+                    r = c.post("/v1/whatif", json=body, timeout=3600)
+                took = time.monotonic() - t0
+                th2.join()
+                out = r.json()
+                cycles = srv.admin.get("/v1/cluster").json()["cycles"] - cycles
+                what = (f"runs {out['runs']} of {out['runs_asked']}, cut: {out['cut'] is not None}"
+                        if r.status_code == 200 else out["message"])
+                print(f"whatif {label}: {r.status_code} in {took:.1f} s ({what}); the same tenant's second "
+                      f"request meanwhile: {probe}; {len(lat)} submits meanwhile, latency median "
+                      f"{statistics.median(lat) * 1000:.0f} ms, max {max(lat) * 1000:.0f} ms; {cycles} cycles",
+                      flush=True)
+            stop.set()
+            for th in threads:
+                th.join(30)
+            print(f"whatif: tracebacks in the log: {len(log_problems(srv.log_text()))}")
+        finally:
+            srv.stop()
+
+
 def cmd_inputs(args: argparse.Namespace) -> None:
     import os
 
@@ -313,8 +393,13 @@ def main() -> None:
     t.add_argument("--samples", type=int, default=2000)
     i = sub.add_parser("inputs")
     i.add_argument("--examples", type=int, default=400)
+    w = sub.add_parser("whatif")
+    w.add_argument("--budget", type=float, default=30.0)
+    w.add_argument("--nodes", type=int, default=100)
+    w.add_argument("--pending", type=int, default=2000)
     args = ap.parse_args()
-    {"inputs": cmd_inputs, "fuzz": cmd_fuzz, "crash": cmd_crash, "failover": cmd_failover, "pgrestart": cmd_pgrestart,
+    {"whatif": cmd_whatif, "inputs": cmd_inputs,
+     "fuzz": cmd_fuzz, "crash": cmd_crash, "failover": cmd_failover, "pgrestart": cmd_pgrestart,
      "timing": cmd_timing}[args.cmd](args)
 
 

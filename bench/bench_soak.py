@@ -122,8 +122,9 @@ def cmd_load(args: argparse.Namespace) -> None:
         db.close()
         print(f"load: {n} gangs written in {time.monotonic() - t0:.1f} s", flush=True)
         t0 = time.monotonic()
-        srv = start_server(work, url, cluster=cluster, clock="wall", extra=["--no-predict"])
+        srv = start_server(work, url, cluster=cluster, clock="wall", extra=["--no-predict"], wait=False)
         try:
+            srv.wait_ready(timeout=1800.0)  # (the leader rebuilds the scheduler from every active job)
             queue = srv.admin.get("/v1/cluster").json()["queue_len"]
             print(f"load: ready in {time.monotonic() - t0:.1f} s; queue {queue}, RSS {rss_mib(srv.proc.pid):.0f} MiB",
                   flush=True)

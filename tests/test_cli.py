@@ -51,3 +51,46 @@ def test_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:
 def test_policies_lists_bundled() -> None:
     r = CliRunner().invoke(cli, ["policies"])
     assert r.exit_code == 0 and "volcano-binpack" in r.output and "binpack" in r.output
+
+
+def test_subcommands_of_other_modules_are_listed_and_load() -> None:
+    import click
+
+    from kant.cli import client
+    from kant.cli.main import _LAZY_COMMANDS
+
+    assert {c.name for c in client.commands} == {n for n, m in _LAZY_COMMANDS.items() if m == "kant.cli.client"}
+    ctx = click.Context(cli)
+    names = cli.list_commands(ctx)
+    assert {"simulate", "compare", "policies", "trace", "sweep", "serve", "experiment", "submit"} <= set(names)
+    for name in names:
+        command = cli.get_command(ctx, name)
+        assert command is not None and command.name == name
+    r = CliRunner().invoke(cli, ["--help"])
+    assert r.exit_code == 0 and all(name in r.output for name in names)
+
+
+def test_error_is_the_first_line_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    """No progress bar without a terminal, and no empty line left by one before ``error:``."""
+    r = CliRunner().invoke(cli, ["simulate", "--cluster", "64y8", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and r.output.startswith("error: "), repr(r.output)
+
+
+def test_simulate_imports_nothing_it_does_not_need(tmp_path: Path) -> None:
+    """`kant simulate` on the bundled trace: no pandas (pyarrow.array would import it), no
+    pyarrow.compute, no plotting, and none of the other subcommands' modules (docs/performance.md)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom kant.cli.main import main\ntry:\n    main()\nexcept SystemExit as e:\n"
+            "    assert not e.code, e.code\nprint(' '.join(sorted(sys.modules)))\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1] / "src"))
+    proc = subprocess.run([sys.executable, "-c", code, "simulate", "--limit", "200", "--out", str(tmp_path)],
+                          capture_output=True, text=True, env=env, check=True)
+    loaded = set(proc.stdout.splitlines()[-1].split())
+    unwanted = {"pandas", "pyarrow.compute", "matplotlib", "scipy", "rich.progress", "kant.traces.mapping",
+                "kant.cli.client", "kant.cli.trace", "kant.cli.sweep", "kant.cli.serve", "kant.cli.experiment",
+                "concurrent.futures.process"}
+    assert "kant.sim" in loaded and not unwanted & loaded, sorted(unwanted & loaded)
+    assert (tmp_path / "jobs.parquet").exists() and (tmp_path / "report.html").exists()

@@ -1,7 +1,7 @@
 """The class-index placement paths give exactly the node-scan answers (docs/performance.md).
 
 ``ClusterState.classes`` indexes up GPU nodes by (GPU type, capacity, free GPUs). ``Framework.
-place_workers`` (scores that declare ``CLASS_SCORE``) and E-Binpack use it instead of scanning every
+place_workers`` (``ClassScore`` scores) and E-Binpack use it instead of scanning every
 node; setting ``state.classes = None`` forces the vectorised node scan. Each property below places the
 same job both ways on random clusters and loads and requires the same placement (or the same
 failure), and checks the index against a recount after random changes.

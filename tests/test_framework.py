@@ -158,13 +158,18 @@ def test_statement_discard_restores_state() -> None:
     c = Cluster.uniform(2, 8)
     state = ClusterState(c)
     state.allocate(7, Placement((1,), gpus=4))
+    version, releases = state.version, state.release_count
     st = Statement(state)
     st.allocate(1, Placement((0,), gpus=8))
     st.evict(7)
     assert list(state.free) == [0, 8]  # node 0 taken by job 1, node 1 freed by evicting job 7
     st.discard()
     assert list(state.free) == [8, 4] and set(state.allocations) == {7}
+    assert state.allocations[7] == Placement((1,), gpus=4) and state.free_gpus == 12  # 16 - 4
+    assert st.operations == []
     state.check()
+    # what discard does not undo (docs/architecture.md, "Statements"): the change counters moved on
+    assert state.version > version and state.release_count > releases
 
 
 def test_status_str() -> None:

@@ -509,3 +509,30 @@ def test_restarts_from_scratch_are_noted_in_the_output() -> None:
     _, kept = _preempted_run(checkpoint_interval_s=5.0)
     assert kept.end.tolist() == [150.0, 60.0]
     assert summarize(kept).notes == ()
+
+
+# --- a metric added with one line (kant.metrics.registry.METRICS) -----------------------------
+def gpu_hours(result: SimResult) -> float:
+    """The added metric: GPU-hours executed."""
+    return float(result.gpu_seconds.sum()) / 3600.0
+
+
+def gpu_hours_rows(value: float) -> list[tuple[str, str]]:
+    return [("GPU-hours executed", f"{value:.2f}")]
+
+
+def test_a_metric_added_with_one_registry_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kant.metrics import registry
+
+    monkeypatch.setattr(registry, "METRICS",
+                        (registry.Metric("gpu-hours", f"{__name__}:gpu_hours", f"{__name__}:gpu_hours_rows"),))
+    b = JobTableBuilder()
+    b.add("a", submit=0.0, duration=3600.0, gpus_per_worker=2)  # 2 GPUs x 1 h
+    b.add("b", submit=0.0, duration=1800.0, gpus_per_worker=1)  # 1 GPU x 0.5 h
+    pol = parse_policy({"name": "t", "actions": ["allocate"], "plugins": [{"name": "fifo"}]})
+    metrics = summarize(Simulator(Cluster.uniform(1, 4), b.build(), pol).run())
+    assert metrics.extra == {"gpu-hours": 2.5}  # 2 + 0.5
+    assert ("GPU-hours executed", "2.50") in summary_rows(metrics)
+    assert metrics.to_dict()["extra"] == {"gpu-hours": 2.5}
+    # an extension's metric (the inference report) is added next to it, not instead of it
+    assert metrics.with_extra("inference", {"x": 1}).extra == {"gpu-hours": 2.5, "inference": {"x": 1}}

@@ -197,9 +197,35 @@ def test_bad_args_rejected_with_key_path() -> None:
 
 
 def test_unknown_rank_plugin_is_an_error() -> None:
-    pol = _policy(["allocate", {"name": "preempt", "args": {"rank_by": "no-such"}}])
-    with pytest.raises(ValueError, match="rank_by 'no-such'"):
-        Simulator(Cluster.uniform(1, 8), _one_node_jobs(0, 5), pol).run()  # type: ignore[arg-type]
+    # caught when the policy is loaded, naming the key path
+    with pytest.raises(ConfigError, match=r"actions\[1\]\.args\.rank_by: preempt: rank_by 'no-such' is not "
+                                          r"'priority' \(this policy has no plugin that ranks jobs\)"):
+        _policy(["allocate", {"name": "preempt", "args": {"rank_by": "no-such"}}])
+
+
+def test_rank_by_a_plugin_that_does_not_rank_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="rank_by 'binpack' names a plugin that does not rank jobs; use 'priority'"):
+        _policy(["allocate", {"name": "preempt", "args": {"rank_by": "binpack"}}])
+    doc = {"name": "t", "actions": [{"name": "preempt", "args": {"rank_by": "fifo"}}],
+           "plugins": [{"name": "tiresias-las"}, {"name": "fifo"}]}
+    with pytest.raises(ConfigError, match=r"use 'priority' or a ranking plugin of this policy \(tiresias-las\)"):
+        parse_policy(doc)
+    doc["actions"] = [{"name": "preempt", "args": {"rank_by": "tiresias-las"}}]
+    assert parse_policy(doc).actions[0].cls.NAME == "preempt"
+
+
+def test_plugins_and_actions_in_the_wrong_list_are_named() -> None:
+    with pytest.raises(ConfigError, match=r"actions\[1\]: 'binpack' is a plugin, not an action: list it under plugins"):
+        _policy(["allocate", "binpack"])
+    doc = {"name": "t", "actions": ["allocate"], "plugins": [{"name": "fifo"}, {"name": "preempt"}]}
+    with pytest.raises(ConfigError, match=r"plugins\[1\]\.name: 'preempt' is an action, not a plugin"):
+        parse_policy(doc)
+
+
+def test_reclaim_without_a_guarantee_plugin_is_an_error() -> None:
+    with pytest.raises(ConfigError, match=r"actions\[1\]: the reclaim action needs a Guarantee plugin in the "
+                                          r"policy \(one of: quota\)"):
+        _policy(["allocate", "reclaim"])
 
 
 @given(cluster=clusters(max_nodes=4), jobs=workloads(max_jobs=20))

@@ -104,7 +104,7 @@ def test_quota_never_exceeded_except_by_recorded_borrowing(
     if "A" not in cluster.gpu_type_names:  # per-type quotas must name a cluster GPU type
         tenants = {name: {k: v for k, v in q.items() if k != "per_type"} for name, q in tenants.items()}
     sim = Simulator(cluster, jobs, _policy({"tenants": tenants, "cohort_borrowing": borrowing}), check_every=1)
-    quota = Quota.of(sim.scheduler)
+    quota = sim.plugin(Quota)
     assert quota is not None
     _checked_run(sim, quota)
     res_status = sim.recorder.status
@@ -132,7 +132,7 @@ def test_reclaim_gives_owner_its_guarantee_back() -> None:
     jobs = _reclaim_jobs()
     sim = Simulator(Cluster.uniform(1, 8), jobs,
                     _policy({"tenants": {"a": {"guaranteed": 4}, "b": {"guaranteed": 4}}}), check_every=1)
-    quota = Quota.of(sim.scheduler)
+    quota = sim.plugin(Quota)
     assert quota is not None
     _checked_run(sim, quota)
     res = sim.recorder
@@ -232,7 +232,7 @@ def test_guarantees_from_gpu_time_share_in_plugin() -> None:
         b.add(f"x{i}", submit=0.0, duration=100.0, tenant="x")
     b.add("y0", submit=0.0, duration=100.0, tenant="y")
     sim = Simulator(Cluster.uniform(2, 8), b.build(), _policy({"guarantees_from": "gpu-time-share"}))
-    quota = Quota.of(sim.scheduler)
+    quota = sim.plugin(Quota)
     assert quota is not None
     assert quota.guaranteed[:, 0].tolist() == [12.0, 4.0]
 
@@ -257,9 +257,9 @@ def test_unknown_tenant_is_an_error() -> None:
 
 
 def test_reclaim_needs_quota_plugin() -> None:
-    pol = parse_policy({"name": "x", "actions": ["allocate", "reclaim"], "plugins": [{"name": "fifo"}]})
-    with pytest.raises(ValueError, match="quota plugin"):
-        Simulator(Cluster.uniform(1, 8), _reclaim_jobs(), pol).run()
+    # rejected when the policy is loaded, at the action's key path
+    with pytest.raises(ConfigError, match=r"actions\[1\]: the reclaim action needs a Guarantee plugin"):
+        parse_policy({"name": "x", "actions": ["allocate", "reclaim"], "plugins": [{"name": "fifo"}]})
 
 
 # --- DRF ------------------------------------------------------------------------------------------

@@ -31,7 +31,8 @@ def _policy(thresholds: list[float], factor: float | None = None, round_s: float
 
 def _plugin(jobs: JobTable, thresholds: list[float], factor: float | None) -> tuple[Scheduler, TiresiasLas]:
     s = Scheduler(_policy(thresholds, factor), Cluster.uniform(1, 8), jobs)
-    plugin = next(p for p in s.framework.plugins if isinstance(p, TiresiasLas))
+    plugin = s.plugin(TiresiasLas)
+    assert plugin is not None
     return s, plugin
 
 

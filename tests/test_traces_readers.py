@@ -105,11 +105,114 @@ def test_trace_info_skip_invalid_reports_drops(tmp_path: Path) -> None:
 
 
 # --- Philly ------------------------------------------------------------------------------------
-def test_philly_fast_reader_equals_row_wise_reader() -> None:
-    from kant.traces.philly import _read_philly_rows, read_philly
+def test_philly_reader_by_hand(tmp_path: Path) -> None:
+    from kant.traces.philly import read_philly
+
+    p = tmp_path / "p.csv"
+    p.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n"
+                 "2017-10-09 07:02:00,60,16,0,vc2\n"   # line 2: 16 GPUs -> 2 workers x 8
+                 "2017-10-09 07:01:55,5.5,3,0,vc1\n"   # line 3: the earliest submit, the origin
+                 "2017-10-09 07:01:55,7,1,0,vc2\n")    # line 4: same time as line 3, kept after it
+    jobs = read_philly(p)
+    assert list(jobs.names) == ["philly-3", "philly-4", "philly-2"]
+    assert jobs.submit.tolist() == [0.0, 0.0, 5.0]  # 07:01:55 -> 0, 07:02:00 -> 5 s
+    assert jobs.duration.tolist() == [5.5, 7.0, 60.0]
+    assert jobs.workers.tolist() == [1, 1, 2] and jobs.gpus_per_worker.tolist() == [3, 1, 8]
+    assert [jobs.tenant_names[t] for t in jobs.tenant] == ["vc1", "vc2", "vc2"]
+    assert jobs.origin_epoch == 1507532515.0  # 2017-10-09 07:01:55 UTC
+
+
+def _general_philly(monkeypatch: pytest.MonkeyPatch, *args: object, **kw: object) -> JobTable:
+    """read_philly with its fast path switched off (the general, pyarrow.compute reader)."""
+    from kant.traces import _philly_fast
+    from kant.traces.philly import read_philly
+
+    with monkeypatch.context() as m:
+        m.setattr(_philly_fast, "read_philly_fast", lambda *a, **k: None)
+        return read_philly(*args, **kw)  # type: ignore[arg-type]
+
+
+def test_philly_fast_path_reads_the_bundled_file_as_the_general_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kant.traces._philly_fast import read_philly_fast
+    from kant.traces.philly import PHILLY_COLUMNS, bundled_philly_path, read_philly
     from kant.traces.schema import jobs_equal
 
-    assert jobs_equal(read_philly(), _read_philly_rows())
+    fast = read_philly_fast(bundled_philly_path(), PHILLY_COLUMNS, 8)
+    assert fast is not None  # the bundled file is well-formed: the CLI's default never pays the general reader
+    assert jobs_equal(fast, _general_philly(monkeypatch))
+    full = read_philly()
+    for limit in (0, 1, 1000, 82_247, 10**6):  # --limit: the first rows of the whole table, whole-file vocabulary
+        want = full.take(np.arange(min(limit, len(full))))
+        assert jobs_equal(read_philly(limit=limit), want)
+        assert jobs_equal(load_trace("philly", limit=limit), want)
+
+
+_PHILLY_HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+_PHILLY_ROWS = "2017-10-09 07:01:55,66.0,1,66.0,vc1\n2017-10-09 06:13:03,2951.0,2,5902.0,vc2\n" \
+               "2017-10-09 06:13:03,10.0,16,160.0,vc1\n2017-10-08 23:59:59,0.0,8,0,vc3\n"
+
+
+@pytest.mark.parametrize("body, fast", [
+    (_PHILLY_ROWS, True),
+    (_PHILLY_ROWS + "\n\n", True),  # blank lines at the end number nothing
+    (_PHILLY_ROWS.replace("66.0,1,", "66,1.0,"), True),
+    (_PHILLY_ROWS.replace("07:01:55", "07:01:55.250"), True),
+    (_PHILLY_ROWS.replace("\n2017-10-09 06:13:03,2951", "\n\n2017-10-09 06:13:03,2951"), False),  # numbering
+    (_PHILLY_ROWS.replace("\n2017-10-09 06:13:03,2951", "\n \n2017-10-09 06:13:03,2951"), False),
+    (_PHILLY_ROWS.replace("\n", "\r\n"), False),
+    (_PHILLY_ROWS.replace("vc2", '"vc2"'), False),
+    (_PHILLY_ROWS.replace("vc2", " vc2"), False),  # trimmed by the general reader
+    (_PHILLY_ROWS.replace("vc2", "vc2 "), False),
+    (_PHILLY_ROWS.replace("07:01:55", "07:01:55Z"), False),  # a zone: the general reader converts it
+    (_PHILLY_ROWS.replace("07:01:55", "07:01:55+02:00"), False),
+    (_PHILLY_ROWS.replace("2017-10-09 07", "2017-10-09T07"), True),
+    (_PHILLY_ROWS.replace("vc1\n", "ve\u0301\n", 1), True),  # UTF-8 beyond ASCII
+])
+def test_philly_fast_path_equals_general_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str,
+                                                fast: bool) -> None:
+    from kant.traces._philly_fast import read_philly_fast
+    from kant.traces.philly import PHILLY_COLUMNS, read_philly
+    from kant.traces.schema import jobs_equal
+
+    path = tmp_path / "philly.csv"
+    path.write_bytes((_PHILLY_HEADER + body).encode("utf-8"))
+    assert (read_philly_fast(path, PHILLY_COLUMNS, 8) is not None) == fast
+    want = _general_philly(monkeypatch, path)
+    assert jobs_equal(read_philly(path), want)
+    assert jobs_equal(read_philly(path, limit=2), want.take(np.arange(2)))
+
+
+@pytest.mark.parametrize("body", [
+    _PHILLY_ROWS.replace("66.0,1,", "-1,1,"),
+    _PHILLY_ROWS.replace("66.0,1,", "nan,1,"),
+    _PHILLY_ROWS.replace("66.0,1,", "inf,1,"),
+    _PHILLY_ROWS.replace("66.0,1,", ",1,"),
+    _PHILLY_ROWS.replace("66.0,1,", "66.0,0,"),
+    _PHILLY_ROWS.replace("66.0,1,", "66.0,1.5,"),
+    _PHILLY_ROWS.replace("66.0,1,", "66.0,x,"),
+    _PHILLY_ROWS.replace("vc2", ""),
+    _PHILLY_ROWS.replace("2017-10-09 07:01:55", "2017-10-09 25:01:55"),
+    _PHILLY_ROWS.replace("2017-10-09 07:01:55", "yesterday"),
+    _PHILLY_ROWS.replace(",vc2", ",vc2,extra"),
+])
+def test_philly_bad_rows_go_to_the_general_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
+    """A file the fast path does not take gets the general reader's error (file, line, column), or the
+    same rows dropped with --skip-invalid."""
+    from kant.traces._philly_fast import read_philly_fast
+    from kant.traces.philly import PHILLY_COLUMNS, read_philly
+    from kant.traces.schema import jobs_equal
+
+    path = tmp_path / "philly.csv"
+    path.write_text(_PHILLY_HEADER + body)
+    assert read_philly_fast(path, PHILLY_COLUMNS, 8) is None
+    with pytest.raises(InputError) as got:
+        read_philly(path)
+    with pytest.raises(InputError) as want:
+        _general_philly(monkeypatch, path)
+    assert str(got.value) == str(want.value) and "philly.csv:" in str(got.value)
+    skipped, expected = Problems(skip=True), Problems(skip=True)
+    assert jobs_equal(read_philly(path, problems=skipped), _general_philly(monkeypatch, path, problems=expected))
+    assert skipped.summary() == expected.summary() != "no rows dropped"
 
 
 def test_philly_readme_numbers() -> None:
@@ -375,3 +478,30 @@ def test_errors_are_kant_errors_not_tracebacks(tmp_path: Path) -> None:
         p.write_bytes(content)
         with pytest.raises(KantError):
             load_any(str(p))
+
+
+# --- a reader added with one line (registry.READERS) -------------------------------------------
+def test_a_reader_added_with_one_registry_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kant.traces import registry
+
+    # the module: one function from a path to a job table
+    (tmp_path / "tiny_reader.py").write_text(
+        "from kant.model.job import JobTableBuilder\n"
+        "def read_tiny(path, problems=None):\n"
+        "    b = JobTableBuilder(source=str(path))\n"
+        "    for line in open(path).read().split()[1:]:\n"
+        "        name, gpus = line.split(',')\n"
+        "        b.add(name, submit=0.0, duration=1.0, gpus_per_worker=int(gpus))\n"
+        "    return b.build()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    data = tmp_path / "tiny.csv"
+    data.write_text("tiny_job,tiny_gpus\na,1\nb,2\n")
+    # the registry line
+    line = registry.Reader("tiny", "jobs", str(data), "a two-job test format", "tiny_reader:read_tiny",
+                           header=frozenset({"tiny_job", "tiny_gpus"}))
+    monkeypatch.setattr(registry, "READERS", (line,))
+    assert [e.name for e in registry.list_traces()][-1] == "tiny"
+    by_name = registry.load_trace("tiny")
+    by_path = registry.load_trace(str(data))  # recognised by its header
+    assert list(by_name.names) == list(by_path.names) == ["a", "b"]
+    assert by_name.gpus_per_worker.tolist() == [1, 2]

@@ -24,6 +24,7 @@ from kant.inference.unified import InferenceDriver, simulate_with_services
 from kant.metrics.recorder import JobStatus
 from kant.model import Cluster, JobTable, JobTableBuilder
 from kant.model.job import JobKind
+from kant.plugins.co_schedule import CoSchedule
 from kant.sim import ExecutionModel, Simulator
 from kant.traces.load import LoadSeries
 
@@ -324,7 +325,8 @@ def test_separate_mode_keeps_the_split() -> None:
     seen = {"checks": 0}
 
     def check(sim: Simulator, now: float) -> float | None:
-        co = next(p for p in sim.scheduler.framework.plugins if p.NAME == "co-schedule")
+        co = sim.plugin(CoSchedule)
+        assert co is not None
         for job, placement in sim.scheduler.state.allocations.items():
             on_pool = co.pool[list(placement.per_node)]
             assert np.all(on_pool) if sim.jobs.kind[job] == JobKind.INFERENCE else not np.any(on_pool)

@@ -1,3 +1,61 @@
-"""kant: a unified scheduler and trace-driven simulator for AI clusters."""
+"""kant: a unified scheduler and trace-driven simulator for AI clusters.
+
+The public API, imported lazily (``import kant`` loads nothing else; each name is imported on first
+use, PEP 562)::
+
+    import kant
+
+    policy = kant.load_policy("kant")                 # a bundled policy name or a YAML file
+    jobs = kant.load_trace("philly")                  # a trace file or a bundled trace name
+    cluster = kant.load_cluster("philly")
+    result = kant.Simulator(cluster, jobs, policy).run()
+    metrics = kant.summarize(result)
+
+``kant.framework`` has what a plugin author needs (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+# no `typing` import at run time: it alone costs more than the rest of `import kant` (mypy reads a
+# module-level TYPE_CHECKING = False as true)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from kant.config.policy import Policy, load_policy
+    from kant.metrics.summary import summarize
+    from kant.scheduler import Scheduler
+    from kant.sim.simulator import Simulator, simulate
+    from kant.traces.inventory import load_cluster
+    from kant.traces.registry import load_trace
 
 __version__ = "0.1.0"
+
+__all__ = ["Policy", "Scheduler", "Simulator", "load_cluster", "load_policy", "load_trace", "simulate", "summarize"]
+
+#: public name -> the module that defines it
+_WHERE = {
+    "Policy": "kant.config.policy",
+    "Scheduler": "kant.scheduler",
+    "Simulator": "kant.sim.simulator",
+    "load_cluster": "kant.traces.inventory",
+    "load_policy": "kant.config.policy",
+    "load_trace": "kant.traces.registry",
+    "simulate": "kant.sim.simulator",
+    "summarize": "kant.metrics.summary",
+}
+
+
+def __getattr__(name: str) -> Any:
+    from importlib import import_module
+
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kant' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

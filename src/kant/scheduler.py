@@ -22,12 +22,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from kant.config.policy import Policy
 from kant.errors import SchedulingError
 from kant.framework.context import CycleContext, RunningJob, SchedulerEnv
-from kant.framework.plugin import Action
+from kant.framework.plugin import Action, Plugin
 from kant.framework.queue import PendingQueue, ShapeIndex
 from kant.framework.runner import Framework
 from kant.framework.statement import Binder, Statement
@@ -43,6 +43,9 @@ __all__ = ["Scheduler", "CycleResult", "SchedulerSnapshot", "RunningRecord", "CO
 #: node flags (see :meth:`Scheduler.node_flags`): a node takes work only with no flag set
 CORDONED = 1
 DOWN = 2
+
+P = TypeVar("P", bound=Plugin)
+A = TypeVar("A", bound=Action)
 
 
 @dataclass(slots=True)
@@ -119,6 +122,8 @@ class Scheduler:
         self.actions = policy.build_actions()
         for action in self.actions:
             action.setup(self.env)
+        for action in self.actions:
+            action.attach(self.framework)
         self.state = ClusterState(cluster)
         fw = self.framework
         # a filter or placer that looks beyond the request: failures are remembered per shape
@@ -144,6 +149,17 @@ class Scheduler:
     @property
     def cluster(self) -> Cluster:
         return self.env.cluster
+
+    def plugin(self, kind: type[P], name: str | None = None) -> P | None:
+        """The policy's plugin of this kind (see :meth:`Framework.plugin`), or None."""
+        return self.framework.plugin(kind, name)
+
+    def action(self, kind: type[A]) -> A | None:
+        """The policy's first action of this kind (``sched.action(Backfill)``), or None."""
+        for action in self.actions:
+            if isinstance(action, kind):
+                return action
+        return None
 
     # --- jobs ----------------------------------------------------------------------------------
     def _sync_jobs(self) -> None:

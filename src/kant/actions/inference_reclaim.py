@@ -35,14 +35,13 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from kant.actions.common import start_job
-from kant.actions.preempt import Candidates, choose_victims, execute_plan, running_jobs, work_lost
+from kant.actions.preempt import BoolArray, Candidates, EvictingAction, Skip, Walk, running_jobs
 from kant.framework.context import CycleContext, SchedulerEnv
-from kant.framework.plugin import Action
+from kant.framework.plugin import CoScheduling
 from kant.framework.registry import register_action
 from kant.framework.runner import Framework
 from kant.framework.status import Status
 from kant.model.job import JobKind
-from kant.plugins.co_schedule import CoSchedule
 
 __all__ = ["NAME", "InferenceReclaim", "InferenceReclaimArgs"]
 
@@ -59,19 +58,19 @@ class InferenceReclaimArgs(BaseModel):
 
 
 @register_action
-class InferenceReclaim(Action):
+class InferenceReclaim(EvictingAction[Walk]):
     NAME = NAME
     Args = InferenceReclaimArgs
-    EVICTS = True
 
     def __init__(self, args: BaseModel | None = None) -> None:
         super().__init__(args)
         a = self.args
         assert isinstance(a, InferenceReclaimArgs)
+        self.limit = a.max_reclaims_per_cycle
         self.checkpoint_interval_s = a.checkpoint_interval_s
         self.reclaim_delay_s = a.reclaim_delay_s
-        self._co: CoSchedule | None = None
-        self._looked = False
+        self._co: CoScheduling | None = None
+        self._attached = False
         self._inf_shapes: IntArray | None = None
         self.victims = 0
         self.gpus_reclaimed = 0
@@ -79,64 +78,51 @@ class InferenceReclaim(Action):
         self.reclaims = 0
         self.reclaim_starts: list[tuple[int, float]] = []
 
+    def attach(self, fw: Framework) -> None:
+        self._co = fw.plugin(CoScheduling)
+        self._attached = True
+
     def jobs_added(self, env: SchedulerEnv, start: int) -> None:
         if (env.jobs.kind[start:] == JobKind.INFERENCE).any():
             self._inf_shapes = None  # a new inference shape may have come
 
-    def execute(self, ctx: CycleContext, fw: Framework) -> None:
-        args = self.args
-        assert isinstance(args, InferenceReclaimArgs)
-        if not self._looked:
-            self._co = CoSchedule.of(fw)
-            self._looked = True
-        if self._co is not None and self._co.mode == "separate":
-            return
+    def begin(self, ctx: CycleContext, fw: Framework) -> Walk | None:
+        if not self._attached:
+            self.attach(fw)
+        if self._co is not None and not self._co.shares_gpus():
+            return None
         queue = ctx.queue
         if not ctx.running or not len(queue):
-            return
+            return None
         jobs = ctx.env.jobs
         if self._inf_shapes is None:
             self._inf_shapes = np.unique(queue.shapes[jobs.kind == JobKind.INFERENCE])
         pending = [j for s in self._inf_shapes.tolist() for j in queue.shape_jobs(s)]
         if not pending:
-            return
+            return None
         pending.sort(key=lambda j: (-int(jobs.priority[j]), float(jobs.submit[j]), j))
         running = running_jobs(ctx)
         train = running[jobs.kind[running] == JobKind.TRAINING]
-        alive = np.ones(len(train), dtype=bool)
-        failed: set[int] = set()
-        started = 0
-        for job in pending:
-            shape = int(queue.shapes[job])
-            if shape in failed or job not in queue:
-                continue
-            if not fw.admit(ctx, job).ok:
-                failed.add(shape)
-                continue
-            direct = fw.place(ctx, job)
-            if not isinstance(direct, Status):
-                start_job(ctx, fw, job, direct)
-                continue
-            sel = np.flatnonzero(alive)
-            if not len(sel):
-                failed.add(shape)
-                continue
-            cand_jobs = train[sel]
-            cands = Candidates(cand_jobs, jobs.priority[cand_jobs].astype(np.float64),
-                               work_lost(ctx, cand_jobs, self.checkpoint_interval_s))
-            plan = choose_victims(ctx, fw, job, cands)
-            if plan is None:
-                failed.add(shape)
-                continue
-            victims, placement = plan
-            lost = dict(zip(cands.jobs.tolist(), cands.lost.tolist(), strict=True))
-            execute_plan(ctx, fw, job, victims, placement)
-            alive &= ~np.isin(train, victims)
-            self.victims += len(victims)
-            self.gpus_reclaimed += int(jobs.total_gpus[victims].sum())
-            self.lost_gpu_seconds += float(sum(lost[v] for v in victims))
-            self.reclaims += 1
-            self.reclaim_starts.append((job, ctx.now))
-            started += 1
-            if args.max_reclaims_per_cycle is not None and started >= args.max_reclaims_per_cycle:
-                break
+        keys = queue.shapes[np.asarray(pending, dtype=np.int64)].tolist()
+        return Walk(pending, keys, train, jobs.priority[train].astype(np.float64), set(), self.checkpoint_interval_s)
+
+    def victim_pool(self, ctx: CycleContext, fw: Framework, walk: Walk, job: int) -> BoolArray | Skip:
+        if job not in ctx.queue:
+            return Skip.DONE
+        if not fw.admit(ctx, job).ok:
+            return Skip.FAILED
+        direct = fw.place(ctx, job)
+        if not isinstance(direct, Status):
+            start_job(ctx, fw, job, direct)
+            return Skip.DONE
+        if not walk.alive.any():
+            return Skip.FAILED
+        return walk.alive.copy()
+
+    def planned(self, ctx: CycleContext, walk: Walk, job: int, victims: list[int], cands: Candidates) -> None:
+        lost = dict(zip(cands.jobs.tolist(), cands.lost.tolist(), strict=True))
+        self.victims += len(victims)
+        self.gpus_reclaimed += int(ctx.env.jobs.total_gpus[victims].sum())
+        self.lost_gpu_seconds += float(sum(lost[v] for v in victims))
+        self.reclaims += 1
+        self.reclaim_starts.append((job, ctx.now))

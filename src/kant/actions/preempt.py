@@ -1,10 +1,10 @@
 """Preempt: evict lower-priority running jobs so that a higher-priority pending job can start.
 
 Rule. The action walks the pending jobs in the policy's queue order (only those ranked above the
-lowest-ranked running job). For a pending job ``p`` of rank
-``r_p`` (``rank_by: priority`` -> ``JobTable.priority``; ``rank_by: <plugin name>`` -> that plugin's
-``rank(env, jobs, now)``, e.g. ``tiresias-las`` gives ``-LAS queue``), the *candidates* are the jobs
-that were running when the cycle began with rank strictly below ``r_p`` (never the same or a higher
+lowest-ranked running job). For a pending job ``p`` of rank ``r_p`` (``rank_by: priority`` ->
+``JobTable.priority``; ``rank_by: <plugin name>`` -> that :class:`~kant.framework.plugin.Rank`
+plugin's ``rank(env, jobs, now)``, e.g. ``tiresias-las`` gives ``-LAS queue``), the *candidates* are
+the jobs that were running when the cycle began with rank strictly below ``r_p`` (never the same or a higher
 rank) and that have run at least ``min_run_s`` in their current run. ``p`` must pass admission. Only
 candidates on nodes that could hold a worker of ``p`` once all candidates there are gone are
 considered; if even evicting every candidate cannot make room (per-node freeable capacity, computed
@@ -33,7 +33,8 @@ queue; the simulator charges the checkpoint/restart model: they keep the work up
 checkpoint and pay ``restart_cost_s`` when they start again) and the preemptor starts.
 
 Arguments:
-    rank_by: ``priority`` or the name of a plugin in the policy with a ``rank`` method.
+    rank_by: ``priority`` or the name of a :class:`~kant.framework.plugin.Rank` plugin of the policy
+        (checked when the policy is loaded).
     round_s: run only once per round of this many seconds (and ask the driver for a cycle at each
         round boundary while jobs wait); null = every cycle.
     checkpoint_interval_s: used to estimate work lost (set it to the simulator's execution model).
@@ -47,8 +48,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -57,7 +60,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from kant.actions.allocate import Allocate
 from kant.actions.common import evict_job, start_job
 from kant.framework.context import CycleContext, SchedulerEnv
-from kant.framework.plugin import Action
+from kant.framework.plugin import Action, Plugin, Rank
 from kant.framework.registry import register_action
 from kant.framework.runner import Framework
 from kant.framework.statement import Statement
@@ -68,6 +71,7 @@ from kant.model.state import Placement
 __all__ = [
     "NAME",
     "Candidates",
+    "EvictingAction",
     "Preempt",
     "PreemptArgs",
     "RankFn",
@@ -77,6 +81,8 @@ __all__ = [
     "placement_entries",
     "running_jobs",
     "select",
+    "Skip",
+    "Walk",
     "work_lost",
 ]
 
@@ -435,46 +441,192 @@ def execute_plan(ctx: CycleContext, fw: Framework, job: int, victims: list[int],
 def in_queue_order(ctx: CycleContext, fw: Framework, jobs: IntArray) -> list[int]:
     """Pending ``jobs`` in the policy's queue order at this cycle's time."""
     key = fw.dynamic_key(ctx.now)
-    order_all = getattr(key, "order", None)
-    if order_all is not None:
-        return list(order_all(jobs).tolist())
-    return sorted(jobs.tolist(), key=key if key is not None else fw.static_key)
+    if key is not None:
+        return list(key.order(jobs).tolist())
+    return sorted(jobs.tolist(), key=fw.static_key)
 
 
-# --- the action ----------------------------------------------------------------------------------
-def resolve_rank(fw: Framework, rank_by: str) -> RankFn:
-    """``priority`` -> JobTable.priority; otherwise the named plugin's ``rank`` method."""
-    if rank_by == "priority":
-        return lambda env, jobs, now: env.jobs.priority[jobs].astype(np.float64)
-    for p in fw.plugins:
-        if rank_by == p.NAME:
-            fn = getattr(p, "rank", None)
-            if fn is None:
-                raise ValueError(f"preempt: plugin {rank_by!r} has no rank method")
-            return fn  # type: ignore[no-any-return]
-    names = ", ".join(p.NAME for p in fw.plugins) or "none"
-    raise ValueError(f"preempt: rank_by {rank_by!r} is not 'priority' or a plugin of this policy (plugins: {names})")
+# --- the skeleton of an evicting action ----------------------------------------------------------
+class Skip(Enum):
+    """What :meth:`EvictingAction.victim_pool` says instead of a candidate mask."""
+
+    FAILED = "failed"  # the job cannot start by evicting now: remember its failure key this cycle
+    DONE = "done"  # the job was dealt with without evicting (e.g. it fits as is): go on
 
 
-@register_action
-class Preempt(Action):
-    NAME = NAME
-    Args = PreemptArgs
+@dataclass(eq=False)
+class Walk:
+    """One cycle's walk of an evicting action: the jobs to try in order with their failure keys
+    (jobs with equal keys succeed or fail alike in this cycle; computed for all of them at once, as
+    the walk visits many jobs per cycle), the pool of possible victims (running since before the
+    cycle) with their rank (lower = evicted first), and the failure keys known to fail (shared
+    across cycles if the action keeps them)."""
+
+    pending: Sequence[int]
+    keys: Sequence[Hashable]
+    running: IntArray
+    rank: FloatArray
+    failed: set[Hashable]
+    checkpoint_interval_s: float | None
+    #: (pool index, node, workers there) of every node each pool job uses; computed on first need
+    entries: tuple[IntArray, IntArray, IntArray] | None = None
+    alive: BoolArray = field(init=False)  # pool jobs not evicted in this cycle
+    lost: FloatArray | None = None  # work each pool job would lose; computed on first need
+
+    def __post_init__(self) -> None:
+        self.alive = np.ones(len(self.running), dtype=bool)
+
+    def candidates(self, ctx: CycleContext, sel: BoolArray) -> Candidates:
+        """The pool jobs selected by ``sel``, with rank, work lost and placements."""
+        if self.entries is None:
+            self.entries = placement_entries(ctx, self.running)
+        if self.lost is None:
+            self.lost = work_lost(ctx, self.running, self.checkpoint_interval_s)
+        return select(self.running, self.rank, self.lost, self.entries, sel)
+
+
+W = TypeVar("W", bound=Walk)
+
+
+class EvictingAction(Action, Generic[W]):
+    """The skeleton shared by ``preempt``, ``reclaim`` and ``inference-reclaim``.
+
+    Each cycle: :meth:`begin` decides whether there is anything to do and returns the :class:`Walk`
+    (or None). For each job of the walk whose failure key is not known to fail this cycle,
+    :meth:`victim_pool` checks admission and cheap bounds and says which pool jobs may be evicted for
+    it; :func:`choose_victims` picks the victims and the job's placement (nothing is evicted if none
+    makes it fit); :meth:`planned` counts; the victims are evicted (back to the queue) and the job
+    starts. The walk stops after ``limit`` such starts or when :meth:`exhausted` says so; then, if
+    something started and ``allocate_after`` is set, one allocate pass runs, and :meth:`end` is called
+    (also on an error). Subclasses set ``limit`` and ``allocate_after`` in ``__init__``.
+    """
+
     EVICTS = True
 
     def __init__(self, args: BaseModel | None = None) -> None:
         super().__init__(args)
+        self.limit: int | None = None
+        self.allocate_after = False
+        self._allocate: Allocate | None = None
+
+    def begin(self, ctx: CycleContext, fw: Framework) -> W | None:
+        raise NotImplementedError
+
+    def victim_pool(self, ctx: CycleContext, fw: Framework, walk: W, job: int) -> BoolArray | Skip:
+        """Which of ``walk.running`` may be evicted for ``job`` (a mask), or why not to try."""
+        raise NotImplementedError
+
+    def planned(self, ctx: CycleContext, walk: W, job: int, victims: list[int], cands: Candidates) -> None:
+        """``job`` will start by evicting ``victims`` (chosen from ``cands``): count it."""
+
+    def exhausted(self, walk: W) -> bool:
+        """True when no later job of the walk can evict anything (ends the walk early)."""
+        return False
+
+    def end(self, ctx: CycleContext, walk: W) -> None:
+        """After the walk (and the allocate pass), also on an error."""
+
+    def execute(self, ctx: CycleContext, fw: Framework) -> None:
+        walk = self.begin(ctx, fw)
+        if walk is None:
+            return
+        try:
+            started = self._walk(ctx, fw, walk)
+            if started and self.allocate_after:
+                if self._allocate is None:
+                    self._allocate = Allocate()
+                self._allocate.execute(ctx, fw)
+        finally:
+            self.end(ctx, walk)
+
+    def _walk(self, ctx: CycleContext, fw: Framework, walk: W) -> int:
+        failed, limit, victim_pool = walk.failed, self.limit, self.victim_pool
+        started = 0
+        for job, key in zip(walk.pending, walk.keys, strict=True):
+            if key in failed:
+                continue
+            sel = victim_pool(ctx, fw, walk, job)
+            if sel is Skip.DONE:
+                continue
+            if sel is Skip.FAILED:
+                failed.add(key)
+                continue
+            cands = walk.candidates(ctx, sel)
+            plan = choose_victims(ctx, fw, job, cands)
+            if plan is None:
+                failed.add(key)
+                continue
+            victims, placement = plan
+            self.planned(ctx, walk, job, victims, cands)
+            execute_plan(ctx, fw, job, victims, placement)
+            walk.alive &= ~np.isin(walk.running, victims)
+            started += 1
+            if (limit is not None and started >= limit) or self.exhausted(walk):
+                break
+        return started
+
+
+# --- the action ----------------------------------------------------------------------------------
+def resolve_rank(fw: Framework, rank_by: str) -> RankFn:
+    """``priority`` -> JobTable.priority; otherwise the ``rank`` of the policy's :class:`Rank` plugin
+    of that name."""
+    if rank_by == "priority":
+        return lambda env, jobs, now: env.jobs.priority[jobs].astype(np.float64)
+    plugin = fw.plugin(Rank, rank_by)
+    if plugin is None:
+        raise ValueError(_rank_by_error(rank_by, [type(p) for p in fw.plugins]))
+    return plugin.rank
+
+
+def _rank_by_error(rank_by: str, plugins: Sequence[type[Plugin]]) -> str | None:
+    if rank_by == "priority" or any(issubclass(p, Rank) and rank_by == p.NAME for p in plugins):
+        return None
+    ranking = ", ".join(p.NAME for p in plugins if issubclass(p, Rank))
+    choices = f"'priority' or a ranking plugin of this policy ({ranking})" if ranking else \
+        "'priority' (this policy has no plugin that ranks jobs)"
+    if any(rank_by == p.NAME for p in plugins):
+        return f"preempt: rank_by {rank_by!r} names a plugin that does not rank jobs; use {choices}"
+    return f"preempt: rank_by {rank_by!r} is not {choices}"
+
+
+@dataclass(eq=False)
+class _PreemptWalk(Walk):
+    rank_of: dict[int, float] = field(default_factory=dict)
+
+
+@register_action
+class Preempt(EvictingAction[_PreemptWalk]):
+    NAME = NAME
+    Args = PreemptArgs
+
+    def __init__(self, args: BaseModel | None = None) -> None:
+        super().__init__(args)
+        a = self.args
+        assert isinstance(a, PreemptArgs)
+        self.limit = a.max_preemptors_per_cycle
+        self.allocate_after = a.allocate_after
         self._rank: RankFn | None = None
         self._round = -math.inf
         self.preemptions = 0  # victims evicted
         self.preemptors = 0  # jobs started by preempting
-        self._allocate: Action | None = None
 
-    def execute(self, ctx: CycleContext, fw: Framework) -> None:
+    @classmethod
+    def check_plugins(cls, args: BaseModel, plugins: Sequence[type[Plugin]]) -> tuple[str, str] | None:
+        assert isinstance(args, PreemptArgs)
+        why = _rank_by_error(args.rank_by, plugins)
+        return None if why is None else ("args.rank_by", why)
+
+    def attach(self, fw: Framework) -> None:
+        args = self.args
+        assert isinstance(args, PreemptArgs)
+        self._rank = resolve_rank(fw, args.rank_by)
+
+    def begin(self, ctx: CycleContext, fw: Framework) -> _PreemptWalk | None:
         args = self.args
         assert isinstance(args, PreemptArgs)
         if self._rank is None:
-            self._rank = resolve_rank(fw, args.rank_by)
+            self.attach(fw)
+            assert self._rank is not None
         rank_fn = self._rank
         now = ctx.now
         if args.round_s is not None:
@@ -482,10 +634,10 @@ class Preempt(Action):
             if len(ctx.queue):
                 ctx.wake_at(boundary + args.round_s)
             if boundary <= self._round:
-                return
+                return None
             self._round = boundary
         if not ctx.running or not len(ctx.queue):
-            return
+            return None
         env = ctx.env
         running = running_jobs(ctx)
         run_rank = rank_fn(env, running, now)
@@ -493,44 +645,25 @@ class Preempt(Action):
         pend_rank = rank_fn(env, pending, now)
         low = float(run_rank.min())
         if float(pend_rank.max()) <= low:
-            return
+            return None
         eligible = pend_rank > low
         rank_of = dict(zip(pending[eligible].tolist(), pend_rank[eligible].tolist(), strict=True))
-        shapes = ctx.queue.shapes
-        alive = np.ones(len(running), dtype=bool)
+        order = in_queue_order(ctx, fw, pending[eligible])
+        shapes = ctx.queue.shapes[np.asarray(order, dtype=np.int64)].tolist()
+        keys = [(s, rank_of[j]) for s, j in zip(shapes, order, strict=True)]
+        walk = _PreemptWalk(order, keys, running, run_rank, set(), args.checkpoint_interval_s)
+        walk.rank_of = rank_of
         if args.min_run_s > 0:
             starts = np.fromiter((ctx.running[int(j)].start for j in running), dtype=np.float64, count=len(running))
-            alive &= now - starts >= args.min_run_s
-        failed: set[tuple[int, float]] = set()
-        started = 0
-        entries: tuple[IntArray, IntArray, IntArray] | None = None
-        lost_all = np.zeros(0)
-        for job in in_queue_order(ctx, fw, pending[eligible]):
-            r = rank_of[job]
-            fkey = (int(shapes[job]), r)
-            if fkey in failed:
-                continue
-            sel = alive & (run_rank < r)
-            if not sel.any() or not fw.admit(ctx, job).ok:
-                failed.add(fkey)
-                continue
-            if entries is None:
-                entries = placement_entries(ctx, running)
-                lost_all = work_lost(ctx, running, args.checkpoint_interval_s)
-            cands = select(running, run_rank, lost_all, entries, sel)
-            plan = choose_victims(ctx, fw, job, cands)
-            if plan is None:
-                failed.add(fkey)
-                continue
-            victims, placement = plan
-            execute_plan(ctx, fw, job, victims, placement)
-            alive &= ~np.isin(running, victims)
-            self.preemptions += len(victims)
-            self.preemptors += 1
-            started += 1
-            if args.max_preemptors_per_cycle is not None and started >= args.max_preemptors_per_cycle:
-                break
-        if started and args.allocate_after:
-            if self._allocate is None:
-                self._allocate = Allocate()
-            self._allocate.execute(ctx, fw)
+            walk.alive &= now - starts >= args.min_run_s
+        return walk
+
+    def victim_pool(self, ctx: CycleContext, fw: Framework, walk: _PreemptWalk, job: int) -> BoolArray | Skip:
+        sel = walk.alive & (walk.rank < walk.rank_of[job])
+        if not sel.any() or not fw.admit(ctx, job).ok:
+            return Skip.FAILED
+        return sel
+
+    def planned(self, ctx: CycleContext, walk: _PreemptWalk, job: int, victims: list[int], cands: Candidates) -> None:
+        self.preemptions += len(victims)
+        self.preemptors += 1

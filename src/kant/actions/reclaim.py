@@ -26,29 +26,29 @@ Arguments:
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from dataclasses import dataclass, field
 from itertools import chain
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from kant.actions.allocate import Allocate
 from kant.actions.preempt import (
-    FloatArray,
+    BoolArray,
+    Candidates,
+    EvictingAction,
     IntArray,
-    choose_victims,
-    execute_plan,
+    Skip,
+    Walk,
     in_queue_order,
     placement_entries,
-    select,
-    work_lost,
 )
 from kant.framework.context import CycleContext, SchedulerEnv
-from kant.framework.plugin import Action
+from kant.framework.plugin import Guarantee
 from kant.framework.registry import register_action
 from kant.framework.runner import Framework
 from kant.model.fit import gpu_slots
 from kant.model.store import JobStore
-from kant.plugins.quota import Quota
 
 __all__ = ["NAME", "Reclaim", "ReclaimArgs"]
 
@@ -62,51 +62,68 @@ class ReclaimArgs(BaseModel):
     allocate_after: bool = True
 
 
+@dataclass(eq=False)
+class _ReclaimWalk(Walk):
+    guarantee: Guarantee | None = None
+    v_tenant: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    v_gpus: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    max_node: int = 0  # GPUs of the largest node once every pool job on it is gone
+    stamp: tuple[int, int, int] = (-1, -1, 0)
+
+
 @register_action
-class Reclaim(Action):
+class Reclaim(EvictingAction[_ReclaimWalk]):
     NAME = NAME
     Args = ReclaimArgs
-    EVICTS = True
+    NEEDS = (Guarantee,)
 
     def __init__(self, args: BaseModel | None = None) -> None:
         super().__init__(args)
-        self._quota: Quota | None = None
+        a = self.args
+        assert isinstance(a, ReclaimArgs)
+        self.limit = a.max_reclaims_per_cycle
+        self.allocate_after = a.allocate_after
+        self._guarantee: Guarantee | None = None
         # shapes that could not reclaim; valid while no capacity came back and no borrowing changed
-        self._failed: set[int] = set()
+        self._failed: set[Hashable] = set()
         self._failed_at: tuple[int, int, int] = (-1, -1, 0)
         self._entries: tuple[int, tuple[IntArray, IntArray, IntArray]] | None = None
         self._shape_tenant: IntArray | None = None
         self._shape_gpus: IntArray = np.zeros(0, dtype=np.int64)
         self._shape_gpw: IntArray = np.zeros(0, dtype=np.int64)
-        self._allocate: Allocate | None = None
         self.evictions = 0
         self.reclaims = 0
+
+    def attach(self, fw: Framework) -> None:
+        self._guarantee = fw.plugin(Guarantee)
+        if self._guarantee is None:
+            raise ValueError("the reclaim action needs a Guarantee plugin (quota) in the policy")
 
     def jobs_added(self, env: SchedulerEnv, start: int) -> None:
         self._shape_tenant = None  # new jobs may bring new shapes
 
-    def execute(self, ctx: CycleContext, fw: Framework) -> None:
+    def begin(self, ctx: CycleContext, fw: Framework) -> _ReclaimWalk | None:
         args = self.args
         assert isinstance(args, ReclaimArgs)
-        quota = self._quota
+        quota = self._guarantee
         if quota is None:
-            quota = self._quota = Quota.of(fw)
-            if quota is None:
-                raise ValueError("the reclaim action needs the quota plugin in the policy")
+            self.attach(fw)
+            quota = self._guarantee
+            assert quota is not None
         if not ctx.running or not len(ctx.queue) or not np.any(quota.borrowed[:, 0] > 0):
-            return
+            return None
         jobs = ctx.env.jobs
         # the only possible victims: jobs borrowing GPUs (total) running since before the cycle
         pool = quota.borrowing_total()
         if len(pool) == 0:
-            return
+            return None
         if ctx.started:  # started in this cycle: not victims
             started = {j for j, _ in ctx.started}
             keep = [j for j in pool.tolist() if j not in started]
             if len(keep) < len(pool):
                 pool = np.asarray(keep, dtype=np.int64)
             if len(pool) == 0:
-                return
+                return None
         # failures stay valid while no capacity came back, no borrowing changed and the candidate
         # pool is the same
         state = ctx.state
@@ -124,7 +141,7 @@ class Reclaim(Action):
         within = quota.usage[t, 0] + self._shape_gpus[shape_ids] <= quota.guaranteed[t, 0]
         if failed and within.any():
             known = np.zeros(len(self._shape_tenant), dtype=bool)
-            known[list(failed)] = True
+            known[np.fromiter(failed, dtype=np.int64, count=len(failed))] = True
             within &= ~known[shape_ids]
         if within.any():
             if self._entries is None or self._entries[0] != stamp[2]:  # placements of the pool
@@ -142,79 +159,55 @@ class Reclaim(Action):
             within &= fits
         if not within.any():
             self._failed_at = stamp
-            return
+            return None
         lists = [queue.shape_jobs(s) for s in shape_ids[within].tolist()]
         pending = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=sum(map(len, lists)))
-        try:
-            assert self._entries is not None
-            reclaimed = self._scan(ctx, fw, quota, args, pool, self._entries[1], pending, failed)
-            if reclaimed and args.allocate_after:
-                self._after(ctx, fw)
-        finally:
-            self._failed_at = (int(getattr(state, "release_count", -1)), quota.borrow_version, stamp[2])
-
-    def _after(self, ctx: CycleContext, fw: Framework) -> None:
-        """Start what fits in capacity the evictions left over (``allocate_after``)."""
-        if self._allocate is None:
-            self._allocate = Allocate()
-        self._allocate.execute(ctx, fw)
-
-    def _scan(self, ctx: CycleContext, fw: Framework, quota: Quota, args: ReclaimArgs, running: IntArray,
-              entries: tuple[IntArray, IntArray, IntArray], pending: IntArray, failed: set[int]) -> int:
-        """Try the ``pending`` jobs in queue order; ``running`` are the borrowing jobs (the pool of
-        possible victims) and ``entries`` their placements (see ``placement_entries``). Returns how
-        many jobs started by reclaiming."""
-        jobs = ctx.env.jobs
-        state = ctx.state
-        shapes = ctx.queue.shapes
-        alive = np.ones(len(running), dtype=bool)  # not evicted in this cycle
-        v_tenant = jobs.tenant[running]
-        v_gpus = jobs.total_gpus[running]
-        started = 0
-        prio = jobs.priority[running].astype(np.float64)
-        lost_all: FloatArray | None = None
+        assert self._entries is not None
+        entries = self._entries[1]
         e_idx, e_node, e_cnt = entries
         # per node, GPUs free once every pool job there is gone: an upper bound for one worker
-        node_bound = state.free + np.bincount(e_node, weights=e_cnt * jobs.gpus_per_worker[running[e_idx]],
+        node_bound = state.free + np.bincount(e_node, weights=e_cnt * jobs.gpus_per_worker[pool[e_idx]],
                                               minlength=len(state.free)).astype(np.int64)
-        max_node = int(node_bound.max()) if len(node_bound) else 0
-        for job in in_queue_order(ctx, fw, pending):
-            shape = int(shapes[job])
-            if shape in failed:
-                continue
-            t = int(jobs.tenant[job])
-            if not quota.within_guarantee(job):
-                failed.add(shape)
-                continue
-            # recorded borrowing can shrink during the cycle (re-labelled when a tenant's jobs stop)
-            sel = alive & (v_tenant != t) & (quota.job_borrowed[running, 0] > 0)
-            # cheap bounds before planning: the GPUs all candidates free, and the largest node
-            if (not sel.any() or state.free_gpus + int(v_gpus[sel].sum()) < int(jobs.total_gpus[job])
-                    or gpu_slots(max_node, int(jobs.gpus_per_worker[job]), int(jobs.gpu_milli[job])) < 1
-                    or not fw.admit(ctx, job).ok):
-                failed.add(shape)
-                continue
-            if lost_all is None:
-                lost_all = work_lost(ctx, running, args.checkpoint_interval_s)
-            cands = select(running, prio, lost_all, entries, sel)
-            plan = choose_victims(ctx, fw, job, cands)
-            if plan is None:
-                failed.add(shape)
-                continue
-            victims, placement = plan
-            for v in victims:
-                quota.reclaim_evictions[int(jobs.tenant[v])] += 1
-            quota.reclaims_for[t] += 1
-            execute_plan(ctx, fw, job, victims, placement)
-            alive &= ~np.isin(running, victims)
-            self.evictions += len(victims)
-            self.reclaims += 1
-            started += 1
-            if args.max_reclaims_per_cycle is not None and started >= args.max_reclaims_per_cycle:
-                break
-            if not np.any(alive & (quota.job_borrowed[running, 0] > 0)):
-                break
-        return started
+        order = in_queue_order(ctx, fw, pending)
+        keys = queue.shapes[np.asarray(order, dtype=np.int64)].tolist()
+        walk = _ReclaimWalk(order, keys, pool, jobs.priority[pool].astype(np.float64), failed,
+                            args.checkpoint_interval_s, entries)
+        walk.guarantee = quota
+        walk.v_tenant = jobs.tenant[pool]
+        walk.v_gpus = jobs.total_gpus[pool]
+        walk.max_node = int(node_bound.max()) if len(node_bound) else 0
+        walk.stamp = stamp
+        return walk
+
+    def victim_pool(self, ctx: CycleContext, fw: Framework, walk: _ReclaimWalk, job: int) -> BoolArray | Skip:
+        quota = walk.guarantee
+        assert quota is not None
+        if not quota.within_guarantee(job):
+            return Skip.FAILED
+        jobs, running = ctx.env.jobs, walk.running
+        # recorded borrowing can shrink during the cycle (re-labelled when a tenant's jobs stop)
+        sel: BoolArray = walk.alive & (walk.v_tenant != int(jobs.tenant[job])) & (quota.job_borrowed[running, 0] > 0)
+        # cheap bounds before planning: the GPUs all candidates free, and the largest node
+        if (not sel.any() or ctx.state.free_gpus + int(walk.v_gpus[sel].sum()) < int(jobs.total_gpus[job])
+                or gpu_slots(walk.max_node, int(jobs.gpus_per_worker[job]), int(jobs.gpu_milli[job])) < 1
+                or not fw.admit(ctx, job).ok):
+            return Skip.FAILED
+        return sel
+
+    def planned(self, ctx: CycleContext, walk: _ReclaimWalk, job: int, victims: list[int], cands: Candidates) -> None:
+        assert walk.guarantee is not None
+        walk.guarantee.reclaimed(job, victims)
+        self.evictions += len(victims)
+        self.reclaims += 1
+
+    def exhausted(self, walk: _ReclaimWalk) -> bool:
+        assert walk.guarantee is not None
+        return not np.any(walk.alive & (walk.guarantee.job_borrowed[walk.running, 0] > 0))
+
+    def end(self, ctx: CycleContext, walk: _ReclaimWalk) -> None:
+        assert walk.guarantee is not None
+        self._failed_at = (int(getattr(ctx.state, "release_count", -1)), walk.guarantee.borrow_version,
+                           walk.stamp[2])
 
 
 def _per_shape(shapes: IntArray, jobs: JobStore) -> tuple[IntArray, IntArray, IntArray]:

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from kant.cli._common import FiniteFloat, OneLineCommand, console, fail, out
 from kant.errors import KantError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 __all__ = ["cli", "main"]
 
@@ -43,8 +46,6 @@ class RunSpec:
 
 def _run(spec: RunSpec, progress: Callable[[int, int], None] | None = None) -> tuple[Any, Any, str]:
     """Load inputs and simulate; returns (SimResult, Metrics, dropped-rows summary)."""
-    import numpy as np
-
     from kant.config import load_policy
     from kant.metrics.summary import summarize
     from kant.sim import ExecutionModel, Simulator
@@ -59,9 +60,7 @@ def _run(spec: RunSpec, progress: Callable[[int, int], None] | None = None) -> t
         policy = load_policy(spec.policy)
     cluster = load_nodes(spec.cluster)
     problems = Problems(skip=spec.skip_invalid)
-    jobs = load_trace(spec.trace, problems=problems)
-    if spec.limit is not None:
-        jobs = jobs.take(np.arange(min(spec.limit, len(jobs))))
+    jobs = load_trace(spec.trace, problems=problems, limit=spec.limit)
     try:
         execution = ExecutionModel(
             cross_leaf_penalty=spec.cross_leaf_penalty,
@@ -124,6 +123,31 @@ def _print_table(title: str, rows: Sequence[tuple[str, str]]) -> None:
     out.print(table)
 
 
+def _progress(title: str, *, arrivals: bool = False) -> Progress | None:
+    """A transient progress bar on stderr, or None when stderr is not a terminal (nothing to draw:
+    and rich would still print an empty line when it stops, before an ``error:`` line)."""
+    if not console.is_terminal:
+        return None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    counts = (MofNCompleteColumn(), TextColumn("jobs arrived")) if arrivals else (MofNCompleteColumn(),)
+    return Progress(TextColumn(title), BarColumn(), *counts, TimeElapsedColumn(), console=console, transient=True)
+
+
+def _drawn(bar: Progress | None) -> AbstractContextManager[Any]:
+    return bar if bar is not None else nullcontext()
+
+
+def _updates(bar: Progress, description: str) -> Callable[[int, int], None]:
+    """A simulation's progress callback that moves a new task of ``bar``."""
+    task = bar.add_task(description, total=None)
+
+    def progress(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    return progress
+
+
 def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--trace", default="philly", show_default=True,
@@ -173,7 +197,34 @@ def _spec(policy: str, kw: dict[str, Any], jobs_out: Path | None = None) -> RunS
     )
 
 
-@click.group()
+#: subcommands defined in other modules, imported when first used (``kant simulate`` imports none)
+_LAZY_COMMANDS: dict[str, str] = {
+    "experiment": "kant.cli.experiment",
+    "serve": "kant.cli.serve",
+    "sweep": "kant.cli.sweep",
+    "trace": "kant.cli.trace",
+    # the client of `kant serve` (docs/cli.md)
+    **dict.fromkeys(("submit", "queue", "jobs", "show", "cancel", "why", "logs", "nodes", "drain", "cordon",
+                     "uncordon", "top", "whatif"), "kant.cli.client"),
+}
+
+
+class _LazyGroup(click.Group):
+    """A group whose commands from :data:`_LAZY_COMMANDS` are imported on first use; ``--help`` lists
+    (and so imports) them all."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *_LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in _LAZY_COMMANDS:
+            command = getattr(importlib.import_module(_LAZY_COMMANDS[cmd_name]), cmd_name)
+            assert isinstance(command, click.Command) and command.name == cmd_name
+            self.add_command(command)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_LazyGroup)
 @click.version_option(package_name="kant")
 def cli() -> None:
     """kant: a unified scheduler and trace-driven simulator for AI clusters."""
@@ -192,21 +243,9 @@ def simulate(policy: str, no_report: bool, **kw: Any) -> None:
     out_dir: Path = kw["out_dir"]
     spec = _spec(policy, kw, out_dir / "jobs.parquet")
     try:
-        with Progress(
-            TextColumn("[bold]simulating[/] {task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("jobs arrived"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        ) as bar:
-            task = bar.add_task(policy, total=None)
-
-            def progress(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-
-            result, metrics, dropped = _run(spec, progress)
+        bar = _progress("[bold]simulating[/] {task.description}", arrivals=True)
+        with _drawn(bar):
+            result, metrics, dropped = _run(spec, None if bar is None else _updates(bar, policy))
         out_dir.mkdir(parents=True, exist_ok=True)
         json_path = write_json(out_dir / "result.json", result, metrics)
         html_path = None if no_report else write_html(out_dir / "report.html", result, metrics)
@@ -250,19 +289,23 @@ def compare(policies: tuple[str, ...], workers: int | None, **kw: Any) -> None:
             from kant.inference.services import load_services
 
             load_services(kw["services"])
-        with Progress(TextColumn("[bold]comparing[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, transient=True) as bar:
-            task = bar.add_task("policies", total=len(specs))
+        bar = _progress("[bold]comparing[/]")
+        with _drawn(bar):
+            task = bar.add_task("policies", total=len(specs)) if bar is not None else None
             runs: list[tuple[Any, Any, str]] = []
             if n == 1:
                 for s in specs:
                     runs.append(_run_quiet(s))
-                    bar.advance(task)
+                    if bar is not None and task is not None:
+                        bar.advance(task)
             else:
+                from concurrent.futures import ProcessPoolExecutor
+
                 with ProcessPoolExecutor(max_workers=n) as pool:
                     for r in pool.map(_run_quiet, specs):
                         runs.append(r)
-                        bar.advance(task)
+                        if bar is not None and task is not None:
+                            bar.advance(task)
         out_dir.mkdir(parents=True, exist_ok=True)
         labelled = [(f"{r.policy} ({spec.policy})", r, m) for spec, (r, m, _) in zip(specs, runs, strict=True)]
         html_path = write_comparison_html(out_dir / "comparison.html", labelled)
@@ -312,24 +355,6 @@ def list_policies() -> None:
     out.print(table)
     out.print(f"plugins: {', '.join(plugin_names())}")
     out.print(f"actions: {', '.join(action_names())}")
-
-
-def _register_groups() -> None:
-    from kant.cli.client import commands as client_commands
-    from kant.cli.experiment import experiment
-    from kant.cli.serve import serve
-    from kant.cli.sweep import sweep
-    from kant.cli.trace import trace
-
-    cli.add_command(experiment)
-    cli.add_command(serve)
-    cli.add_command(sweep)
-    cli.add_command(trace)
-    for command in client_commands:  # the client of `kant serve`: submit, queue, jobs, ... (docs/cli.md)
-        cli.add_command(command)
-
-
-_register_groups()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

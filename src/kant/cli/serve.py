@@ -76,13 +76,22 @@ def _duration(value: str) -> float:
               help="Sampled runs behind each prediction's band.")
 @click.option("--predict-every", type=FiniteFloat(min=0.1, max=86400), default=5.0, show_default=True,
               help="At most one prediction per this many wall seconds (bounds the twin's CPU).")
+@click.option("--whatif-budget", type=FiniteFloat(min=0, min_open=True, max=3600), default=30.0, show_default=True,
+              help="Wall seconds of simulation one what-if request may use: runs stop before passing it (the "
+                   "answer says so); a request without one run of each scenario by twice this is refused (422).")
+@click.option("--whatif-queue", type=click.IntRange(1, 64), default=4, show_default=True,
+              help="What-if requests running or waiting at most (one per tenant or admin token; more: 429).")
+@click.option("--db-wait", type=FiniteFloat(min=0, max=86400), default=30.0, show_default=True,
+              help="At start, seconds to keep trying a database that cannot be reached (a PostgreSQL server "
+                   "restarting) before giving up; 0: give up at once.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
 def serve(db_url: str, cluster: str | None, policy: str, host: str, port: int, executor: str, ray_address: str,
           log_dir: Path, checkpoint_dir: Path, ray_start_timeout: float, clock: str | None,
           speed: float, clock_start: float | None, demo: str | None, demo_limit: int | None,
           admin_token_file: Path | None, token_out: Path, advertise_url: str | None, default_estimate: str,
-          seed: int, predict: bool, predict_runs: int, predict_every: float, log_level: str) -> None:
+          seed: int, predict: bool, predict_runs: int, predict_every: float, whatif_budget: float,
+          whatif_queue: int, db_wait: float, log_level: str) -> None:
     """Run the live scheduler: the REST API (/v1, /docs), /metrics, and the scheduling loop."""
     from kant.service.server import ServeConfig, Service
 
@@ -107,7 +116,8 @@ def serve(db_url: str, cluster: str | None, policy: str, host: str, port: int, e
                          clock=clock, speed=speed, clock_start=clock_start, admin_token=token, token_out=token_out,
                          advertise_url=advertise_url, default_estimate=_duration(default_estimate), seed=seed,
                          demo=demo, demo_limit=demo_limit, log_level=log_level, predict=predict,
-                         predict_runs=predict_runs, predict_every=predict_every)
+                         predict_runs=predict_runs, predict_every=predict_every, whatif_budget=whatif_budget,
+                         whatif_queue=whatif_queue, db_wait=db_wait)
     try:
         Service(config).run()
     except KantError as exc:

@@ -22,13 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from kant.config.validation import validate, validate_document
 from kant.config.yaml_file import read_yaml
 from kant.errors import ConfigError
-from kant.framework.plugin import Action, Plugin
+from kant.framework.plugin import Action, Place, Plugin
 from kant.framework.registry import action_class, action_names, plugin_class, plugin_names
 
 __all__ = ["Policy", "PluginEntry", "ActionEntry", "load_policy", "parse_policy", "bundled_policies"]
@@ -99,39 +100,6 @@ class Policy:
         }
 
 
-def _loc(prefix: str, loc: tuple[int | str, ...]) -> str:
-    out = prefix
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part in ("str", "_ActionSpec", "function-after[...]"):
-            continue
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def _raise_validation(source: str, prefix: str, exc: ValidationError) -> None:
-    err = exc.errors()[0]
-    loc = tuple(p for p in err["loc"] if p not in ("str", "_ActionSpec"))
-    raise ConfigError(source, _loc(prefix, loc), err["msg"]) from None
-
-
-def validate_document(model: type[M], data: Any, source: str, shape: str) -> M:
-    """``data`` (a parsed YAML document) as ``model``, or a :class:`ConfigError` naming ``source`` and
-    the key path (``shape``: what the file must be, for a document that is no mapping)."""
-    if not isinstance(data, dict):
-        raise ConfigError(source, "", shape)
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        _raise_validation(source, "", exc)
-        raise AssertionError from exc  # unreachable
-
-
 def parse_policy(data: Any, source: str = "<policy>") -> Policy:
     """Validate an already-parsed YAML document into a :class:`Policy`."""
     doc = validate_document(_PolicyFile, data, source, "a policy file must be a mapping with name, actions and plugins")
@@ -140,28 +108,28 @@ def parse_policy(data: Any, source: str = "<policy>") -> Policy:
         aspec = _ActionSpec(name=spec) if isinstance(spec, str) else spec
         acls = action_class(aspec.name)
         if acls is None:
+            if plugin_class(aspec.name) is not None:
+                raise ConfigError(source, f"actions[{i}]",
+                                  f"{aspec.name!r} is a plugin, not an action: list it under plugins")
             known = ", ".join(action_names())
             raise ConfigError(source, f"actions[{i}]", f"unknown action {aspec.name!r}; known: {known}")
-        try:
-            aargs = acls.Args.model_validate(aspec.args)
-        except ValidationError as exc:
-            _raise_validation(source, f"actions[{i}].args", exc)
+        aargs = validate(acls.Args, aspec.args, source, f"actions[{i}].args")
         actions.append(ActionEntry(acls, aargs))
     plugins: list[PluginEntry] = []
     seen: dict[str, int] = {}
     for i, pspec in enumerate(doc.plugins):
         pcls = plugin_class(pspec.name)
         if pcls is None:
+            if action_class(pspec.name) is not None:
+                raise ConfigError(source, f"plugins[{i}].name",
+                                  f"{pspec.name!r} is an action, not a plugin: list it under actions")
             known = ", ".join(plugin_names())
             raise ConfigError(source, f"plugins[{i}].name", f"unknown plugin {pspec.name!r}; known: {known}")
         if pspec.name in seen:
             first = seen[pspec.name]
             raise ConfigError(source, f"plugins[{i}].name", f"plugin {pspec.name!r} already listed at plugins[{first}]")
         seen[pspec.name] = i
-        try:
-            pargs = pcls.Args.model_validate(pspec.args)
-        except ValidationError as exc:
-            _raise_validation(source, f"plugins[{i}].args", exc)
+        pargs = validate(pcls.Args, pspec.args, source, f"plugins[{i}].args")
         plugins.append(PluginEntry(pcls, pargs, pspec.weight))
     policy = Policy(doc.name, doc.description, tuple(actions), tuple(plugins), source)
     _check_combination(policy)
@@ -169,12 +137,18 @@ def parse_policy(data: Any, source: str = "<policy>") -> Policy:
 
 
 def _check_combination(policy: Policy) -> None:
-    from kant.framework.plugin import Place
-
+    """Plugins and actions that cannot work together: two gang placers, an action without the plugin
+    kind it needs, an argument naming a plugin of the wrong kind (``rank_by``)."""
     placers = [i for i, p in enumerate(policy.plugins) if issubclass(p.cls, Place)]
     if len(placers) > 1:
         names = ", ".join(policy.plugins[i].cls.NAME for i in placers)
         raise ConfigError(policy.source, f"plugins[{placers[1]}]", f"at most one gang placement plugin, got {names}")
+    classes = [p.cls for p in policy.plugins]
+    for i, action in enumerate(policy.actions):
+        problem = action.cls.check_plugins(action.args, classes)
+        if problem is not None:
+            key, why = problem
+            raise ConfigError(policy.source, f"actions[{i}]{'.' + key if key else ''}", why)
 
 
 def bundled_policies() -> dict[str, Path]:

@@ -10,7 +10,8 @@ Filters and scores work on whole arrays of nodes at once (NumPy), never one node
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -31,9 +32,15 @@ __all__ = [
     "Admit",
     "Filter",
     "Score",
+    "ClassScore",
     "Place",
     "JobListener",
+    "Rank",
+    "Guarantee",
+    "CoScheduling",
     "Action",
+    "PluginLookup",
+    "ActionLookup",
 ]
 
 MAX_SCORE = 100.0
@@ -121,6 +128,17 @@ class Score(Plugin):
         raise NotImplementedError
 
 
+class ClassScore(Score):
+    """A score that depends only on a node's GPU capacity and its free GPUs (its *class*), so that it
+    can be computed once per class instead of once per node: :meth:`score_classes` must give, for a
+    worker of ``gpus`` GPUs, the same floats as :meth:`Score.score` gives every node of that class. A
+    policy whose scores are all class scores and that has no filter places workers from the node-class
+    index without scanning nodes (:meth:`kant.framework.runner.Framework.place_workers`)."""
+
+    def score_classes(self, env: SchedulerEnv, gpus: int, capacity: IntArray, free: IntArray) -> FloatArray:
+        raise NotImplementedError
+
+
 class Place(Plugin):
     """Places a whole gang (topology-aware and packing strategies). Return a placement, or a
     :class:`Status` saying why not. ``fw.place_workers`` offers the standard filter+score greedy
@@ -149,6 +167,47 @@ class JobListener(Plugin):
         pass
 
 
+class Rank(Plugin):
+    """Ranks jobs for eviction: the ``preempt`` action's ``rank_by: <plugin name>`` (higher = more
+    important; a running job is only evicted for a pending job of strictly higher rank)."""
+
+    def rank(self, env: SchedulerEnv, jobs: IntArray, now: float) -> FloatArray:
+        raise NotImplementedError
+
+
+class Guarantee(Plugin):
+    """Keeps each tenant's guaranteed GPUs, its usage, and what each running job borrows above its
+    tenant's guarantee: what the ``reclaim`` action needs to give a tenant its guarantee back.
+
+    Column 0 of the per-tenant and per-job arrays is the GPU total (further columns, if any, are per
+    GPU type); ``borrow_version`` changes whenever any job's borrowing does."""
+
+    usage: FloatArray  # tenants x columns: GPUs in use
+    guaranteed: FloatArray  # tenants x columns
+    borrowed: FloatArray  # tenants x columns: GPUs in use above the guarantee
+    job_borrowed: FloatArray  # jobs x columns: GPUs each running job borrows
+    borrow_version: int
+
+    def borrowing_total(self) -> IntArray:
+        """Running jobs that borrow GPUs (column 0), ascending."""
+        raise NotImplementedError
+
+    def within_guarantee(self, job: int) -> bool:
+        """Would the job's tenant stay within its guarantee with the job started?"""
+        raise NotImplementedError
+
+    def reclaimed(self, job: int, victims: Sequence[int]) -> None:
+        """``job`` is about to start by evicting ``victims`` (for the plugin's counters)."""
+
+
+class CoScheduling(Plugin):
+    """Decides whether training and inference share GPUs: the ``inference-reclaim`` action only
+    takes GPUs back from training when :meth:`shares_gpus` is true."""
+
+    def shares_gpus(self) -> bool:
+        return True
+
+
 class Action:
     """A cycle-level algorithm (allocate, backfill, preempt). Actions run in the configured order."""
 
@@ -158,8 +217,31 @@ class Action:
     #: interrupted run's work survives is then the execution model's business (checkpoints)
     EVICTS: ClassVar[bool] = False
 
+    #: plugin kinds the action cannot run without (e.g. reclaim: a :class:`Guarantee`); a policy
+    #: that lists the action without one is rejected when it is loaded
+    NEEDS: ClassVar[tuple[type[Plugin], ...]] = ()
+
     def __init__(self, args: BaseModel | None = None) -> None:
         self.args = args if args is not None else self.Args()
+
+    @classmethod
+    def check_plugins(cls, args: BaseModel, plugins: Sequence[type[Plugin]]) -> tuple[str, str] | None:
+        """Can the action run with these arguments next to the policy's plugin classes (in policy
+        order)? None if it can, else (key path below the action's entry, e.g. ``args.rank_by``; a
+        one-line reason). Called when a policy is loaded; the default checks :attr:`NEEDS`."""
+        from kant.framework.registry import plugin_classes
+
+        for kind in cls.NEEDS:
+            if not any(issubclass(p, kind) for p in plugins):
+                have = [p.NAME for p in plugin_classes() if issubclass(p, kind)]
+                hint = f" (one of: {', '.join(have)})" if have else ""
+                return "", f"the {cls.NAME} action needs a {kind.__name__} plugin in the policy{hint}"
+        return None
+
+    def attach(self, fw: Framework) -> None:
+        """Called once when the scheduler is built, after every plugin's setup: find the plugins the
+        action works with here (:meth:`Framework.plugin <kant.framework.runner.Framework.plugin>`),
+        never per cycle or per job. Default: nothing."""
 
     def notes(self) -> list[str]:
         """Caveats about the run so far, one line each, for its report (e.g. an approximation the
@@ -184,3 +266,21 @@ class Action:
         time, state, queue and reasons, but its statement and started/evicted/wakeup lists are the
         last cycle's: do not change the state or use them. The default never claims idleness."""
         return False
+
+
+P = TypeVar("P", bound=Plugin)
+A = TypeVar("A", bound=Action)
+
+
+class PluginLookup(Protocol):
+    """Anything that finds a policy's plugins by kind: a :class:`~kant.framework.runner.Framework`,
+    a :class:`~kant.scheduler.Scheduler` or a :class:`~kant.sim.simulator.Simulator`."""
+
+    def plugin(self, kind: type[P], name: str | None = None) -> P | None: ...
+
+
+class ActionLookup(Protocol):
+    """Anything that finds a policy's actions by kind: a :class:`~kant.scheduler.Scheduler` or a
+    :class:`~kant.sim.simulator.Simulator` (``sim.action(Backfill)``)."""
+
+    def action(self, kind: type[A]) -> A | None: ...

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from abc import ABC, abstractmethod
 from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
@@ -24,10 +25,23 @@ import numpy.typing as npt
 
 from kant.model.store import JobStore, grow
 
-__all__ = ["PendingQueue", "ShapeIndex"]
+__all__ = ["PendingQueue", "QueueOrder", "ShapeIndex"]
 
 IntArray = npt.NDArray[np.int64]
 SortKey = tuple[float, ...]
+
+
+class QueueOrder(ABC):
+    """A queue order that changes with time (the runner's ``DynamicKey``): the sort key of one job,
+    and many jobs sorted at once (what :meth:`PendingQueue.walk` uses)."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def __call__(self, job: int) -> SortKey: ...
+
+    @abstractmethod
+    def order(self, jobs: IntArray) -> IntArray: ...
 
 
 _REQUEST_COLUMNS = ("workers", "gpus_per_worker", "gpu_milli", "cpu_milli", "memory_mib", "gpu_type", "kind")
@@ -311,7 +325,10 @@ class PendingQueue:
         self._blocked = set()
         if dynamic_key is not None:
             assert start is None, "start applies to the static order"
-            yield from self._walk_sorted(dynamic_key, skip_requests)
+            if isinstance(dynamic_key, QueueOrder):
+                yield from self._walk_ordered(dynamic_key.order, skip_requests)
+            else:  # a plain key function
+                yield from self._walk_sorted(dynamic_key, skip_requests)
             return
         shape_request = self._shape_request
         heap: list[tuple[SortKey, int]]
@@ -344,10 +361,7 @@ class PendingQueue:
                 heapq.heappush(heap, (self._keys[lst[i]], shape))
 
     def _walk_sorted(self, dynamic_key: Callable[[int], SortKey], skip_requests: Container[int]) -> Iterator[int]:
-        order_all = getattr(dynamic_key, "order", None)
-        if order_all is not None:
-            yield from self._walk_ordered(order_all, skip_requests)
-            return
+        """Dynamic walk for a plain key function (one sort in Python)."""
         order = sorted(self._keys, key=dynamic_key)
         n_shapes = len(self._by_shape)
         for job in order:

@@ -9,7 +9,8 @@ from typing import TypeVar
 
 from kant.framework.plugin import Action, Plugin
 
-__all__ = ["register_plugin", "register_action", "plugin_class", "action_class", "plugin_names", "action_names"]
+__all__ = ["register_plugin", "register_action", "plugin_class", "action_class", "plugin_names", "action_names",
+           "plugin_classes"]
 
 _PLUGINS: dict[str, type[Plugin]] = {}
 _ACTIONS: dict[str, type[Action]] = {}
@@ -73,5 +74,11 @@ def plugin_names() -> list[str]:
 
 def action_names() -> list[str]:
     return _names(_ACTIONS)
+
+
+def plugin_classes() -> list[type[Plugin]]:
+    """Every registered plugin class, by name."""
+    _load()
+    return [_PLUGINS[name] for name in sorted(_PLUGINS)]
 
 

@@ -9,13 +9,15 @@ held capacity and gets all of them or none.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from kant.framework.context import CycleContext, SchedulerEnv
-from kant.framework.plugin import Admit, Filter, JobListener, Place, Plugin, QueueSort, Score
+from kant.framework.plugin import Admit, ClassScore, Filter, JobListener, Place, Plugin, QueueSort, Score
+from kant.framework.queue import QueueOrder
 from kant.framework.status import SUCCESS, Status
 from kant.model.fit import FULL_GPU_MILLI, gpu_slots, worker_slots
 from kant.model.state import ClusterState, NodeClasses, Placement
@@ -26,6 +28,7 @@ BoolArray = npt.NDArray[np.bool_]
 SortKey = tuple[float, ...]
 #: class ids in tie groups, best group first (see Framework._class_groups)
 ClassGroups = list[list[int]]
+P = TypeVar("P", bound=Plugin)
 
 
 class Framework:
@@ -48,10 +51,11 @@ class Framework:
             self.placer is None or self.placer.REQUEST_ONLY
         )
         self._feasible_cache: dict[int, Status] = {}
-        # Class-based placement (see place_workers): with no filters and only scores that declare
-        # CLASS_SCORE (their score depends on the node's GPU capacity and free GPUs alone), the best
-        # node is the lowest-index node of the best (GPU type, capacity, free) class.
-        self.class_scores = not self.filters and all(getattr(p, "CLASS_SCORE", False) for p in self.scorers)
+        # Class-based placement (see place_workers): with no filters and only ClassScore scores (their
+        # score depends on the node's GPU capacity and free GPUs alone), the best node is the
+        # lowest-index node of the best (GPU type, capacity, free) class.
+        self.class_scorers = [p for p in self.scorers if isinstance(p, ClassScore)]
+        self.class_scores = not self.filters and len(self.class_scorers) == len(self.scorers)
         self.cpu_all_unmodelled = bool(env.cpu_unmodelled.all())
         self.mem_all_unmodelled = bool(env.mem_unmodelled.all())
         self._class_plans: dict[tuple[int, int], ClassGroups | None] = {}
@@ -71,6 +75,15 @@ class Framework:
         for p in self.plugins:
             p.setup(env)
 
+    # --- lookup ------------------------------------------------------------------------------
+    def plugin(self, kind: type[P], name: str | None = None) -> P | None:
+        """The policy's first plugin that is a ``kind`` (and is called ``name``, if given), or None.
+        The one way actions and drivers find plugins; call it at setup (``Action.attach``), not per job."""
+        for p in self.plugins:
+            if isinstance(p, kind) and (name is None or name == p.NAME):
+                return p
+        return None
+
     # --- ordering ----------------------------------------------------------------------------
     def _key(self, job: int, now: float) -> SortKey:
         env = self.env
@@ -79,7 +92,7 @@ class Framework:
     def static_key(self, job: int) -> SortKey:
         return self._key(job, self.env.jobs.submit.item(job))
 
-    def dynamic_key(self, now: float) -> Callable[[int], SortKey] | None:
+    def dynamic_key(self, now: float) -> DynamicKey | None:
         if not self.dynamic:
             return None
         return DynamicKey(self, now)
@@ -322,10 +335,10 @@ class Framework:
             plan = [ids.tolist()] if len(ids) else []
         else:
             cap, free = classes.class_cap[ids], classes.class_free[ids]
-            first = self.scorers[0]
-            total = first.score_classes(self.env, gpus, cap, free) * first.weight  # type: ignore[attr-defined]
-            for s in self.scorers[1:]:
-                total = total + s.score_classes(self.env, gpus, cap, free) * s.weight  # type: ignore[attr-defined]
+            first = self.class_scorers[0]
+            total = first.score_classes(self.env, gpus, cap, free) * first.weight
+            for s in self.class_scorers[1:]:
+                total = total + s.score_classes(self.env, gpus, cap, free) * s.weight
             total = np.asarray(total, dtype=np.float64)
             if np.isnan(total).any():
                 plan = None
@@ -422,7 +435,7 @@ class Framework:
             p.job_stopped(self.env, job, now, placement, finished)
 
 
-class DynamicKey:
+class DynamicKey(QueueOrder):
     """The queue order at one instant: call it with a job for its sort key (a tuple), or sort many
     jobs at once with :meth:`order` (one NumPy lexsort over the sorters' vectorised ``keys``)."""
 

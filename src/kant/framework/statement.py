@@ -1,10 +1,24 @@
-"""Tentative changes to the cluster state that are committed or discarded as one.
+"""The operation log of a cycle, and an undo log for trials on the cluster state.
 
-A gang's allocation, or a preemption plan (evict victims, then place the preemptor), is made
-through a :class:`Statement`: each operation is applied to the state at once, so later decisions in
-the same cycle see it, and :meth:`Statement.discard` undoes them in reverse order.
-:meth:`Statement.commit` makes them final and is where binds happen: a driver that runs work (the
-live service) passes a :class:`Binder`, which hears every start and eviction in order.
+A :class:`Statement` is Volcano's name, but not a full transaction. What it is, exactly:
+
+* every :meth:`Statement.allocate` / :meth:`Statement.evict` is applied to the
+  :class:`~kant.model.state.ClusterState` at once (later decisions in the same cycle see it) and
+  logged;
+* :meth:`Statement.discard` undoes the logged operations on the **cluster state only**, in reverse
+  order, leaving the free capacity, the aggregates, the node classes and the live placements as they
+  were. It does not undo anything else: the pending queue, ``ctx.started`` / ``ctx.evicted``, what
+  listeners (quota usage, attained service) heard, and the state's change counters (``version``,
+  the release log: a discarded trial counts as changes there). So discard is for side-effect-free
+  *trials* that touch nothing but the state, such as the preempt action's plan simulation
+  (:func:`kant.actions.preempt.choose_victims`): evict candidates, try to place, discard;
+* :meth:`Statement.commit` ends the log and is where binds happen: a driver that runs work (the
+  live service) passes a :class:`Binder`, which hears every start and eviction in order.
+
+A cycle's own statement (``ctx.statement``) is only ever committed: ``start_job`` and ``evict_job``
+(:mod:`kant.actions.common`) change the queue and tell the listeners along with it, and a gang gets
+all of its workers or none because the runner places the whole gang *before* allocating it, not
+because anything is rolled back.
 """
 
 from __future__ import annotations
@@ -41,6 +55,9 @@ class Binder(Protocol):
 
 
 class Statement:
+    """An operation log over one cluster state; see the module notes for what :meth:`discard` does
+    and does not undo."""
+
     def __init__(self, state: ClusterState) -> None:
         self.state = state
         self.operations: list[Operation] = []
@@ -55,6 +72,7 @@ class Statement:
         return placement
 
     def discard(self) -> None:
+        """Undo the logged operations on the cluster state, newest first, and empty the log."""
         for operation in reversed(self.operations):
             if operation.op is Op.ALLOCATE:
                 self.state.release(operation.job)

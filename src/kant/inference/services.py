@@ -44,8 +44,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kant.config.validation import validate, validate_document
 from kant.config.yaml_file import read_yaml
 from kant.errors import ConfigError
 from kant.inference.autoscaler import HpaConfig
@@ -181,41 +182,10 @@ class ServicesConfig:
                               f"has {cluster.total_gpus}")
 
 
-def _loc(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part.startswith("function-") or part in ("tuple[str, ...]",):
-            continue
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-def _raise(source: str, prefix: str, exc: ValidationError) -> None:
-    err = exc.errors()[0]
-    path = _loc(tuple(err["loc"]))
-    full = prefix + ("." + path if prefix and path else path)
-    msg = str(err["msg"])
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
-    raise ConfigError(source, full, msg) from None
-
-
 def parse_services(data: Any, source: str = "<services>") -> ServicesConfig:
     """Validate an already-parsed YAML document (see the module docstring)."""
-    if not isinstance(data, dict):
-        raise ConfigError(source, "", "a services file must be a mapping with a services list")
-    try:
-        doc = _File.model_validate(data)
-    except ValidationError as exc:
-        _raise(source, "", exc)
-        raise AssertionError from exc  # unreachable
-    try:
-        HpaConfig.model_validate(doc.autoscaler)
-    except ValidationError as exc:
-        _raise(source, "autoscaler", exc)
+    doc = validate_document(_File, data, source, "a services file must be a mapping with a services list")
+    validate(HpaConfig, doc.autoscaler, source, "autoscaler")
     names: dict[str, int] = {}
     autoscalers: list[HpaConfig] = []
     for i, s in enumerate(doc.services):
@@ -223,10 +193,7 @@ def parse_services(data: Any, source: str = "<services>") -> ServicesConfig:
             raise ConfigError(source, f"services[{i}].name",
                               f"service {s.name!r} already defined at services[{names[s.name]}]")
         names[s.name] = i
-        try:
-            autoscalers.append(HpaConfig.model_validate({**doc.autoscaler, **s.autoscaler}))
-        except ValidationError as exc:
-            _raise(source, f"services[{i}].autoscaler", exc)
+        autoscalers.append(validate(HpaConfig, {**doc.autoscaler, **s.autoscaler}, source, f"services[{i}].autoscaler"))
         if not math.isfinite(s.slo_ms):  # pragma: no cover - pydantic rejects it
             raise ConfigError(source, f"services[{i}].slo_ms", "must be finite")
     return ServicesConfig(list(doc.services), autoscalers, horizon_s=doc.horizon_s, seed=doc.seed, source=source)

@@ -326,8 +326,8 @@ class InferenceDriver:
             raise ValueError("attach the driver to a simulator and run it first")
         end = max(float(result.end_time), self.horizon)
         lo, hi = self.start, self.horizon
-        co = CoSchedule.of(sim.scheduler.framework)
-        reclaim = next((a for a in sim.scheduler.actions if isinstance(a, InferenceReclaim)), None)
+        co = sim.plugin(CoSchedule)
+        reclaim = sim.action(InferenceReclaim)
         reclaimed = set(reclaim.reclaim_starts) if reclaim is not None else set()
         extra_delay = reclaim.reclaim_delay_s if reclaim is not None else 0.0
         mode = co.mode if co is not None else "none"

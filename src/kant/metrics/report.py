@@ -109,7 +109,11 @@ def _origin(result: SimResult) -> float:
     return 0.0
 
 
-def _timeline(result: SimResult) -> tuple[Timeline, float, float, float]:
+#: a run's timeline from the plots' origin, the plotted span ``[lo, hi]`` and the origin
+_Span = tuple[Timeline, float, float, float]
+
+
+def _timeline(result: SimResult) -> _Span:
     """Timeline from the origin, the plotted span ``[lo, hi]`` and the origin."""
     origin = _origin(result)
     lo = origin
@@ -123,9 +127,11 @@ def _bins(tl: Timeline) -> int:
     return max(1, min(MAX_PLOT_POINTS, len(tl)))
 
 
-def _series_plot(result: SimResult, which: str) -> list[tuple[str, FloatArray, FloatArray]]:
-    """Downsampled ``(label, days, values)`` lines for a plot: ``gar``, ``gfr`` or ``queue``."""
-    tl, lo, hi, origin = _timeline(result)
+def _series_plot(result: SimResult, which: str,
+                 timeline: _Span | None = None) -> list[tuple[str, FloatArray, FloatArray]]:
+    """Downsampled ``(label, days, values)`` lines for a plot: ``gar``, ``gfr`` or ``queue``
+    (``timeline``: :func:`_timeline` of ``result``, when the caller has it already)."""
+    tl, lo, hi, origin = timeline if timeline is not None else _timeline(result)
     if hi <= lo or len(tl) == 0:
         return []
     bins = _bins(tl)
@@ -204,14 +210,13 @@ _SERIES_PLOTS: tuple[tuple[str, str, str, float | None], ...] = (
 
 def _rounded(values: FloatArray, digits: int) -> list[float | None]:
     """JSON-ready values: ``digits`` significant digits, NaN as null (a gap in the plot)."""
-    out: list[float | None] = []
-    for v in values.tolist():
-        out.append(None if v != v else float(f"{v:.{digits}g}"))
-    return out
+    fmt = f"%.{digits}g"
+    return [None if v != v else float(fmt % v) for v in values.tolist()]
 
 
-def _series_data(result: SimResult, which: str, title: str, ylabel: str, ymax: float | None) -> dict[str, Any]:
-    lines = _series_plot(result, which)
+def _series_data(timeline: _Span, result: SimResult, which: str, title: str, ylabel: str,
+                 ymax: float | None) -> dict[str, Any]:
+    lines = _series_plot(result, which, timeline)
     x = lines[0][1] if lines else np.empty(0)
     series = [{"label": label, "y": _rounded(y, 4)} for label, _, y in lines]
     return {"id": which, "kind": "line", "title": title, "xlabel": "days from first submit", "ylabel": ylabel,
@@ -242,9 +247,10 @@ def _jwtd_data(result: SimResult) -> dict[str, Any]:
 
 def _plot_data(result: SimResult, metrics: Metrics) -> list[dict[str, Any]]:
     """Every plot of a run's report as data, in page order."""
-    plots = [_series_data(result, *_SERIES_PLOTS[0])]
+    timeline = _timeline(result)  # one for the four series plots
+    plots = [_series_data(timeline, result, *_SERIES_PLOTS[0])]
     plots.append(_daily_data(metrics))
-    plots += [_series_data(result, *spec) for spec in _SERIES_PLOTS[1:]]
+    plots += [_series_data(timeline, result, *spec) for spec in _SERIES_PLOTS[1:]]
     plots.append(_jwtd_data(result))
     return plots
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from kant.metrics.recorder import JobStatus, SimResult
+from kant.metrics.registry import compute_metrics
 from kant.model.job import JobKind
 
 __all__ = [
@@ -320,6 +321,10 @@ class Metrics(_ToDict):
     #: caveats about the run (``SimResult.info["notes"]``: approximations, lost work), one line each
     notes: tuple[str, ...] = ()
 
+    def with_extra(self, name: str, value: Any, rows: tuple[tuple[str, str], ...] = ()) -> Metrics:
+        """These metrics with one more extension metric (kept with those already in ``extra``)."""
+        return replace(self, extra={**self.extra, name: value}, extra_rows=(*self.extra_rows, *rows))
+
 
 # --- step-function integration -----------------------------------------------------------------
 class Timeline:
@@ -618,6 +623,7 @@ def summarize(
     notes = result.info.get("notes", ())
     jwtd = JwtdStats(overall=Dist.of(waits), buckets=by_wait, never_started=never_started)
     wall = float(result.wall_seconds)
+    extra, extra_rows = compute_metrics(result)  # metrics added in kant.metrics.registry
     return Metrics(
         window=win,
         gar=GarStats(window=gar_w, run=gar_run, run_window=run_window, daily=daily, busy=gar_busy,
@@ -663,6 +669,8 @@ def summarize(
         queued=QueuedStats(overall=Dist.of(queued), buckets=_by_bucket(queued, queued_buckets),
                            requeued=int(requeued.sum())),
         notes=tuple(str(n) for n in notes) if isinstance(notes, (list, tuple)) else (),
+        extra=extra,
+        extra_rows=extra_rows,
     )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from kant.framework.context import CycleContext, SchedulerEnv
-from kant.framework.plugin import MAX_SCORE, FloatArray, IntArray, Score
+from kant.framework.plugin import MAX_SCORE, ClassScore, FloatArray, IntArray
 from kant.framework.registry import register_plugin
 
 __all__ = ["BestFit", "best_fit"]
@@ -35,11 +35,10 @@ def best_fit(free: IntArray, request: int, max_capacity: int) -> FloatArray:
 
 
 @register_plugin
-class BestFit(Score):
+class BestFit(ClassScore):
     NAME = NAME
     _max_capacity: int = -1  # set by setup(); -1 = not yet known
     #: the score depends only on the node's free GPUs (see docs/architecture.md)
-    CLASS_SCORE = True
 
     def setup(self, env: SchedulerEnv) -> None:
         self._max_capacity = int(env.cluster.gpus.max())

@@ -41,20 +41,17 @@ Arguments:
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from kant.framework.context import CycleContext, SchedulerEnv
-from kant.framework.plugin import Admit, BoolArray, Filter, JobListener
+from kant.framework.plugin import Admit, BoolArray, CoScheduling, Filter, JobListener
 from kant.framework.registry import register_plugin
 from kant.framework.status import SUCCESS, Status
 from kant.model.job import JobKind
 from kant.model.state import Placement
-
-if TYPE_CHECKING:
-    from kant.framework.runner import Framework
 
 __all__ = ["NAME", "CoSchedule", "CoScheduleArgs"]
 
@@ -72,7 +69,7 @@ class CoScheduleArgs(BaseModel):
 
 
 @register_plugin
-class CoSchedule(Admit, Filter, JobListener):
+class CoSchedule(Admit, Filter, JobListener, CoScheduling):
     """Unified or separate co-scheduling of training and inference (see the module docstring)."""
 
     NAME = NAME
@@ -107,13 +104,9 @@ class CoSchedule(Admit, Filter, JobListener):
         self.headroom_nodes = args.headroom_nodes
         self.gpu_nodes = cluster.gpus > 0
 
-    @staticmethod
-    def of(fw: Framework) -> CoSchedule | None:
-        """The co-schedule plugin of a framework, if the policy has one."""
-        for p in fw.plugins:
-            if isinstance(p, CoSchedule):
-                return p
-        return None
+    def shares_gpus(self) -> bool:
+        """Inference may take GPUs back from training (``inference-reclaim``) only in unified mode."""
+        return self.mode != "separate"
 
     def headroom(self) -> int:
         """GPUs the guard keeps free from training right now."""

@@ -35,7 +35,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from kant.framework.context import SchedulerEnv
-from kant.framework.plugin import JobListener
+from kant.framework.plugin import JobListener, PluginLookup
 from kant.framework.registry import register_plugin
 from kant.model.state import Placement
 from kant.model.store import grow
@@ -152,13 +152,11 @@ class RuntimeEstimator(JobListener):
             hist.add(value, self._median)
 
 
-def estimates_used(obj: object) -> npt.NDArray[np.float64]:
+def estimates_used(obj: PluginLookup) -> npt.NDArray[np.float64]:
     """Per job, the runtime prediction in force at its first start (NaN: never started), from a
     finished Simulator or Scheduler whose policy lists ``runtime-estimator``. Pass it to
     ``summarize(result, estimates=...)`` to get the estimator's JTTED."""
-    sched = getattr(obj, "scheduler", obj)
-    framework = getattr(sched, "framework", None)
-    for plugin in getattr(framework, "plugins", ()):
-        if isinstance(plugin, RuntimeEstimator):
-            return plugin.at_start.copy()
+    plugin = obj.plugin(RuntimeEstimator)
+    if plugin is not None:
+        return plugin.at_start.copy()
     raise ValueError("the policy has no runtime-estimator plugin")

@@ -31,7 +31,7 @@ proportional to its GPU-time (duration x GPUs) in the trace (largest-remainder r
 guarantees add up exactly); ``equal`` splits it evenly. Explicit ``tenants.<name>.guaranteed`` wins
 over a derived value, which wins over ``default.guaranteed``.
 
-Counters for reports live on the plugin instance (see :meth:`Quota.report` and :meth:`Quota.of`):
+Counters for reports live on the plugin instance (see :meth:`Quota.report` and ``sim.plugin(Quota)``):
 ``borrowed_gpu_seconds[t]`` (integral over time of ``max(0, U_t - G_t)``), ``reclaim_evictions[t]``
 (jobs of tenant t evicted by ``reclaim``), ``reclaims_for[t]`` (jobs of t started by reclaiming),
 ``borrowing_starts[t]`` (job starts that borrowed), ``peak_borrowed[t]`` and ``admit_rejections``.
@@ -40,9 +40,9 @@ Counters for reports live on the plugin instance (see :meth:`Quota.report` and :
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -51,16 +51,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from kant.config.policy import PluginEntry, Policy
 from kant.errors import ConfigError
 from kant.framework.context import CycleContext, SchedulerEnv
-from kant.framework.plugin import Admit, BoolArray, Filter, JobListener
+from kant.framework.plugin import Admit, BoolArray, Filter, Guarantee, JobListener
 from kant.framework.registry import register_plugin
 from kant.framework.status import SUCCESS, Status
 from kant.model.job import JobTable
 from kant.model.state import Placement
 from kant.model.store import grow
-
-if TYPE_CHECKING:
-    from kant.framework.runner import Framework
-    from kant.scheduler import Scheduler
 
 __all__ = ["NAME", "Quota", "QuotaArgs", "TenantQuota", "TypeQuota", "derive_guarantees", "gpu_time_share",
            "with_tenant_quotas"]
@@ -149,7 +145,7 @@ def derive_guarantees(jobs: JobTable, capacity: int, method: GuaranteeMethod = "
 
 # --- the plugin ----------------------------------------------------------------------------------
 @register_plugin
-class Quota(Admit, Filter, JobListener):
+class Quota(Admit, Filter, JobListener, Guarantee):
     """Guaranteed / max GPUs per tenant with cohort borrowing (see the module docstring).
 
     Arrays are indexed ``[tenant, column]``; column 0 is the GPU total and column ``1 + k`` the
@@ -268,15 +264,11 @@ class Quota(Admit, Filter, JobListener):
             arr = getattr(self, counter)
             setattr(self, counter, np.concatenate((arr, np.zeros(k, dtype=arr.dtype))))
 
-    # --- lookups -------------------------------------------------------------------------------
-    @staticmethod
-    def of(target: Scheduler | Framework) -> Quota | None:
-        """The quota plugin of a scheduler (``Simulator(...).scheduler``) or framework, if any."""
-        fw = getattr(target, "framework", target)
-        for p in getattr(fw, "plugins", ()):
-            if isinstance(p, Quota):
-                return p
-        return None
+    def reclaimed(self, job: int, victims: Sequence[int]) -> None:
+        tenant = self.env.jobs.tenant
+        for v in victims:
+            self.reclaim_evictions[int(tenant[v])] += 1
+        self.reclaims_for[int(tenant[job])] += 1
 
     def _job_types(self, job: int) -> list[int]:
         code = int(self.env.jobs.gpu_type[job])

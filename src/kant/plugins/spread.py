@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from kant.framework.context import CycleContext, SchedulerEnv
-from kant.framework.plugin import MAX_SCORE, FloatArray, IntArray, Score
+from kant.framework.plugin import MAX_SCORE, ClassScore, FloatArray, IntArray
 from kant.framework.registry import register_plugin
 
 NAME = "spread"
@@ -22,10 +22,9 @@ def least_allocated(capacity: IntArray, free: IntArray, request: int) -> FloatAr
 
 
 @register_plugin
-class Spread(Score):
+class Spread(ClassScore):
     NAME = NAME
     #: the score depends only on the node's GPU capacity and free GPUs (see docs/architecture.md)
-    CLASS_SCORE = True
 
     def score_classes(self, env: SchedulerEnv, gpus: int, capacity: IntArray, free: IntArray) -> FloatArray:
         """The score of nodes with these capacities and free GPUs, for a worker of ``gpus`` GPUs."""

@@ -35,7 +35,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kant.framework.context import SchedulerEnv
-from kant.framework.plugin import JobListener, QueueSort
+from kant.framework.plugin import JobListener, QueueSort, Rank
 from kant.framework.registry import register_plugin
 from kant.model.state import Placement
 from kant.model.store import grow
@@ -62,7 +62,7 @@ class TiresiasArgs(BaseModel):
 
 
 @register_plugin
-class TiresiasLas(QueueSort, JobListener):
+class TiresiasLas(QueueSort, JobListener, Rank):
     NAME = NAME
     Args = TiresiasArgs
     DYNAMIC = True

@@ -575,11 +575,15 @@ def create_app(svc: Service) -> FastAPI:
         drained, tenants' quotas), forward for ``horizon_h`` hours in the digital twin: GAR, GFR, the
         predicted waits of the jobs pending now and each one's predicted start, side by side
         (docs/whatif.md). A tenant sees its own jobs' predictions; the HTML page (all jobs) is for
-        admins."""
+        admins. Each request has a budget of simulation time (``kant serve --whatif-budget``): an
+        answer cut short has ``runs`` below ``runs_asked`` and says why in ``cut``; one that cannot
+        finish a run of each scenario is 422. One request per tenant (or admin token) at a time, a few
+        in all (``--whatif-queue``): more is 429 with ``Retry-After``."""
         leader()
         if format == "html" and not p.admin:
             raise HTTPException(403, "the what-if page lists every tenant's jobs: admins only (a tenant gets JSON)")
-        out = svc.whatif(body, html=format == "html")
+        who = f"tenant {p.tenant}" if not p.admin else f"admin token {p.token_id}"
+        out = svc.whatif(body, html=format == "html", who=who)
         if format == "html":
             return HTMLResponse(out["html"])
         if not p.admin:

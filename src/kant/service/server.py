@@ -40,13 +40,13 @@ from kant.service.auth import Authenticator
 from kant.service.clock import make_clock
 from kant.service.dashboard import History
 from kant.service.dashboard.routes import mount as mount_dashboard
-from kant.service.db import Database, LeaderLock, NewJob
+from kant.service.db import Database, DatabaseError, LeaderLock, NewJob
 from kant.service.events import EventHub
 from kant.service.executors import make_executor
 from kant.service.loop import CLOCK_KEY, LiveView, ServiceLoop
 from kant.service.metrics import ServiceMetrics
 from kant.service.schemas import JobSubmit, PredictionOut, WhatIfIn, WhyOut
-from kant.service.twin import Twin, describe_prediction
+from kant.service.twin import Busy, TooLong, Twin, WhatIfGate, describe_prediction
 from kant.service.writer import SubmitWriter
 from kant.twin.snapshot import TwinSnapshot
 from kant.twin.whatif import NodeTemplate, Scenario
@@ -86,6 +86,9 @@ class ServeConfig:
     predict: bool = True  # keep predicted start times fresh (the digital twin)
     predict_runs: int = 10  # sampled runs per prediction
     predict_every: float = 5.0  # at most one prediction per this many wall seconds
+    whatif_budget: float = 30.0  # wall seconds of simulation per what-if request (twice that: stopped)
+    whatif_queue: int = 4  # what-if requests running or waiting at most (one per tenant or admin token)
+    db_wait: float = 30.0  # at start, seconds to keep trying a database that cannot be reached (0: none)
 
 
 def _float(text: str | None) -> float | None:
@@ -132,6 +135,7 @@ class Service:
         self._demo_table: JobTable | None = None
         self.twin = Twin(self.twin_snapshot, version=self._state_version, runs=config.predict_runs,
                          min_interval_s=config.predict_every, predict_on=config.predict, metrics=self.metrics)
+        self.whatif_gate = WhatIfGate(config.whatif_budget, config.whatif_queue)
 
     # --- start and stop ---------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -141,6 +145,7 @@ class Service:
             from kant.traces.registry import load_nodes
 
             self._cluster = load_nodes(cfg.cluster)
+        self._wait_for_database()
         self.db.migrate()
         if cfg.admin_token:
             self.db.add_token_hash(cfg.admin_token, role="admin", name="operator")
@@ -160,6 +165,27 @@ class Service:
         Scheduler(self.policy, self._cluster or Cluster.uniform(1, 1), JobStore(tenant_names=sorted(self._tenants)))
         self.hub = EventHub(self.db)
         self.writer.start()
+
+    def _wait_for_database(self) -> None:
+        """A database that cannot be reached at start (a PostgreSQL server restarting, a pod started
+        before its database) is tried again, waits doubling from 0.5 s to 2 s, for ``db_wait``
+        seconds; then the last error is raised (the process exits 2). This is safe where retrying
+        inside a running leader is not: nothing was loaded or scheduled yet. (A leader that loses
+        its database exits 3; its supervisor starts it again, and it waits here.)"""
+        deadline = time.monotonic() + self.config.db_wait
+        delay = 0.5
+        while True:
+            try:
+                self.db.ping()
+                return
+            except DatabaseError as exc:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                wait = min(delay, left)
+                log.warning("%s; trying again in %.1f s (--db-wait: %.1f s left)", exc, wait, left)
+                time.sleep(wait)
+                delay = min(2 * delay, 2.0)
 
     def start(self) -> None:
         """Begin leader election in the background (the API answers meanwhile)."""
@@ -352,8 +378,9 @@ class Service:
             return None
         return loop.state_version
 
-    def whatif(self, body: WhatIfIn, *, html: bool) -> dict[str, Any]:
-        """Run the live state forward as it is and under ``body``'s scenarios (a worker process)."""
+    def whatif(self, body: WhatIfIn, *, html: bool, who: str) -> dict[str, Any]:
+        """Run the live state forward as it is and under ``body``'s scenarios (a worker process), for
+        ``who`` (a tenant or an admin token: one request at a time each, :class:`WhatIfGate`)."""
         scenarios = []
         bundled = bundled_policies()
         for i, sc in enumerate(body.scenarios):
@@ -373,7 +400,20 @@ class Service:
                                                              sc.node.memory_mib)
             scenarios.append(Scenario(sc.name, policy, sc.add_nodes, node, tuple(sc.drain),
                                       {t: (q.guaranteed, q.max) for t, q in sc.quotas.items()}))
-        out = self.twin.whatif(scenarios, horizon_s=body.horizon_h * 3600.0, runs=body.runs, html=html)
+        gate = self.whatif_gate
+        try:
+            with gate.enter(who), gate.turn():
+                out = self.twin.whatif(scenarios, horizon_s=body.horizon_h * 3600.0, runs=body.runs, html=html,
+                                       budget_s=gate.budget_s, hard_limit_s=gate.hard_limit_s())
+        except Busy as exc:
+            raise HTTPException(429, str(exc), headers={"Retry-After": str(math.ceil(exc.retry_after))}) from None
+        except TooLong:
+            log.warning("a what-if of %s was stopped after %g s without one run of each scenario", who,
+                        gate.hard_limit_s())
+            raise HTTPException(422, f"horizon_h, scenarios: not one run of each scenario finished within "
+                                     f"{gate.hard_limit_s():g} s (twice this service's what-if budget of "
+                                     f"{gate.budget_s:g} s, kant serve --whatif-budget): ask for a shorter "
+                                     "horizon_h, fewer scenarios or fewer add_nodes") from None
         if "error" in out:
             raise HTTPException(422, str(out["error"]))
         return out

@@ -8,7 +8,11 @@ the loop's thread: a copy of the active jobs, milliseconds) and hands its JSON f
 waits for the twin.
 
 CPU is bounded: one prediction process and one what-if process, each at a lowered priority
-(``nice`` 10), each doing one thing at a time. What-if requests queue behind each other.
+(``nice`` 10), each doing one thing at a time. What-if requests are bounded (:class:`WhatIfGate`):
+each has a budget of wall seconds in the worker (rounds of runs stop before it would be passed: a
+partial answer says so; a worker that has not finished one run of every scenario by twice the budget
+is stopped and the request refused), at most one runs or waits per tenant (or admin token), and at
+most ``queue`` in all; more is refused with 429 and ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
@@ -29,9 +34,9 @@ from kant.errors import KantError
 from kant.text import span
 from kant.twin.predict import predict
 from kant.twin.snapshot import TwinSnapshot
-from kant.twin.whatif import Scenario, compare
+from kant.twin.whatif import Scenario, compare_within
 
-__all__ = ["Twin", "Predicted", "predict_job_starts", "run_whatif"]
+__all__ = ["Twin", "Predicted", "predict_job_starts", "run_whatif", "WhatIfGate", "Busy", "TooLong"]
 
 log = logging.getLogger("kant.serve")
 
@@ -75,23 +80,82 @@ def predict_job_starts(snapshot: Mapping[str, Any], runs: int) -> dict[str, Any]
 
 
 def run_whatif(snapshot: Mapping[str, Any], scenarios: list[Scenario], horizon_s: float, runs: int,
-               html: bool) -> dict[str, Any]:
+               html: bool, budget_s: float | None = None) -> dict[str, Any]:
     """A what-if comparison of a snapshot (in a worker process): the JSON result and, if asked, the
-    HTML page."""
+    HTML page. With ``budget_s``, rounds of runs stop before the budget would be passed
+    (:func:`~kant.twin.whatif.compare_within`): ``runs`` is then below ``runs_asked`` and ``cut``
+    says why."""
     t0 = time.perf_counter()
     try:
         snap = TwinSnapshot.from_dict(snapshot)
-        results = compare(snap, scenarios, horizon_s=horizon_s, runs=runs)
+        done = compare_within(snap, scenarios, horizon_s=horizon_s, runs=runs, budget_s=budget_s)
     except KantError as exc:  # a change that cannot apply: the caller's error (422), as text
         return {"error": str(exc)}
-    out: dict[str, Any] = {"as_of": snap.now, "horizon_s": horizon_s,
-                           "runs": int(results[0].prediction.starts.shape[0]) if results else 0,
+    results = done.results
+    cut = None
+    if done.cut and budget_s is not None:
+        cut = (f"stopped after {done.runs_done} of {done.runs_asked} runs per scenario: another round would "
+               f"pass this service's what-if budget of {budget_s:g} s (kant serve --whatif-budget)")
+    out: dict[str, Any] = {"as_of": snap.now, "horizon_s": horizon_s, "runs": done.runs_done,
+                           "runs_asked": runs, "cut": cut,
                            "scenarios": [r.to_dict() for r in results], "seconds": time.perf_counter() - t0}
     if html:
         from kant.twin.report import whatif_html
 
         out["html"] = whatif_html(snap, results)
     return out
+
+
+class Busy(KantError):
+    """A what-if refused for now (429): ``retry_after`` seconds is when to try again."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class TooLong(KantError):
+    """A what-if whose worker was stopped at its hard limit without an answer."""
+
+
+class WhatIfGate:
+    """Admission of what-if requests: at most one per ``key`` (a tenant, an admin token) running or
+    waiting, at most ``queue`` in all; one at a time in the worker (:meth:`turn`), in arrival order
+    as far as a lock gives it."""
+
+    def __init__(self, budget_s: float, queue: int) -> None:
+        self.budget_s = budget_s
+        self.queue = queue
+        self._lock = threading.Lock()
+        self._in: dict[str, float] = {}  # key -> when its request came (monotonic)
+        self._turn = threading.Lock()
+
+    def hard_limit_s(self) -> float:
+        """The longest one request holds the worker: twice the budget (the first round always
+        runs; a later one may overrun its estimate)."""
+        return 2.0 * self.budget_s
+
+    @contextlib.contextmanager
+    def enter(self, key: str) -> Iterator[None]:
+        now = time.monotonic()
+        with self._lock:
+            since = self._in.get(key)
+            if since is not None:
+                left = max(self.hard_limit_s() * len(self._in) - (now - since), 1.0)
+                raise Busy(f"a what-if of {key} is already running or waiting: one at a time each", left)
+            if len(self._in) >= self.queue:
+                raise Busy(f"{len(self._in)} what-if requests are running or waiting, the most this service takes "
+                           "(kant serve --whatif-queue)", self.hard_limit_s())
+            self._in[key] = now
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in.pop(key, None)
+
+    def turn(self) -> threading.Lock:
+        """Held while a request runs in the worker (the others wait for it)."""
+        return self._turn
 
 
 class Twin:
@@ -122,10 +186,7 @@ class Twin:
         try:
             out: dict[str, Any] = pool.submit(fn, *args).result(timeout)
         except BrokenProcessPool:
-            with self._pool_lock:
-                if self._pools.get(which) is pool:
-                    del self._pools[which]
-            pool.shutdown(wait=False, cancel_futures=True)
+            self._drop(which, pool)
             raise KantError("the twin's worker process died; a new one starts with the next request") from None
         return out
 
@@ -190,11 +251,39 @@ class Twin:
 
     # --- what-if -----------------------------------------------------------------------------------
     def whatif(self, scenarios: list[Scenario], *, horizon_s: float, runs: int, html: bool,
-               timeout: float = 600.0) -> dict[str, Any]:
+               budget_s: float | None = None, hard_limit_s: float = 600.0) -> dict[str, Any]:
+        """Run a what-if of the live state in the what-if worker (``budget_s``: see :func:`run_whatif`).
+        A worker still busy after ``hard_limit_s`` is stopped (a new one starts with the next request)
+        and :class:`TooLong` is raised."""
         snap = self._snapshot()
         if snap is None:
             raise KantError("this service is not the leader: no live state to run forward")
-        return self._submit("whatif", run_whatif, snap.to_dict(), scenarios, horizon_s, runs, html, timeout=timeout)
+        pool = self._pool("whatif")
+        try:  # the worker's pid (this also waits for a new worker to start: not counted in the limit)
+            pid = int(pool.submit(os.getpid).result(60.0))
+        except BrokenProcessPool:
+            self._drop("whatif", pool)
+            raise KantError("the twin's worker process died; a new one starts with the next request") from None
+        future: Future[dict[str, Any]] = pool.submit(run_whatif, snap.to_dict(), scenarios, horizon_s, runs, html,
+                                                     budget_s)
+        try:
+            out: dict[str, Any] = future.result(hard_limit_s)
+        except BrokenProcessPool:
+            self._drop("whatif", pool)
+            raise KantError("the twin's worker process died; a new one starts with the next request") from None
+        except TimeoutError:
+            with contextlib.suppress(OSError):  # (no public way to stop a pool's busy worker)
+                os.kill(pid, signal.SIGKILL)
+            self._drop("whatif", pool)
+            raise TooLong(f"stopped after {hard_limit_s:g} s") from None
+        return out
+
+    def _drop(self, which: str, pool: ProcessPoolExecutor) -> None:
+        """Forget a worker pool (the next call starts a new one)."""
+        with self._pool_lock:
+            if self._pools.get(which) is pool:
+                del self._pools[which]
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def describe_prediction(pred: Predicted, now: float) -> str:

@@ -18,12 +18,14 @@ import math
 import time as _time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from kant.config.policy import Policy
 from kant.errors import KantError, SchedulingError
+from kant.framework.plugin import Action, Plugin
 from kant.framework.status import Status
 from kant.metrics.recorder import JobStatus, Recorder, SimResult
 from kant.model.cluster import Cluster
@@ -42,6 +44,8 @@ _TICK = 2
 _PROC = 3
 
 Progress = Callable[[int, int], None]
+P = TypeVar("P", bound=Plugin)
+A = TypeVar("A", bound=Action)
 #: ``callback(sim, now)`` -> the next time to call it, or None to stop
 Process = Callable[["Simulator", float], "float | None"]
 
@@ -319,6 +323,14 @@ class Simulator:
             seed=self.seed,
             info={"notes": self.notes()},
         )
+
+    def plugin(self, kind: type[P], name: str | None = None) -> P | None:
+        """The policy's plugin of this kind (``sim.plugin(Quota)``; see :meth:`Scheduler.plugin`)."""
+        return self.scheduler.framework.plugin(kind, name)
+
+    def action(self, kind: type[A]) -> A | None:
+        """The policy's first action of this kind (``sim.action(Backfill)``), or None."""
+        return self.scheduler.action(kind)
 
     def notes(self) -> list[str]:
         """Caveats about the run so far, one line each (``SimResult.info["notes"]``; the headline

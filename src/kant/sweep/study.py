@@ -34,7 +34,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kant.config import bundled_policies, parse_policy
-from kant.config.policy import validate_document  # the one converter of validation errors to key paths
+from kant.config.validation import validate_document  # the one converter of validation errors to key paths
 from kant.config.yaml_file import read_yaml
 from kant.errors import ConfigError, KantError
 

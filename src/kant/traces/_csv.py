@@ -12,9 +12,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
+import numpy as np
+import numpy.typing as npt
+
 from kant.errors import InputError
 
-__all__ = ["open_text", "csv_rows", "Problems", "parse_int", "parse_float"]
+IntArray = npt.NDArray[np.int64]
+
+__all__ = ["open_text", "csv_rows", "Problems", "parse_int", "parse_float", "split_gangs"]
 
 
 def open_text(path: Path) -> IO[str]:
@@ -123,3 +128,22 @@ class Problems:
             return "no rows dropped"
         reasons = "; ".join(f"{n} x {r}" for r, n in self.by_reason().most_common())
         return f"{len(self.errors)} row(s) dropped: {reasons}"
+
+
+def split_gangs(total: IntArray, max_gpus_per_worker: int = 8) -> tuple[IntArray, IntArray]:
+    """Vectorised :func:`kant.model.job.split_gang`: ``(workers, gpus_per_worker)`` for each total.
+
+    The largest divisor of the total that is at most ``max_gpus_per_worker`` becomes the per-worker
+    GPU count; a total of 0 is one worker with no GPU.
+    """
+    total = np.asarray(total, dtype=np.int64)
+    if max_gpus_per_worker < 1:
+        raise ValueError("max_gpus_per_worker must be >= 1")
+    per = np.zeros_like(total)
+    todo = total > 0
+    for g in range(max_gpus_per_worker, 0, -1):
+        hit = todo & (total % g == 0) & (total >= g)
+        per[hit] = g
+        todo &= ~hit
+    workers = np.where(total > 0, total // np.maximum(per, 1), 1)
+    return workers.astype(np.int64), per

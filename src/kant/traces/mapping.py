@@ -49,8 +49,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kant.config.validation import KeyPathError, validate_document
 from kant.config.yaml_file import read_yaml
 from kant.errors import ConfigError, InputError
 from kant.model.cluster import (
@@ -62,7 +63,7 @@ from kant.model.cluster import (
     NodeSpec,
 )
 from kant.model.job import FULL_GPU_MILLI, JobKind, JobTable
-from kant.traces._csv import Problems
+from kant.traces._csv import Problems, split_gangs
 from kant.traces.load import LoadSeries
 from kant.traces.schema import RowCheck, build_job_table, build_load_series
 
@@ -593,25 +594,6 @@ def time_column(
     return vals
 
 
-def split_gangs(total: IntArray, max_gpus_per_worker: int = 8) -> tuple[IntArray, IntArray]:
-    """Vectorised :func:`kant.model.job.split_gang`: ``(workers, gpus_per_worker)`` for each total.
-
-    The largest divisor of the total that is at most ``max_gpus_per_worker`` becomes the per-worker
-    GPU count; a total of 0 is one worker with no GPU.
-    """
-    total = np.asarray(total, dtype=np.int64)
-    if max_gpus_per_worker < 1:
-        raise ValueError("max_gpus_per_worker must be >= 1")
-    per = np.zeros_like(total)
-    todo = total > 0
-    for g in range(max_gpus_per_worker, 0, -1):
-        hit = todo & (total % g == 0) & (total >= g)
-        per[hit] = g
-        todo &= ~hit
-    workers = np.where(total > 0, total // np.maximum(per, 1), 1)
-    return workers.astype(np.int64), per
-
-
 # ---------------------------------------------------------------------------------------------
 # The YAML mapping
 # ---------------------------------------------------------------------------------------------
@@ -625,14 +607,6 @@ _KIND_WORDS = {"training": JobKind.TRAINING, "train": JobKind.TRAINING, "inferen
                "serving": JobKind.INFERENCE, "service": JobKind.INFERENCE}
 
 Scalar = str | int | float | bool
-
-
-class _KeyError(ValueError):
-    """A mapping-level check that knows which key is wrong."""
-
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(message)
-        self.path = path
 
 
 class _Strict(BaseModel):
@@ -712,7 +686,7 @@ class TraceMapping(_Strict):
         for section, keys in (("columns", self.columns), ("defaults", self.defaults), ("values", self.values)):
             for key in keys:
                 if key not in allowed:
-                    raise _KeyError(f"{section}.{key}",
+                    raise KeyPathError(f"{section}.{key}",
                                     f"unknown field {key!r} for kind {self.kind!r}; fields are {', '.join(allowed)}")
         have = set(self.columns) | set(self.defaults)
         needs: dict[str, list[tuple[str, ...]]] = {
@@ -724,44 +698,26 @@ class TraceMapping(_Strict):
         need = needs[self.kind]
         for group in need:
             if not have & set(group):
-                raise _KeyError("columns", f"columns must map {' or '.join(repr(g) for g in group)}")
+                raise KeyPathError("columns", f"columns must map {' or '.join(repr(g) for g in group)}")
         if self.kind == "jobs" and "gpus" in have and ({"workers", "gpus_per_worker"} & have):
-            raise _KeyError("columns", "map either 'gpus' (total) or 'workers'/'gpus_per_worker', not both")
+            raise KeyPathError("columns", "map either 'gpus' (total) or 'workers'/'gpus_per_worker', not both")
         if not self.header and not self.column_names:
-            raise _KeyError("column_names", "header: false needs column_names")
+            raise KeyPathError("column_names", "header: false needs column_names")
         if isinstance(self.time_origin, float | int) and not math.isfinite(self.time_origin):
-            raise _KeyError("time_origin", "must be a finite number")
+            raise KeyPathError("time_origin", "must be a finite number")
         if isinstance(self.time_origin, str) and self.time_origin not in ("first", "zero"):
             try:
                 _parse_datetime(self.time_origin)
             except ValueError:
-                raise _KeyError("time_origin", "must be 'first', 'zero', a date-time or a number") from None
+                raise KeyPathError("time_origin", "must be 'first', 'zero', a date-time or a number") from None
         return self
-
-
-def _config_error(source: str, exc: ValidationError) -> ConfigError:
-    err = exc.errors()[0]
-    path = ".".join(str(p) for p in err.get("loc", ()))
-    cause = (err.get("ctx") or {}).get("error")
-    if isinstance(cause, _KeyError):
-        path = cause.path
-    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-    more = len(exc.errors()) - 1
-    if more:
-        msg += f" (and {more} more problem{'s' if more > 1 else ''})"
-    return ConfigError(source, path, msg)
 
 
 def load_mapping(path: str | Path) -> TraceMapping:
     """Read and validate a mapping YAML; errors are :class:`ConfigError` naming the key path."""
     source = str(path)
     data = read_yaml(path)
-    if not isinstance(data, dict):
-        raise ConfigError(source, "", "expected a mapping with at least 'file' and 'columns'")
-    try:
-        return TraceMapping.model_validate(data)
-    except ValidationError as exc:
-        raise _config_error(source, exc) from None
+    return validate_document(TraceMapping, data, source, "expected a mapping with at least 'file' and 'columns'")
 
 
 def read_with_mapping(path: str | Path, *, problems: Problems | None = None) -> JobTable | Cluster | LoadSeries:

@@ -3,27 +3,28 @@
 Columns: ``timestamp,duration,num_gpus,gpu_time,cluster``.
 
 Kept: submit time (``timestamp``, read as UTC; the origin is the earliest submit), true run time
-(``duration``, seconds), gang size (``num_gpus``, split into workers by :func:`split_gang`), and the
+(``duration``, seconds), gang size (``num_gpus``, split into workers as
+:func:`kant.model.job.split_gang` does), and the
 virtual cluster (``cluster``) as the tenant and user. Dropped: ``gpu_time`` (it is duration x
 num_gpus, so it carries nothing new). The trace has no GPU type, priority, user estimate, status or
 placement, so those take defaults (any type, priority 0, no estimate).
 
 The reader is vectorised (``pyarrow`` splits the file, NumPy checks whole columns; see
-:mod:`kant.traces.mapping`) and still reports every bad row by line; ``_read_philly_rows`` is the
-original row-by-row reader, kept as the reference the fast one is tested against.
+:mod:`kant.traces.mapping`) and still reports every bad row by line. A well-formed file
+(the bundled one) goes through a faster path first (:mod:`kant.traces._philly_fast`: one typed CSV
+read, none of the general reader's imports), which gives the same table or hands the file on.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
 from kant.errors import InputError
-from kant.model.job import JobTable, JobTableBuilder, split_gang
-from kant.traces._csv import Problems, csv_rows, parse_float, parse_int
+from kant.model.job import JobTable
+from kant.traces._csv import Problems
 
 __all__ = ["PHILLY_COLUMNS", "bundled_philly_path", "read_philly"]
 
@@ -35,30 +36,33 @@ def bundled_philly_path() -> Path:
     return Path(str(resources.files("kant.traces").joinpath("data/philly.csv.gz")))
 
 
-def _parse_time(source: str, line: int, text: str) -> float:
-    try:
-        return datetime.fromisoformat(text.strip()).replace(tzinfo=UTC).timestamp()
-    except ValueError:
-        raise InputError(source, "not a date-time (want YYYY-MM-DD HH:MM:SS)", line=line,
-                         column="timestamp", value=text) from None
-
-
 def read_philly(
     path: str | Path | None = None,
     *,
     max_gpus_per_worker: int = 8,
     problems: Problems | None = None,
+    limit: int | None = None,
 ) -> JobTable:
     """Read a Philly CSV into a :class:`JobTable`, sorted by submit time.
 
     ``path`` defaults to the bundled trace. Every bad row raises :class:`InputError` naming the file,
     line, column and value; pass ``problems=Problems(skip=True)`` to drop bad rows instead and read
     the reasons from it afterwards. Job names are ``philly-<line>`` so a job can be found in the file.
+    ``limit`` keeps only the first ``limit`` jobs by submit time: the same table as ``take`` of the
+    first rows of the whole one (the whole file's time origin and tenant vocabulary), built for those
+    rows only.
     """
+    from kant.traces._philly_fast import read_philly_fast
+
+    if limit is not None and limit < 0:
+        raise ValueError("limit must be >= 0")
+    p = Path(path) if path is not None else bundled_philly_path()
+    fast = read_philly_fast(p, PHILLY_COLUMNS, max_gpus_per_worker, limit)
+    if fast is not None:  # a well-formed file (the bundled one): the same table, without compute imports
+        return fast
     from kant.traces.mapping import float_column, int_column, read_raw, split_gangs, text_column, time_column
     from kant.traces.schema import build_job_table
 
-    p = Path(path) if path is not None else bundled_philly_path()
     source = str(p)
     raw = read_raw(p, format="csv")
     raw.require(PHILLY_COLUMNS)
@@ -78,7 +82,7 @@ def read_philly(
     order = rows[np.argsort(t_rows, kind="stable")]
     workers, per = split_gangs(g[order], max_gpus_per_worker)
     lines = raw.lines[order].tolist()
-    return build_job_table(
+    jobs = build_job_table(
         names=[f"philly-{ln}" for ln in lines],
         submit=t[order] - origin,
         duration=d[order],
@@ -89,61 +93,4 @@ def read_philly(
         origin_epoch=origin,
         sort=False,
     )
-
-
-def _read_philly_rows(
-    path: str | Path | None = None,
-    *,
-    max_gpus_per_worker: int = 8,
-    problems: Problems | None = None,
-) -> JobTable:
-    """Read a Philly CSV into a :class:`JobTable`, sorted by submit time.
-
-    ``path`` defaults to the bundled trace. Every bad row raises :class:`InputError` naming the file,
-    line, column and value; pass ``problems=Problems(skip=True)`` to drop bad rows instead and read
-    the reasons from it afterwards. Job names are ``philly-<line>`` so a job can be found in the file.
-    """
-    p = Path(path) if path is not None else bundled_philly_path()
-    source = str(p)
-    problems = problems if problems is not None else Problems()
-    names: list[str] = []
-    submit: list[float] = []
-    duration: list[float] = []
-    gpus: list[int] = []
-    vcs: list[str] = []
-    for line, row in csv_rows(p, PHILLY_COLUMNS, problems=problems):
-        try:
-            t = _parse_time(source, line, row["timestamp"])
-            d = parse_float(source, line, "duration", row["duration"], minimum=0.0)
-            g = parse_int(source, line, "num_gpus", row["num_gpus"])
-            if g < 1:
-                raise InputError(source, "a training job needs at least 1 GPU", line=line,
-                                 column="num_gpus", value=row["num_gpus"])
-            vc = row["cluster"].strip()
-            if not vc:
-                raise InputError(source, "empty virtual cluster", line=line, column="cluster", value="")
-        except InputError as err:
-            problems.add(err)
-            continue
-        names.append(f"philly-{line}")
-        submit.append(t)
-        duration.append(d)
-        gpus.append(g)
-        vcs.append(vc)
-    if not names:
-        raise InputError(source, "no valid job rows")
-    t_arr = np.asarray(submit)
-    origin = float(t_arr.min())
-    order = np.argsort(t_arr, kind="stable")
-    builder = JobTableBuilder(source=source, origin_epoch=origin)
-    for i in order.tolist():
-        w, g = split_gang(gpus[i], max_gpus_per_worker)
-        builder.add(
-            names[i],
-            submit=submit[i] - origin,
-            duration=duration[i],
-            workers=w,
-            gpus_per_worker=g,
-            tenant=vcs[i],
-        )
-    return builder.build()
+    return jobs if limit is None else jobs.take(np.arange(min(limit, len(jobs))))

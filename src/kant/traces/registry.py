@@ -33,6 +33,7 @@ import os
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 from typing import Literal
 
@@ -46,7 +47,9 @@ from kant.traces.load import LoadSeries
 from kant.traces.philly import bundled_philly_path, read_philly
 
 __all__ = [
+    "READERS",
     "TRACE_NAMES",
+    "Reader",
     "Trace",
     "TraceEntry",
     "TraceKind",
@@ -71,6 +74,39 @@ TRACE_NAMES = ("philly", "philly-pollux", "gavel", "openb", "tiresias", "dlrm", 
 _OPENB = "alibaba-openb-gpu-v2023"
 _SERVEGEN_MODELS = ("language-m-large", "language-m-mid", "language-m-small", "multimodal-mm-image",
                     "reason-deepseek-r1")
+
+
+@dataclass(frozen=True)
+class Reader:
+    """A trace format added with one line in :data:`READERS`: its name (``--trace NAME``, ``kant
+    trace list``), kind, file (relative to the shared traces folder, or absolute), a one-line
+    description, the reader as ``"module:function"`` (called ``function(path, problems=problems)``,
+    imported on first use) and, optionally, the CSV header columns that identify the format when a
+    path is given instead of the name (checked before the generic job-schema and inventory layouts)."""
+
+    name: str
+    kind: TraceKind
+    path: str
+    description: str
+    read: str
+    header: frozenset[str] = frozenset()
+
+    def load(self, path: Path, problems: Problems | None) -> Trace:
+        module, _, func = self.read.partition(":")
+        reader: Callable[..., Trace] = getattr(import_module(module), func)
+        return reader(path, problems=problems)
+
+    def entry(self) -> TraceEntry:
+        return TraceEntry(self.name, self.kind, self.path, self.description)
+
+
+#: Trace formats added as one line each (see docs/architecture.md, "Adding a trace reader"); the
+#: older readers are wired into list_traces, _load_entry and _csv_readers below.
+READERS: tuple[Reader, ...] = ()
+
+
+def _reader(name: str) -> Reader | None:
+    return next((r for r in READERS if r.name == name), None)
 
 
 def shared_traces_dir() -> Path | None:
@@ -127,7 +163,7 @@ def list_traces(*, variants: bool = True) -> list[TraceEntry]:
     from kant.traces.openb import OPENB_VARIANTS
 
     base = shared_traces_dir()
-    out = [TraceEntry("philly", "jobs", str(bundled_philly_path()), "Microsoft Philly jobs, bundled copy")]
+    out = [_bundled_philly()]
     out.append(TraceEntry("philly-pollux", "jobs", "philly-jobs-pollux/philly.csv.gz",
                           "Microsoft Philly jobs (Pollux CSV), shared copy"))
     out.append(TraceEntry("gavel", "jobs", "gavel-philly-vc/seed0", "Gavel Philly-derived jobs, all VCs"))
@@ -166,11 +202,18 @@ def list_traces(*, variants: bool = True) -> list[TraceEntry]:
         out.append(TraceEntry("genai:requests", "load", "alibaba-genai-v2026/lora_request_trace.csv.gz",
                               "Alibaba GenAI Stable Diffusion requests"))
         out.append(TraceEntry("genai:qps", "load", "alibaba-genai-v2026/qps.csv.gz", "Alibaba GenAI QPS samples"))
+    out.extend(r.entry() for r in READERS)
     return out
+
+
+def _bundled_philly() -> TraceEntry:
+    return TraceEntry("philly", "jobs", str(bundled_philly_path()), "Microsoft Philly jobs, bundled copy")
 
 
 def resolve_name(name: str) -> TraceEntry | None:
     """The entry for a trace name, or None if it is not a known name."""
+    if name == "philly":  # the default trace: no listing (which imports every reader and scans folders)
+        return _bundled_philly()
     for entry in list_traces():
         if entry.name == name:
             return entry
@@ -186,15 +229,15 @@ def _need(entry: TraceEntry) -> Path:
     return loc
 
 
-def _load_entry(entry: TraceEntry, problems: Problems | None) -> Trace:
-    from kant.traces import azure, dlrm, gavel, genai, openb, pai, servegen, tiresias
-
+def _load_entry(entry: TraceEntry, problems: Problems | None, limit: int | None = None) -> Trace:
     name, _, variant = entry.name.partition(":")
     if name == "philly":
-        return read_philly(problems=problems)
+        return read_philly(problems=problems, limit=limit)
+    from kant.traces import azure, dlrm, gavel, genai, openb, pai, servegen, tiresias
+
     loc = _need(entry)
     if name == "philly-pollux":
-        return read_philly(loc, problems=problems)
+        return read_philly(loc, problems=problems, limit=limit)
     if name == "gavel":
         return gavel.read_gavel(loc, problems=problems)
     if name == "openb":
@@ -220,6 +263,9 @@ def _load_entry(entry: TraceEntry, problems: Problems | None) -> Trace:
         if variant == "qps":
             return genai.read_genai_qps(loc, problems=problems)
         return genai.read_genai_requests(loc, problems=problems)
+    reader = _reader(name)
+    if reader is not None:
+        return reader.load(loc, problems)
     raise InputError(entry.name, "no reader for this trace")  # pragma: no cover - list and loader agree
 
 
@@ -288,6 +334,7 @@ def _csv_readers() -> list[tuple[frozenset[str], _Reader]]:
         (frozenset({"gmt_create", "exec_time_seconds", "checkpoint_model_version_id"}),
          lambda p, pr: genai.read_genai_requests(p, problems=pr)),
         (frozenset({"timestamp_anon", "value", "request_type"}), lambda p, pr: genai.read_genai_qps(p, problems=pr)),
+        *((r.header, r.load) for r in READERS if r.header),
         (frozenset({"name", "submit", "duration"}), _read_schema_csv),
         (frozenset({"name", "gpu_type", "gpus"}), lambda p, pr: read_inventory(p, problems=pr)),
     ]
@@ -367,8 +414,11 @@ def _read_yaml(path: Path, problems: Problems | None) -> Trace:
     return read_with_mapping(path, problems=problems)
 
 
-def load_any(arg: str, *, problems: Problems | None = None) -> Trace:
-    """Resolve a trace name (see the module docstring) or path to a job table, cluster or load series."""
+def load_any(arg: str, *, problems: Problems | None = None, limit: int | None = None) -> Trace:
+    """Resolve a trace name (see the module docstring) or path to a job table, cluster or load series.
+
+    ``limit`` (job traces only) is a hint: the Philly reader then builds only the first ``limit`` jobs by
+    submit time; other readers ignore it (:func:`load_trace` takes the rows)."""
     if arg.startswith("synthetic"):
         from kant.traces.synthetic import generate_jobs, parse_synthetic
 
@@ -377,7 +427,7 @@ def load_any(arg: str, *, problems: Problems | None = None) -> Trace:
             return generate_jobs(parse_synthetic(arg))
     entry = resolve_name(arg)
     if entry is not None:
-        return _load_entry(entry, problems)
+        return _load_entry(entry, problems, limit)
     base, sep, _ = arg.partition(":")
     if sep and base in TRACE_NAMES and not Path(arg).exists():
         choices = [e.name for e in list_traces() if e.name.startswith(base + ":")]
@@ -385,7 +435,8 @@ def load_any(arg: str, *, problems: Problems | None = None) -> Trace:
     path = Path(arg)
     if path.exists():
         return read_path(path, problems=problems)
-    raise InputError(arg, f"unknown trace; expected a file path or one of {', '.join(TRACE_NAMES)} "
+    names = ", ".join((*TRACE_NAMES, *(r.name for r in READERS)))
+    raise InputError(arg, f"unknown trace; expected a file path or one of {names} "
                      "(see `kant trace list`)")
 
 
@@ -405,11 +456,14 @@ def _expect(arg: str, obj: Trace, kind: TraceKind) -> None:
         raise InputError(arg, f"this is {words[got]}, not {words[kind]}")
 
 
-def load_trace(arg: str, *, problems: Problems | None = None) -> JobTable:
-    """A job trace by name or path (``philly``, ``openb:gpushare40``, ``jobs.parquet``, ``my.yaml``, ...)."""
-    obj = load_any(arg, problems=problems)
+def load_trace(arg: str, *, problems: Problems | None = None, limit: int | None = None) -> JobTable:
+    """A job trace by name or path (``philly``, ``openb:gpushare40``, ``jobs.parquet``, ``my.yaml``, ...);
+    with ``limit``, only its first ``limit`` jobs by submit time (rows ``0 .. limit - 1``)."""
+    obj = load_any(arg, problems=problems, limit=limit)
     _expect(arg, obj, "jobs")
     assert isinstance(obj, JobTable)
+    if limit is not None and len(obj) > limit:
+        obj = obj.take(np.arange(limit))
     return obj
 
 

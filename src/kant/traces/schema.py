@@ -36,7 +36,6 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kant.errors import InputError
@@ -44,6 +43,15 @@ from kant.model.cluster import Cluster
 from kant.model.job import FULL_GPU_MILLI, JobKind, JobTable
 from kant.traces._csv import Problems
 from kant.traces.load import LoadSeries
+
+
+def _pc() -> Any:
+    """``pyarrow.compute``, imported on first use: it costs 0.1 s of CPU, and building a job table
+    from a reader's columns (the Philly trace's fast path) needs none of it."""
+    import pyarrow.compute
+
+    return pyarrow.compute
+
 
 __all__ = [
     "JOB_SCHEMA",
@@ -213,6 +221,7 @@ def encode(values: Sequence[str] | npt.NDArray[Any] | pa.Array, *, missing: tupl
     if len(arr) == 0:
         return Coded(np.zeros(0, dtype=np.int64), ())
     if missing:
+        pc = _pc()
         arr = pc.if_else(pc.is_in(arr, value_set=pa.array(list(missing), pa.string())), pa.scalar(None, pa.string()),
                          arr)
     enc = arr.dictionary_encode()
@@ -422,7 +431,7 @@ def _strings(arr: pa.Array) -> pa.Array:
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
-        arr = pc.cast(arr, pa.string())
+        arr = _pc().cast(arr, pa.string())
     return arr
 
 
@@ -430,7 +439,7 @@ def _numbers(arr: pa.Array, name: str, source: str, check: RowCheck, *, integer:
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     try:
-        vals = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)
+        vals = _pc().cast(arr, pa.float64()).to_numpy(zero_copy_only=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         raise InputError(source, f"column {name!r} has type {arr.type}, expected numbers", line=1) from None
     null = arr.is_null().to_numpy(zero_copy_only=False)
@@ -453,7 +462,7 @@ def _decode_vocab(arr: pa.Array, vocab: Sequence[str] | None, name: str, source:
     if vocab is None:
         return encode(strings)
     value_set = pa.array(list(vocab), type=pa.string())
-    idx = pc.index_in(strings, value_set=value_set)
+    idx = _pc().index_in(strings, value_set=value_set)
     codes = np.where(idx.is_null().to_numpy(zero_copy_only=False), -1,
                      idx.fill_null(0).to_numpy(zero_copy_only=False)).astype(np.int64)
     check.flag((codes < 0) & ~null, name, "value not in the file's vocabulary", strings)

@@ -12,6 +12,7 @@ horizon counts in ``not_started``), and each pending job's predicted start.
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -21,14 +22,16 @@ import numpy as np
 
 from kant.config.policy import Policy
 from kant.errors import KantError
+from kant.metrics.recorder import SimResult
 from kant.metrics.summary import Timeline
 from kant.model.cluster import Cluster, NodeSpec
 from kant.plugins.quota import with_tenant_quotas
 from kant.scheduler import CORDONED
-from kant.twin.predict import DEFAULT_RUNS, Prediction, predict
+from kant.twin.forward import run_forward
+from kant.twin.predict import DEFAULT_RUNS, Prediction, sample_durations
 from kant.twin.snapshot import TwinSnapshot
 
-__all__ = ["Scenario", "ScenarioResult", "compare", "NodeTemplate"]
+__all__ = ["Comparison", "Scenario", "ScenarioResult", "compare", "compare_within", "NodeTemplate"]
 
 
 @dataclass(frozen=True)
@@ -148,18 +151,66 @@ def _horizon_means(pred: Prediction, lo: float, hi: float) -> tuple[float | None
 def compare(snap: TwinSnapshot, scenarios: Sequence[Scenario] = (), *, horizon_s: float = 86_400.0,
             runs: int = DEFAULT_RUNS, seed: int | None = None) -> list[ScenarioResult]:
     """The snapshot as it is ("now") and under each scenario, over ``horizon_s`` seconds."""
+    return compare_within(snap, scenarios, horizon_s=horizon_s, runs=runs, seed=seed).results
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What :func:`compare_within` did: the results (each over ``runs_done`` runs) and, when it
+    stopped before ``runs_asked`` runs to stay within its budget, ``cut`` (True)."""
+
+    results: list[ScenarioResult]
+    runs_done: int
+    runs_asked: int
+
+    @property
+    def cut(self) -> bool:
+        return self.runs_done < self.runs_asked
+
+
+def compare_within(snap: TwinSnapshot, scenarios: Sequence[Scenario] = (), *, horizon_s: float = 86_400.0,
+                   runs: int = DEFAULT_RUNS, seed: int | None = None,
+                   budget_s: float | None = None) -> Comparison:
+    """:func:`compare`, run round by round (run ``k`` of every scenario, then run ``k + 1``) so that
+    it can stop early with every scenario over the same runs: a round is not started when the time
+    spent so far plus the longest round so far would pass ``budget_s`` wall seconds (None: no
+    budget). The first round always runs. Run ``k`` draws the same numbers as :func:`predict`'s run
+    ``k``: without a cut the results are :func:`compare`'s, bit for bit."""
     if not horizon_s > 0 or not math.isfinite(horizon_s):
         raise KantError(f"horizon: must be a positive number of seconds, got {horizon_s}")
-    out = []
+    if runs < 1:
+        raise ValueError("runs must be >= 1")
+    t0 = time.monotonic()
     lo = snap.now
     hi = lo + horizon_s
+    applied = []
     for sc in (Scenario("now"), *scenarios):
         try:
-            policy, cluster, sched = _apply(snap, sc)
-            pred = predict(snap, runs=runs, seed=seed, horizon_s=horizon_s, policy=policy, cluster=cluster,
-                           sched=sched)
+            applied.append((sc, *_apply(snap, sc)))
         except KantError as exc:
             raise KantError(f"scenario {sc.name!r}: {exc}") from None
+    if not snap.ratios:  # no error distribution: one run is the answer (as predict does)
+        runs = 1
+    base = snap.seed if seed is None else seed
+    done: list[list[SimResult]] = [[] for _ in applied]
+    longest = 0.0
+    for k in range(runs):
+        spent = time.monotonic() - t0
+        if k and budget_s is not None and spent + longest > budget_s:
+            break
+        r0 = time.monotonic()
+        duration = sample_durations(snap, np.random.default_rng([base, k]))
+        for (sc, policy, cluster, sched), out in zip(applied, done, strict=True):
+            try:
+                out.append(run_forward(snap, duration, policy=policy, cluster=cluster, sched=sched,
+                                       horizon_s=horizon_s))
+            except KantError as exc:
+                raise KantError(f"scenario {sc.name!r}: {exc}") from None
+        longest = max(longest, time.monotonic() - r0)
+    results = []
+    for (sc, policy, _, _), res in zip(applied, done, strict=True):
+        starts = np.vstack([r.first_start for r in res])
+        pred = Prediction(snap, starts, tuple(res), horizon_s)
         gar, gfr = _horizon_means(pred, lo, hi)
-        out.append(ScenarioResult(sc.name, policy.name, sc.describe(), gar, gfr, _waits(snap, pred.p50), pred))
-    return out
+        results.append(ScenarioResult(sc.name, policy.name, sc.describe(), gar, gfr, _waits(snap, pred.p50), pred))
+    return Comparison(results, len(done[0]), runs)

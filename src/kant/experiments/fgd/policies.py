@@ -23,8 +23,9 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from kant.config.validation import validate
 from kant.errors import ConfigError, SchedulingError
 from kant.experiments.fgd.model import MILLI, GpuShareState, IntArray, Pod, Workload
 from kant.plugins.fgd import FragMeasure, TypicalPods, typical_types
@@ -531,11 +532,5 @@ def make_policy(name: str, args: dict[str, Any] | None = None) -> Policy:
     cls = POLICIES.get(name)
     if cls is None:
         raise ConfigError("fgd experiment", "policy", f"unknown policy {name!r}; expected one of {', '.join(POLICIES)}")
-    try:
-        parsed = cls.Args.model_validate(args or {})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        path = ".".join(str(p) for p in (name, "args", *err["loc"]))
-        raise ConfigError("fgd experiment", path, err["msg"]) from None
-    return cls(parsed)
+    return cls(validate(cls.Args, args or {}, "fgd experiment", f"{name}.args"))
 
