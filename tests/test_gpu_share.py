@@ -141,12 +141,16 @@ _pod_st = st.one_of(
 )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(st.lists(_node_st, min_size=1, max_size=5), st.lists(_pod_st, min_size=1, max_size=40),
-       st.sampled_from([100.0, 80.0]), st.sampled_from(["exact", "artifact"]))
-def test_core_fgd_matches_experiment_fgd(nodes: list[tuple[int, int, str]],
-                                         pods: list[tuple[int, int, int, str | None]], threshold: float,
-                                         score: str) -> None:
+       st.sampled_from([100.0, 80.0]), st.sampled_from(["exact", "artifact"]), st.sampled_from(["first", "random"]),
+       st.sampled_from(["fgd", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "e-binpack"]),
+       st.integers(0, 3))
+def test_core_matches_experiment_engine(nodes: list[tuple[int, int, str]],
+                                        pods: list[tuple[int, int, int, str | None]], threshold: float,
+                                        score: str, tie: str, policy: str, seed: int) -> None:
+    """Every ported policy on the core places every pod on the same node as the experiment's own
+    scheduler, with either tie rule (random ties: the same seeded stream)."""
     from kant.experiments.fgd.core import run_core
     from kant.experiments.fgd.model import Inventory, Workload
     from kant.experiments.fgd.run import run_one
@@ -161,9 +165,11 @@ def test_core_fgd_matches_experiment_fgd(nodes: list[tuple[int, int, str]],
     table = b.build()
     inv = Inventory.from_cluster(cluster)
     wl = Workload.from_jobs(table, inv)
-    args = {"popularity_threshold": threshold, "score": score}
-    exp = run_one(inv, wl, "fgd", 0, inflate=0, policy_args={**args, "tie": "first"}, check=True)
-    core = run_core(cluster, table, wl, "fgd", 0, inflate=0, policy_args=args, check=True)
+    args: dict[str, object] = {"tie": tie}
+    if policy == "fgd":
+        args |= {"popularity_threshold": threshold, "score": score}
+    exp = run_one(inv, wl, policy, seed, inflate=0, policy_args=args, check=True)
+    core = run_core(cluster, table, wl, policy, seed, inflate=0, policy_args=args, check=True)
     assert core.node.tolist() == exp.node.tolist()
     assert core.extra["allocated_milli"] == exp.extra["allocated_milli"]
 

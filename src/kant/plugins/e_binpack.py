@@ -79,6 +79,7 @@ from kant.plugins.topology import (
 
 if TYPE_CHECKING:
     from kant.framework.runner import Framework
+    from kant.plugins.share_place import NodeRows
 
 __all__ = ["EMPTY", "EXACT", "PARTIAL", "EBinpack", "EBinpackArgs", "ebinpack_key", "fill_in_order", "node_class"]
 
@@ -136,6 +137,11 @@ class EBinpackArgs(BaseModel):
     topology: Literal["soft", "hard", "off"] = "soft"
     max_tier: TierName = "cluster"
     tie_break: tuple[TieBreak, ...] = ("leaf", "spine")
+    #: one-worker jobs by the share-aware key (:func:`kant.plugins.share_place.ebinpack_share_key`,
+    #: free milli-GPU per GPU) instead of the whole-GPU key; gangs as without it
+    share_aware: bool = False
+    #: share-aware mode: equal keys go to the lowest node index or a uniform pick from ``env.rng``
+    tie: Literal["first", "random"] = "first"
 
     @field_validator("tie_break")
     @classmethod
@@ -151,6 +157,7 @@ class EBinpack(Place):
 
     NAME = NAME
     Args = EBinpackArgs
+    SHARES = True  # share jobs go to the runner's filter+score unless share_aware
 
     def __init__(self, args: BaseModel | None = None, weight: float = 1.0) -> None:
         super().__init__(args, weight)
@@ -164,11 +171,40 @@ class EBinpack(Place):
         self._per_leaf: tuple[object, int, list[int]] | None = None  # (state, version, key per leaf)
         self._per_leaf_array: tuple[object, int, IntArray] | None = None  # the same, as an array
         self._leaf_spine: list[int] = []
+        self._rows: NodeRows | None = None
 
     @property
     def _args(self) -> EBinpackArgs:
         assert isinstance(self.args, EBinpackArgs)
         return self.args
+
+    def _place_share_aware(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
+        from kant.plugins.share_place import MILLI, NodeRows, ebinpack_share_key
+
+        mask = fw.fit_mask(ctx, job)
+        for f in fw.filters:
+            mask = f.filter(ctx, job, mask)
+        nodes = np.flatnonzero(mask)
+        if not nodes.size:
+            return fw.place_workers(ctx, job)  # says why, the runner's way
+        rows = self._rows
+        if rows is None:
+            rows = self._rows = NodeRows(ctx.env)
+        rows.sync(ctx.state)
+        g, c, m = fw.job_gpus[job], fw.job_cpu[job], fw.job_mem[job]
+        share = fw.is_share(job)
+        milli = fw.job_milli[job] if share else (MILLI if g > 0 else 0)
+        cpu_free = np.where(ctx.env.cpu_unmodelled[nodes], np.iinfo(np.int64).max // 4, ctx.state.free_cpu[nodes])
+        key = ebinpack_share_key(rows, nodes, cpu_free.astype(np.int64), g, milli, c,
+                                 max(int(ctx.env.cluster.gpus.max()), 1))
+        cand = nodes[key == key.min()]
+        if cand.size == 1 or self._args.tie == "first":
+            node = int(cand[0])
+        else:
+            node = int(cand[int(ctx.env.rng.integers(cand.size))])
+        if share:
+            return Placement((node,), 1, c, m, milli)
+        return Placement((node,), g, c, m)
 
     def setup(self, env: SchedulerEnv) -> None:
         """Precompute the mixed-radix multipliers of the single-node key from the cluster's static
@@ -178,6 +214,7 @@ class EBinpack(Place):
         cluster = env.cluster
         self._mult_cluster = cluster
         self._plans = {}
+        self._rows = None
         self._leaf_nodes = [[] for _ in range(cluster.n_leaves)]
         for node, leaf in enumerate(cluster.leaf.tolist()):
             self._leaf_nodes[leaf].append(node)
@@ -358,6 +395,10 @@ class EBinpack(Place):
         return keys
 
     def place(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
+        if self._args.share_aware and fw.job_workers[job] == 1:
+            return self._place_share_aware(ctx, job, fw)
+        if fw.is_share(job):
+            return fw.place_workers(ctx, job)
         jobs = ctx.env.jobs
         w, g, c, m = fw.job_workers[job], fw.job_gpus[job], fw.job_cpu[job], fw.job_mem[job]
         # the class index when it gives the same answer as the node scan: no filters, the live state,

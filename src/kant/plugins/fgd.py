@@ -178,6 +178,8 @@ class FgdArgs(BaseModel):
     popularity_threshold: float = Field(100.0, gt=0, le=100)
     include_cpu_pods: bool = True
     score: Literal["exact", "artifact"] = "exact"
+    #: equal best keys: the lowest node index, or a uniform pick from the run's ``env.rng``
+    tie: Literal["first", "random"] = "first"
 
 
 @register_plugin
@@ -206,6 +208,7 @@ class Fgd(Place):
                     allowed[code, c] = True
         self.measure = FragMeasure(self.typical, allowed, n_models)
         self._exact = a.score == "exact"
+        self._random_tie = a.tie == "random"
         n, g = cluster.n_nodes, max(cluster.max_gpus_per_node, 1)
         self._model = cluster.gpu_type.copy()
         self._cpu_unmodelled = env.cpu_unmodelled
@@ -285,6 +288,10 @@ class Fgd(Place):
         delta, pick = d_all[nodes], p_all[nodes]
         key = delta if self._exact else self.artifact_key(delta)
         i = int(np.argmin(key))  # lowest node index among the best
+        if self._random_tie:
+            cand = np.flatnonzero(key == key[i])
+            if cand.size > 1:
+                i = int(cand[int(ctx.env.rng.integers(cand.size))])
         node = int(nodes[i])
         if share:
             return Placement((node,), 1, fw.job_cpu[job], fw.job_mem[job], milli, (int(pick[i]),))

@@ -33,23 +33,33 @@ from kant.model.store import JobStore
 
 __all__ = ["CORE_POLICIES", "core_plugin", "load_cluster_and_pods", "run_core"]
 
-#: experiment policy name -> core plugin name
-CORE_POLICIES = {"fgd": "fgd", "best-fit-core": "best-fit"}
+#: experiment policy name -> (core plugin name, its arguments the experiment sets)
+CORE_POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
+    "random": ("random-pick", {}),
+    "best-fit": ("residual-fit", {"tie": "random"}),
+    "dot-product": ("dot-product", {"tie": "random"}),
+    "gpu-packing": ("gpu-packing", {"tie": "random"}),
+    "gpu-clustering": ("gpu-clustering", {"tie": "random"}),
+    "fgd": ("fgd", {"tie": "random"}),
+    "e-binpack": ("e-binpack", {"share_aware": True, "tie": "random"}),
+    "best-fit-core": ("best-fit", {}),
+}
 
 
 def core_plugin(name: str, args: dict[str, Any] | None) -> Plugin:
     """The core plugin for experiment policy ``name``; bad names or args raise :class:`ConfigError`."""
     from kant.framework.registry import plugin_class
 
-    core = CORE_POLICIES.get(name)
-    cls = plugin_class(core) if core is not None else None
-    if cls is None:
+    entry = CORE_POLICIES.get(name)
+    cls = plugin_class(entry[0]) if entry is not None else None
+    if cls is None or entry is None:
         raise ConfigError("fgd experiment", "policy",
                           f"no core plugin for {name!r}; expected one of {', '.join(CORE_POLICIES)}")
-    a = {k: v for k, v in (args or {}).items() if k != "tie"}
-    if (args or {}).get("tie", "first") != "first":
-        raise ConfigError("fgd experiment", f"{name}.args.tie", "the core scheduler breaks ties by node index: "
-                          "use tie=first")
+    a = {**entry[1], **(args or {})}
+    tie = a.pop("tie", "first") if name in ("random", "best-fit-core") else "first"
+    if tie != "first" and name == "best-fit-core":
+        raise ConfigError("fgd experiment", f"{name}.args.tie", "the core best-fit score breaks ties by node "
+                          "index: use tie=first")
     try:
         parsed = cls.Args.model_validate(a)
     except ValidationError as exc:
@@ -78,10 +88,11 @@ def run_core(cluster: Cluster, pods: JobTable, workload: Workload, policy: str, 
     """Run ``policy`` on the pod list ``pods`` (``workload`` is the same list as the experiment's
     :class:`Workload`, for the arrivals) arriving on ``cluster``, through the core scheduler."""
     inventory = Inventory.from_cluster(cluster)
-    wl_seq, _ = np.random.SeedSequence(seed).spawn(2)
+    wl_seq, pol_seq = np.random.SeedSequence(seed).spawn(2)
     arr = make_arrivals(workload, inventory.total_gpu_milli, inflate, order, np.random.default_rng(wl_seq))
     jobs = pods.take(arr.rows)
     env = SchedulerEnv(cluster, JobStore.from_table(jobs), seed=seed, trace=pods)
+    env.rng = np.random.default_rng(pol_seq)  # random picks and ties: the experiment's policy stream
     fw = Framework(env, [core_plugin(policy, policy_args)])
     state = ClusterState(cluster)
     queue = PendingQueue(env.jobs, ShapeIndex(), fw.static_key)
@@ -94,6 +105,7 @@ def run_core(cluster: Cluster, pods: JobTable, workload: Workload, policy: str, 
         result = fw.place(ctx, job)
         if isinstance(result, Placement):
             state.allocate(job, result)
+            fw.job_started(job, 0.0, result)
             placed[job] = True
             where[job] = result.nodes[0]
     elapsed = time.perf_counter() - t0
