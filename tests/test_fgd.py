@@ -419,3 +419,30 @@ def test_cli_smoke(tmp_path: Path) -> None:
     bad = CliRunner().invoke(experiment, ["fgd", "--policy", "fgd", "--arg", "fgd.nope=1", "--trace-dir", str(d),
                                           "--out", str(out)])
     assert bad.exit_code == 2 and "fgd.args.nope" in bad.output
+
+
+# ------------------------------------------------------------------------------------------------
+# every policy on a small openb sample: placements frozen from the experiment's own scheduler
+# ------------------------------------------------------------------------------------------------
+SAMPLE = Path(__file__).parent / "data" / "openb_sample"
+
+
+@pytest.mark.parametrize("policy", ["random", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "fgd",
+                                    "e-binpack"])
+def test_policies_place_as_frozen_on_openb_sample(policy: str) -> None:
+    """64 openb nodes (every 20th of the node list, plus the A10 and V100M32 ones) and 408 pods (every
+    20th of gpuspec20), inflated to 1.3x, seed 42 in creation order and seed 43 shuffled: every
+    arrival's node equals the frozen one. Frozen from the experiment's own scheduler (removed since),
+    which the core placed identically for all policies but ``random``: there the frozen nodes are the
+    core's (a share's GPU is drawn among the fitting GPUs in the core's GPU order, largest free first,
+    not the experiment's slot order; see docs/experiments.md)."""
+    from kant.experiments.fgd.core import load_cluster_and_pods, run_core
+    from kant.experiments.fgd.run import load_workload
+
+    nodes, path = str(SAMPLE / "openb_node_list_gpu_node.csv"), str(SAMPLE / "openb_pod_list_sample.csv")
+    expected = json.loads((SAMPLE / "expected_nodes.json").read_text())
+    wl = load_workload(path, nodes)
+    cluster, pods = load_cluster_and_pods(path, nodes)
+    for seed, order in ((42, "creation"), (43, "shuffle")):
+        r = run_core(cluster, pods, wl, policy, seed, order=order, check=True)  # type: ignore[arg-type]
+        assert r.node.tolist() == expected[f"{policy}/{seed}/{order}"]
