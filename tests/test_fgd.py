@@ -1,4 +1,5 @@
-"""The FGD experiment: fragmentation measure, every placement policy, invariants, measures, CLI.
+"""The FGD experiment: fragmentation measure, every placement policy on the core scheduler,
+invariants, measures, CLI.
 
 Units: milli-CPU, MiB, milli-GPU (1000 = one GPU). Hand computations are in the comments.
 """
@@ -16,19 +17,23 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kant.errors import ConfigError, SchedulingError
-from kant.experiments.fgd.model import MILLI, GpuShareState, Inventory, Workload
-from kant.experiments.fgd.policies import (
-    POLICY_NAMES,
-    FgdPolicy,
-    FragMeasure,
-    TypicalPods,
-    make_policy,
-    typical_pods,
-)
-from kant.experiments.fgd.run import RunResult, curve, make_arrivals, run_one, summarize_run
+from kant.errors import ConfigError
+from kant.experiments.fgd.core import POLICY_NAMES, core_plugin, run_core
+from kant.experiments.fgd.model import Inventory, Workload
+from kant.experiments.fgd.run import RunResult, curve, make_arrivals, summarize_run
+from kant.framework.context import CycleContext, SchedulerEnv
+from kant.framework.queue import PendingQueue, ShapeIndex
+from kant.framework.runner import Framework
+from kant.framework.statement import Statement
+from kant.model.cluster import Cluster, NodeSpec
+from kant.model.job import JobTable, JobTableBuilder
+from kant.model.state import ClusterState, Placement
+from kant.model.store import JobStore
+from kant.plugins.fgd import Fgd, FragMeasure, TypicalPods, typical_types
 
 BIG = 10**9
+MILLI = 1000
+Pod = tuple[Any, ...]  # (cpu, mem, ngpu, milli[, allowed models])
 
 
 def _typical(rows: list[tuple[int, int, int, int]]) -> TypicalPods:
@@ -37,27 +42,78 @@ def _typical(rows: list[tuple[int, int, int, int]]) -> TypicalPods:
     return TypicalPods(a[:, 0], a[:, 1], a[:, 2], np.full(len(rows), -1, dtype=np.int64), a[:, 3])
 
 
-def _state(nodes: list[tuple[int, int, int, str]], free: list[list[int]] | None = None,
-           pods: list[Any] | None = None) -> tuple[GpuShareState, Workload]:
-    inv = Inventory.build(nodes)
-    wl = Workload.build(pods or [(0, 0, 0, 0)], inv)
-    s = GpuShareState(inv, wl)
-    if free is not None:  # set free shares by hand (keeps aggregates consistent)
-        for n, row in enumerate(free):
-            s.gpu_free[n, : len(row)] = row
-        s.total_free[:] = s.gpu_free.sum(axis=1)
-        s.full_free[:] = (s.gpu_free == MILLI).sum(axis=1)
-        s.max_free[:] = s.gpu_free.max(axis=1)
-        s.allocated_milli = inv.total_gpu_milli - int(s.total_free.sum())
-    return s, wl
+def typical_pods(wl: Workload, threshold: float = 95.0, include_cpu_pods: bool = True) -> TypicalPods:
+    return typical_types(wl.cpu, wl.ngpu, wl.milli, wl.spec, threshold, include_cpu_pods)
 
 
-def _choose(policy: str, state: GpuShareState, wl: Workload, pod_row: int, **args: Any) -> tuple[int, tuple[int, ...]]:
-    pol = make_policy(policy, {"tie": "first", **args})
-    pol.reset(state, wl, np.random.default_rng(0))
-    pod = wl.pods[pod_row]
-    nodes = np.flatnonzero(state.fit_mask(pod))
-    return pol.choose(state, pod, nodes)
+def _cluster(nodes: list[tuple[int, int, int, str]]) -> Cluster:
+    return Cluster.from_nodes([NodeSpec(f"n{i}", t, g, c, m) for i, (c, m, g, t) in enumerate(nodes)])
+
+
+def _add(b: JobTableBuilder, name: str, pod: Pod) -> None:
+    types = pod[4] if len(pod) > 4 and pod[4] else None
+    b.add(name, submit=0.0, duration=math.inf, gpus_per_worker=pod[2], gpu_milli=pod[3] if pod[2] else MILLI,
+          cpu_milli=pod[0], memory_mib=pod[1], gpu_type="|".join(types) if types else None)
+
+
+def _table(pods: list[Pod]) -> JobTable:
+    b = JobTableBuilder()
+    for i, p in enumerate(pods):
+        _add(b, f"p{i}", p)
+    return b.build()
+
+
+class _Core:
+    """A core scheduler with one experiment policy on ``nodes``; GPUs preset to ``free`` (per node,
+    free milli per GPU) by filler jobs placed first; ``pods`` is the target workload and follows the
+    fillers in the job table."""
+
+    def __init__(self, policy: str, nodes: list[tuple[int, int, int, str]], free: list[list[int]] | None,
+                 pods: list[Pod], seed: int = 0, **args: Any) -> None:
+        self.cluster = _cluster(nodes)
+        b = JobTableBuilder()
+        fill: list[tuple[int, Placement]] = []
+        for n, row in enumerate(free or []):
+            used = sum(1 for v in row if v == 0)
+            if used:
+                j = b.add(f"w{n}", submit=0.0, duration=math.inf, gpus_per_worker=used)
+                fill.append((j, Placement((n,), used)))
+            for k, v in enumerate(row):
+                if 0 < v < MILLI:
+                    j = b.add(f"s{n}.{k}", submit=0.0, duration=math.inf, gpu_milli=MILLI - v)
+                    fill.append((j, Placement((n,), 1, 0, 0, MILLI - v, (MILLI,))))
+        self.first = len(fill)
+        for i, p in enumerate(pods):
+            _add(b, f"p{i}", p)
+        jobs = b.build()
+        self.env = SchedulerEnv(self.cluster, JobStore.from_table(jobs), seed=seed, trace=_table(pods))
+        self.plugin = core_plugin(policy, {"tie": "first", **args})
+        self.fw = Framework(self.env, [self.plugin])
+        self.state = ClusterState(self.cluster)
+        queue = PendingQueue(self.env.jobs, ShapeIndex(), self.fw.static_key)
+        self.ctx = CycleContext(self.env, self.state, queue, 0.0, {}, Statement(self.state))
+        for j, pl in fill:
+            self.state.allocate(j, pl)
+            self.fw.job_started(j, 0.0, pl)
+
+    def place(self, pod: int) -> tuple[int, int | None]:
+        """Place target pod ``pod``: (node, free milli before of the GPU a share took; None otherwise),
+        or (-1, None) if it fits nowhere."""
+        job = self.first + pod
+        result = self.fw.place(self.ctx, job)
+        if not isinstance(result, Placement):
+            return -1, None
+        node = result.nodes[0]
+        before = self.state.gpu_free_milli(node)
+        self.state.allocate(job, result)
+        self.fw.job_started(job, 0.0, result)
+        if result.gpu_milli >= MILLI or result.gpus == 0:
+            return node, None
+        after = self.state.gpu_free_milli(node)
+        for v in after:
+            if v in before:
+                before.remove(v)
+        return node, before[0]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -104,160 +160,166 @@ def test_typical_pods_threshold() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# each policy on a hand-made case
+# each policy on a hand-made case (the core plugin behind each experiment policy)
 # ------------------------------------------------------------------------------------------------
 def test_fgd_choice_hand_computed() -> None:
     # Target workload: share 500 (w 1) and 1 whole GPU (w 1), CPU never binding. Pod: share 500.
     # node0 [1000, 1000]: F = 0 (both types run, no share below their size).
     #   500 on a GPU -> [500, 1000]: whole type's fragments 500 -> F = 500, delta +500.
     # node1 [500, 1000]: F = 500 (the 500 share is a fragment for the whole type).
-    #   on GPU0 -> [0, 1000]: F = 0, delta -500;  on GPU1 -> [500, 500]: whole type cannot run -> S = 1000, delta +500.
-    # FGD: node1, GPU0 (delta -500).
-    pods = [(1000, 0, 1, 500), (1000, 0, 1, 1000)]
-    s, wl = _state([(BIG, BIG, 2, "T4"), (BIG, BIG, 2, "T4")], free=[[1000, 1000], [500, 1000]], pods=pods)
-    assert _choose("fgd", s, wl, 0) == (1, (0,))
-    pol = make_policy("fgd")
-    pol.reset(s, wl, np.random.default_rng(0))
-    assert isinstance(pol, FgdPolicy)
-    assert (pol.fragmentation(s) // 1).tolist() == [0, 500]
+    #   on the 500 GPU -> [0, 1000]: F = 0, delta -500;  on the free GPU -> [500, 500]: whole type cannot run
+    #   -> S = 1000, delta +500.
+    # FGD: node1, the GPU with 500 free (delta -500).
+    pods: list[Pod] = [(1000, 0, 1, 500), (1000, 0, 1, 1000)]
+    c = _Core("fgd", [(BIG, BIG, 2, "T4"), (BIG, BIG, 2, "T4")], [[1000, 1000], [500, 1000]], pods)
+    assert c.place(0) == (1, 500)
+    assert isinstance(c.plugin, Fgd)
+    assert c.plugin.measure(np.array([[1000, 1000], [1000, 500]]), np.array([BIG, BIG]),
+                            np.array([0, 0])).tolist() == [0, 500]
 
 
 def test_fgd_artifact_score_ties() -> None:
     # Target: share 100 (w 1), 1 whole GPU (w 1); W = 2. Pod: share 100.
-    # node0 [1000, 110]: on GPU1 -> [1000, 10]: share type gains fragment 10, whole type loses 100:
-    #   delta -90 (on GPU0 the whole type could no longer run: +900).
-    # node1 [1000, 100]: on GPU1 -> [1000, 0]: whole type loses fragment 100: delta -100.
+    # node0 [1000, 110]: on the 110 GPU -> [1000, 10]: share type gains fragment 10, whole type loses 100:
+    #   delta -90 (on the free GPU the whole type could no longer run: +900).
+    # node1 [1000, 100]: on the 100 GPU -> [1000, 0]: whole type loses fragment 100: delta -100.
     # exact: node1 wins (-100 < -90). artifact: int(100 sigmoid(-delta / W / 1000)) = int(51.12) = int(51.25)
-    # = 51 for both -> a tie, and tie "first" (the artifact's smallest node name) takes node0, GPU1.
-    pods = [(1000, 0, 1, 100), (1000, 0, 1, 1000)]
-    s, wl = _state([(BIG, BIG, 2, "T4"), (BIG, BIG, 2, "T4")], free=[[1000, 110], [1000, 100]], pods=pods)
-    assert _choose("fgd", s, wl, 0) == (1, (1,))
-    assert _choose("fgd", s, wl, 0, score="artifact") == (0, (1,))
-    pol = make_policy("fgd", {"score": "artifact"})
-    pol.reset(s, wl, np.random.default_rng(0))
-    assert isinstance(pol, FgdPolicy)
-    assert pol.artifact_key(np.array([-90, -100, 0, 2000])).tolist() == [-51, -51, -50, -26]
+    # = 51 for both -> a tie, and tie "first" (the artifact's smallest node name) takes node0, its 110 GPU.
+    pods: list[Pod] = [(1000, 0, 1, 100), (1000, 0, 1, 1000)]
+    nodes = [(BIG, BIG, 2, "T4"), (BIG, BIG, 2, "T4")]
+    assert _Core("fgd", nodes, [[1000, 110], [1000, 100]], pods).place(0) == (1, 100)
+    c = _Core("fgd", nodes, [[1000, 110], [1000, 100]], pods, score="artifact")
+    assert c.place(0) == (0, 110)
+    assert isinstance(c.plugin, Fgd)
+    assert c.plugin.artifact_key(np.array([-90, -100, 0, 2000])).tolist() == [-51, -51, -50, -26]
 
 
 def test_fgd_matches_brute_force() -> None:
-    # The cached incremental evaluation must pick a node/GPU whose increase equals the brute-force minimum.
+    # The core fgd's cached incremental evaluation must pick a node/GPU whose increase equals the
+    # brute-force minimum over every fitting node and GPU.
     rng = np.random.default_rng(7)
     nodes = [(int(rng.integers(4, 40)) * 1000, BIG, int(g), "T4") for g in rng.choice([1, 2, 4, 8], size=12)]
-    pods = [(int(rng.integers(0, 8)) * 1000, 0, 1, int(m)) for m in rng.choice([100, 250, 500, 700, 1000], size=40)]
+    pods: list[Pod] = [(int(rng.integers(0, 8)) * 1000, 0, 1, int(m)) for m in rng.choice([100, 250, 500, 700, 1000],
+                                                                                          size=40)]
     pods += [(2000, 0, 0, 0), (4000, 0, 2, 1000)]
-    inv = Inventory.build(nodes)
-    wl = Workload.build(pods, inv)
-    s = GpuShareState(inv, wl)
-    pol = make_policy("fgd", {"tie": "first"})
-    pol.reset(s, wl, np.random.default_rng(0))
-    assert isinstance(pol, FgdPolicy)
-    fm = pol.measure
-    for i in rng.permutation(len(pods)).tolist() * 2:
-        pod = wl.pods[i]
-        nodes_ok = np.flatnonzero(s.fit_mask(pod))
-        if not nodes_ok.size:
-            continue
-        before = fm(s.gpu_free, s.cpu_free, inv.model)
+    order = rng.permutation(len(pods)).tolist() * 2
+    arrivals = [pods[i] for i in order]
+    c = _Core("fgd", nodes, None, arrivals)
+    assert isinstance(c.plugin, Fgd)
+    fm = FragMeasure(typical_pods(Workload.build(arrivals, Inventory.build(nodes)), 100.0), np.zeros((0, 1), bool), 1)
+    g = max(n[2] for n in nodes)
+    model = np.zeros(1, dtype=np.int64)
+
+    def frag(row: list[int], cpu: int) -> int:
+        return int(fm(np.array([row + [0] * (g - len(row))]), np.array([cpu]), model)[0])
+
+    for i, (cpu, _, ngpu, milli) in enumerate(arrivals):
+        st_ = c.state
         best = None
-        for n in nodes_ok.tolist():
-            if pod.ngpu == 1 and pod.milli < MILLI:
-                options = [[g] for g in range(inv.max_gpus) if s.gpu_free[n, g] >= pod.milli]
-            else:
-                options = [list(s.default_gpus(n, pod))]
-            for gpus in options:
-                row = s.gpu_free[n].copy()
-                row[gpus] -= pod.milli
-                d = int(fm(row[None, :], np.array([s.cpu_free[n] - pod.cpu]), inv.model[n:n + 1])[0] - before[n])
+        for n in range(len(nodes)):
+            row = st_.gpu_free_milli(n)
+            free_cpu = int(st_.free_cpu[n])
+            if free_cpu < cpu:
+                continue
+            f0 = frag(row, free_cpu)
+            if ngpu == 1 and milli < MILLI:
+                options = sorted({v for v in row if v >= milli})
+                for v in options:
+                    r = list(row)
+                    r[r.index(v)] -= milli
+                    d = frag(r, free_cpu - cpu) - f0
+                    best = d if best is None else min(best, d)
+            elif sum(1 for v in row if v == MILLI) >= ngpu:
+                r = list(row)
+                for _ in range(ngpu):
+                    r[r.index(MILLI)] = 0
+                d = frag(r, free_cpu - cpu) - f0
                 best = d if best is None else min(best, d)
-        node, gpus = pol.choose(s, pod, nodes_ok)
-        row = s.gpu_free[node].copy()
-        row[list(gpus)] -= pod.milli
-        got = int(fm(row[None, :], np.array([s.cpu_free[node] - pod.cpu]), inv.model[node:node + 1])[0] - before[node])
+        rows_before = [st_.gpu_free_milli(n) for n in range(len(nodes))]
+        cpus_before = st_.free_cpu.copy()
+        node, _ = c.place(i)
+        if best is None:
+            assert node == -1
+            continue
+        got = frag(st_.gpu_free_milli(node), int(st_.free_cpu[node])) - frag(rows_before[node], int(cpus_before[node]))
         assert got == best
-        s.place(node, pod, gpus)
-        pol.observe(s, node)
-        pol.check(s)
-    s.check()
+    st_.check()
+
+
+def _choice(policy: str, free: list[list[int]], pod: Pod, **args: Any) -> tuple[int, int | None]:
+    return _Core(policy, [(64000, BIG, 4, "G2")] * len(free), free, [pod], **args).place(0)
 
 
 @pytest.mark.parametrize(
     ("policy", "free", "pod", "expected"),
     [
         # best-fit: key = 0.5 (cpu_free - cpu)/CPU_MAX + 0.5 (gpu_free - gpus)/GPU_MAX; CPU equal on both nodes,
-        # node0 leaves 4000 - 1000 = 3000 milli-GPU, node1 leaves 2000 - 1000 = 1000 -> node1; GPU = best fit = GPU0
-        ("best-fit", [[1000, 1000, 1000, 1000], [1000, 1000, 0, 0]], (1000, 0, 1, 1000), (1, (0,))),
+        # node0 leaves 4000 - 1000 = 3000 milli-GPU, node1 leaves 2000 - 1000 = 1000 -> node1 (whole GPU)
+        ("best-fit", [[1000, 1000, 1000, 1000], [1000, 1000, 0, 0]], (1000, 0, 1, 1000), (1, None)),
         # dot-product (min): CPU terms equal; share 500: node0's best GPU f = 1000 -> (1000/1000)(500/1000) = 0.5,
-        # node1's best GPU f = 600 -> 0.3 -> node1, GPU1 (600)
-        ("dot-product", [[1000, 1000, 1000, 1000], [1000, 600, 0, 0]], (1000, 0, 1, 500), (1, (1,))),
-        # dot-product, prefer max (Tetris): node0 0.5 > node1's largest free 1000 x 0.5 = 0.5 tie -> first: node0,
-        # and the GPU with most free (lowest index on ties) = GPU0
-        ("dot-product:max", [[1000, 1000, 1000, 1000], [1000, 600, 0, 0]], (1000, 0, 1, 500), (0, (0,))),
+        # node1's best GPU f = 600 -> 0.3 -> node1, the 600 GPU
+        ("dot-product", [[1000, 1000, 1000, 1000], [1000, 600, 0, 0]], (1000, 0, 1, 500), (1, 600)),
+        # dot-product, prefer max (Tetris): node0 0.5 = node1's largest free 1000 x 0.5 = 0.5, a tie -> first:
+        # node0, and the GPU with most free (1000)
+        ("dot-product:max", [[1000, 1000, 1000, 1000], [1000, 600, 0, 0]], (1000, 0, 1, 500), (0, 1000)),
         # gpu-packing: node0 idle -> 33 - 4 = 29; node1 partly used GPU with f = 600 -> 100 - 600/100 = 94;
-        # node2 used node, fresh GPU needed (f = 1000) -> 49. Highest: node1, GPU1
-        ("gpu-packing", [[1000] * 4, [1000, 600, 0, 0], [1000, 100, 0, 0]], (1000, 0, 1, 500), (1, (1,))),
+        # node2 used node, fresh GPU needed (f = 1000) -> 49. Highest: node1, the 600 GPU
+        ("gpu-packing", [[1000] * 4, [1000, 600, 0, 0], [1000, 100, 0, 0]], (1000, 0, 1, 500), (1, 600)),
         # e-binpack: share 300; node0 idle (tier 2,1); node1 f = 500 partly used (tier 1,0); node2 exact f = 300
-        # (tier 0,0) -> node2 GPU1
-        ("e-binpack", [[1000] * 4, [1000, 500, 0, 0], [1000, 300, 0, 0]], (1000, 0, 1, 300), (2, (1,))),
+        # (tier 0,0) -> node2, the 300 GPU
+        ("e-binpack", [[1000] * 4, [1000, 500, 0, 0], [1000, 300, 0, 0]], (1000, 0, 1, 300), (2, 300)),
         # e-binpack, 2 whole GPUs: node0 idle 4 GPUs (tier 2); node1 used with 3 free (tier 1, 1 left);
-        # node2 used with exactly 2 free (takes its last shares: tier 0) -> node2, GPUs 0,1
-        ("e-binpack", [[1000] * 4, [1000, 1000, 1000, 0], [1000, 1000, 0, 0]], (1000, 0, 2, 1000), (2, (0, 1))),
+        # node2 used with exactly 2 free (takes its last shares: tier 0) -> node2
+        ("e-binpack", [[1000] * 4, [1000, 1000, 1000, 0], [1000, 1000, 0, 0]], (1000, 0, 2, 1000), (2, None)),
         # e-binpack, CPU pod: fewest free GPU shares first: node2 (0 free) before node1 (1000)
-        ("e-binpack", [[1000] * 4, [1000, 0, 0, 0], [0, 0, 0, 0]], (1000, 0, 0, 0), (2, ())),
+        ("e-binpack", [[1000] * 4, [1000, 0, 0, 0], [0, 0, 0, 0]], (1000, 0, 0, 0), (2, None)),
     ],
 )
-def test_policy_choice(policy: str, free: list[list[int]], pod: tuple[int, int, int, int],
-                       expected: tuple[int, tuple[int, ...]]) -> None:
+def test_policy_choice(policy: str, free: list[list[int]], pod: Pod, expected: tuple[int, int | None]) -> None:
     name, _, prefer = policy.partition(":")
-    s, wl = _state([(64000, BIG, 4, "G2")] * len(free), free=free, pods=[pod])
     args = {"prefer": prefer} if prefer else {}
-    assert _choose(name, s, wl, 0, **args) == expected
+    assert _choice(name, free, pod, **args) == expected
 
 
 def test_gpu_clustering_choice() -> None:
-    # Pod: 1 whole GPU (kind bit 1). node0 holds only 1-GPU pods: 75 + 25 x (8000 - 3000)/8000 = 90.6;
-    # node1 holds 1-GPU and share pods: 50 + 25 x 0.625 = 65.6; node2 idle: 25 + 25 x 0.5 = 37.5 -> node0
-    s, wl = _state([(64000, BIG, 4, "G2")] * 3, free=[[1000, 1000, 1000, 0], [1000, 1000, 1000, 0], [1000] * 4],
-                   pods=[(1000, 0, 1, 1000)])
-    s.kinds[:] = [1 << 1, (1 << 1) | (1 << 0), 0]
-    assert _choose("gpu-clustering", s, wl, 0) == (0, (0,))
-    # a share pod (bit 0): node1 holds it among others (50 + ...) beats node2 idle (25 + ...) and node0 (0 + ...)
-    s2, wl2 = _state([(64000, BIG, 4, "G2")] * 3, free=[[1000, 1000, 1000, 0], [1000, 1000, 1000, 0], [1000] * 4],
-                     pods=[(1000, 0, 1, 400)])
-    s2.kinds[:] = [1 << 1, (1 << 1) | (1 << 0), 0]
-    assert _choose("gpu-clustering", s2, wl2, 0)[0] == 1
+    # 4-GPU nodes, GPU_MAX = 4000. node0 holds one 1-GPU pod (kind 1); node1 a 1-GPU pod and a 100-milli share
+    # (kinds 1 and share); node2 idle. Pod: 1 whole GPU (kind 1): node0 only its kind: 75 + 25 x 1000/4000 = 81.25;
+    # node1 its kind among others: 50 + 25 x 1100/4000 = 56.9; node2 no GPU load: 25 -> node0
+    free = [[1000, 1000, 1000, 0], [1000, 1000, 900, 0], [1000] * 4]
+    assert _choice("gpu-clustering", free, (1000, 0, 1, 1000)) == (0, None)
+    # a share pod: node1 holds shares among others (50 + ...) beats node2 idle (25 + 0) and node0 (0 + 6.25)
+    assert _choice("gpu-clustering", free, (1000, 0, 1, 400))[0] == 1
 
 
 def test_random_policy_covers_feasible_nodes_only() -> None:
-    # 4 nodes; node 3 has no CPU left for the pod -> never chosen; the others all chosen in 200 draws
-    s, wl = _state([(4000, BIG, 2, "T4")] * 4, pods=[(2000, 0, 1, 300)])
-    s.cpu_free[3] = 1000
-    pol = make_policy("random")
-    pol.reset(s, wl, np.random.default_rng(3))
-    nodes = np.flatnonzero(s.fit_mask(wl.pods[0]))
-    seen = {pol.choose(s, wl.pods[0], nodes)[0] for _ in range(200)}
+    # 4 nodes; node 3 has too little CPU for the pod -> never chosen; the others all chosen in 200 draws
+    nodes = [(4000, BIG, 2, "T4")] * 3 + [(1000, BIG, 2, "T4")]
+    seen = set()
+    for seed in range(200):
+        node, pick = _Core("random", nodes, None, [(2000, 0, 1, 300)], seed=seed).place(0)
+        seen.add(node)
+        assert pick == 1000
     assert seen == {0, 1, 2}
 
 
-def test_type_constraint_and_fit_mask() -> None:
-    inv = Inventory.build([(8000, 1000, 2, "T4"), (8000, 1000, 8, "V100"), (8000, 1000, 8, "G2")])
-    wl = Workload.build([(1000, 100, 1, 500, ["V100", "G2"]), (9000, 0, 1, 500), (1000, 2000, 0, 0)], inv)
-    s = GpuShareState(inv, wl)
-    assert s.fit_mask(wl.pods[0]).tolist() == [False, True, True]
-    assert s.fit_mask(wl.pods[1]).tolist() == [False, False, False]  # 9000 CPU > 8000
-    assert s.fit_mask(wl.pods[2]).tolist() == [False, False, False]  # 2000 MiB > 1000
-    with pytest.raises(SchedulingError):
-        s.place(0, wl.pods[0], (0,))  # T4 not allowed
-    with pytest.raises(SchedulingError):
-        s.place(1, wl.pods[0], (9,))  # no GPU 9
+def test_type_constraint_and_fit() -> None:
+    # a pod allowed on V100 or G2 never goes to the T4 node; pods above any node's CPU or memory fit nowhere
+    nodes = [(8000, 1000, 2, "T4"), (8000, 1000, 8, "V100"), (8000, 1000, 8, "G2")]
+    pods: list[Pod] = [(1000, 100, 1, 500, ["V100", "G2"]), (9000, 0, 1, 500), (1000, 2000, 0, 0)]
+    for policy in POLICY_NAMES:
+        c = _Core(policy, nodes, None, pods)
+        assert c.place(0)[0] in (1, 2)
+        assert c.place(1) == (-1, None)
+        assert c.place(2) == (-1, None)
 
 
 def test_bad_policy_args() -> None:
     with pytest.raises(ConfigError, match=r"fgd\.args\.popularity_threshold"):
-        make_policy("fgd", {"popularity_threshold": 0})
+        core_plugin("fgd", {"popularity_threshold": 0})
     with pytest.raises(ConfigError, match=r"best-fit\.args\.colour"):
-        make_policy("best-fit", {"colour": 1})
-    with pytest.raises(ConfigError, match="unknown policy"):
-        make_policy("tetris")
+        core_plugin("best-fit", {"colour": 1})
+    with pytest.raises(ConfigError, match="no core plugin"):
+        core_plugin("tetris", None)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -278,40 +340,27 @@ pod_st = st.one_of(
 @given(nodes=st.lists(node_st, min_size=1, max_size=6), pods=st.lists(pod_st, min_size=1, max_size=40),
        policy=st.sampled_from(POLICY_NAMES), seed=st.integers(0, 3))
 def test_invariants(nodes: list[Any], pods: list[Any], policy: str, seed: int) -> None:
-    inv = Inventory.build(nodes)
-    wl = Workload.build(pods, inv)
-    s = GpuShareState(inv, wl)
-    pol = make_policy(policy)
-    pol.reset(s, wl, np.random.default_rng(seed))
-    placed: list[tuple[int, int, tuple[int, ...]]] = []
-    for pod in wl.pods:
-        nodes_ok = np.flatnonzero(s.fit_mask(pod))
-        if not nodes_ok.size:
+    # every pod goes where it fits (CPU, memory, GPU type, GPU shares), the state's books stay exact
+    # (ClusterState.check), and a pod fails only if it fits no node at that moment
+    cluster = _cluster(nodes)
+    table = _table(pods)
+    wl = Workload.from_jobs(table, Inventory.from_cluster(cluster))
+    r = run_core(cluster, table, wl, policy, seed, inflate=0, check=True)
+    cpu = np.zeros(len(nodes), dtype=np.int64)
+    mem = np.zeros(len(nodes), dtype=np.int64)
+    gpu = np.zeros(len(nodes), dtype=np.int64)
+    for i, n in enumerate(r.node.tolist()):
+        p = pods[i]
+        if n < 0:
             continue
-        node, gpus = pol.choose(s, pod, nodes_ok)
-        assert node in nodes_ok
-        s.place(node, pod, gpus)
-        pol.observe(s, node)
-        placed.append((pod.index, node, gpus))
-    s.check()
-    if isinstance(pol, FgdPolicy):
-        pol.check(s)
-    # recompute usage from the placements alone
-    gpu_used = np.zeros((inv.n_nodes, inv.max_gpus), dtype=np.int64)
-    cpu_used = np.zeros(inv.n_nodes, dtype=np.int64)
-    mem_used = np.zeros(inv.n_nodes, dtype=np.int64)
-    for i, n, gpus in placed:
-        p = wl.pods[i]
-        cpu_used[n] += p.cpu
-        mem_used[n] += p.mem
-        for g in gpus:
-            gpu_used[n, g] += p.milli
-        if p.spec >= 0:
-            assert wl.allowed[p.spec, inv.model[n]], "GPU-type constraint broken"
-    assert (gpu_used <= MILLI).all()
-    assert (gpu_used[np.arange(inv.max_gpus)[None, :] >= inv.ngpu[:, None]] == 0).all()
-    assert (cpu_used <= inv.cpu).all() and (mem_used <= inv.mem).all()
-    assert np.array_equal(s.gpu_free, np.where(s.gpu_exists, MILLI, 0) - gpu_used)
+        cpu[n] += p[0]
+        mem[n] += p[1]
+        gpu[n] += p[2] * (p[3] if p[2] else 0)
+        if len(p) > 4:
+            assert nodes[n][3] in p[4], "GPU-type constraint broken"
+    caps = np.array([[c, m, g * MILLI] for c, m, g, _ in nodes])
+    assert (cpu <= caps[:, 0]).all() and (mem <= caps[:, 1]).all() and (gpu <= caps[:, 2]).all()
+    assert r.extra["allocated_milli"] == int(gpu.sum())
 
 
 # ------------------------------------------------------------------------------------------------
@@ -369,12 +418,13 @@ def test_summary_hand_computed() -> None:
     assert s2["never_fit_pods"] == 1 and s2["failed_pods"] == 0
 
 
-def test_run_one_small_cluster_every_policy() -> None:
+def test_run_small_cluster_every_policy() -> None:
     # 3 nodes x 2 GPUs = 6000 milli; pods: shares and whole GPUs; inflate 1.0.
-    inv = Inventory.build([(16000, 64000, 2, "T4")] * 3)
-    wl = Workload.build([(2000, 1000, 1, 500), (2000, 1000, 1, 1000), (4000, 1000, 2, 1000), (1000, 100, 0, 0)], inv)
-    for policy in POLICY_NAMES:
-        r = run_one(inv, wl, policy, 1, inflate=1.0, check=True)
+    cluster = _cluster([(16000, 64000, 2, "T4")] * 3)
+    table = _table([(2000, 1000, 1, 500), (2000, 1000, 1, 1000), (4000, 1000, 2, 1000), (1000, 100, 0, 0)])
+    wl = Workload.from_jobs(table, Inventory.from_cluster(cluster))
+    for policy in (*POLICY_NAMES, "best-fit-core"):
+        r = run_core(cluster, table, wl, policy, 1, inflate=1.0, check=True)
         s = summarize_run(r)
         assert 0.0 <= s["unalloc_end_pct"] <= 100.0
         assert s["arrived_end_pct"] <= 100.0 + 1e-9

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -131,47 +129,41 @@ def test_share_invariants(ops: list[tuple[int, int, bool, int]]) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# FGD in the core against the experiment's own FGD
+# the FGD experiment's policies as core plugins, from a policy file
 # ------------------------------------------------------------------------------------------------
-_node_st = st.tuples(st.sampled_from([4000, 16000, 0]), st.sampled_from([2, 4, 8]), st.sampled_from(["A", "B"]))
-_pod_st = st.one_of(
-    st.tuples(st.sampled_from([0, 1000, 4000]), st.just(0), st.just(0), st.none()),
-    st.tuples(st.sampled_from([0, 1000, 4000]), st.just(1), st.sampled_from([100, 250, 500, 700, 1000]), st.none()),
-    st.tuples(st.sampled_from([0, 1000]), st.sampled_from([2, 4]), st.just(1000), st.sampled_from([None, "A", "B"])),
-)
+_SHARE_PLUGINS: list[dict[str, object]] = [
+    {"name": "random-pick"}, {"name": "residual-fit"}, {"name": "residual-fit", "args": {"mem_weight": 1}},
+    {"name": "dot-product"}, {"name": "dot-product", "args": {"prefer": "max", "tie": "random"}},
+    {"name": "gpu-packing"}, {"name": "gpu-clustering", "args": {"tie": "random"}},
+    {"name": "e-binpack", "args": {"share_aware": True}}, {"name": "fgd", "args": {"tie": "random"}},
+]
 
 
-@settings(max_examples=120, deadline=None)
-@given(st.lists(_node_st, min_size=1, max_size=5), st.lists(_pod_st, min_size=1, max_size=40),
-       st.sampled_from([100.0, 80.0]), st.sampled_from(["exact", "artifact"]), st.sampled_from(["first", "random"]),
-       st.sampled_from(["fgd", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "e-binpack"]),
-       st.integers(0, 3))
-def test_core_matches_experiment_engine(nodes: list[tuple[int, int, str]],
-                                        pods: list[tuple[int, int, int, str | None]], threshold: float,
-                                        score: str, tie: str, policy: str, seed: int) -> None:
-    """Every ported policy on the core places every pod on the same node as the experiment's own
-    scheduler, with either tie rule (random ties: the same seeded stream)."""
-    from kant.experiments.fgd.core import run_core
-    from kant.experiments.fgd.model import Inventory, Workload
-    from kant.experiments.fgd.run import run_one
-    from kant.model.cluster import NodeSpec
+@pytest.mark.parametrize("plugin", _SHARE_PLUGINS, ids=lambda p: str(p["name"]) + str(p.get("args", "")))
+def test_share_plugins_in_a_policy(plugin: dict[str, object]) -> None:
+    """Each experiment policy's plugin runs in a policy file under the simulator: shares of one GPU,
+    a whole-GPU job that waits for a completely free GPU, jobs ending (the plugins' caches follow
+    releases), a gang (placed by the runner's greedy)."""
+    from kant.config.policy import parse_policy
     from kant.model.job import JobTableBuilder
+    from kant.sim import simulate
 
-    cluster = Cluster.from_nodes([NodeSpec(f"n{i}", t, g, c) for i, (c, g, t) in enumerate(nodes)])
+    policy = parse_policy({"name": "t", "actions": ["allocate"], "plugins": [{"name": "fifo"}, plugin]})
     b = JobTableBuilder()
-    for i, (cpu, g, milli, t) in enumerate(pods):
-        b.add(f"p{i}", submit=0.0, duration=math.inf, gpus_per_worker=g, gpu_milli=milli, cpu_milli=cpu,
-              gpu_type=t if t in {x[2] for x in nodes} else None)
-    table = b.build()
-    inv = Inventory.from_cluster(cluster)
-    wl = Workload.from_jobs(table, inv)
-    args: dict[str, object] = {"tie": tie}
-    if policy == "fgd":
-        args |= {"popularity_threshold": threshold, "score": score}
-    exp = run_one(inv, wl, policy, seed, inflate=0, policy_args=args, check=True)
-    core = run_core(cluster, table, wl, policy, seed, inflate=0, policy_args=args, check=True)
-    assert core.node.tolist() == exp.node.tolist()
-    assert core.extra["allocated_milli"] == exp.extra["allocated_milli"]
+    b.add("a", submit=0, duration=10, gpu_milli=500)
+    b.add("b", submit=1, duration=10, gpu_milli=500)
+    b.add("c", submit=2, duration=4, gpu_milli=300)  # no room until a ends at 10
+    b.add("d", submit=3, duration=5, gpu_milli=1000)  # waits for the GPU to be completely free
+    res = simulate(Cluster.uniform(1, 1), b.build(), policy, check_every=1)
+    assert list(res.first_start) == [0, 1, 10, 14]
+    assert list(res.end) == [10, 11, 14, 19]
+    b = JobTableBuilder()
+    b.add("gang", submit=0, duration=10, workers=4, gpu_milli=400)
+    b.add("s1", submit=1, duration=5, gpu_milli=200)
+    b.add("w", submit=2, duration=3, workers=2, gpus_per_worker=1)
+    b.add("s2", submit=20, duration=5, gpu_milli=700)
+    res = simulate(Cluster.uniform(2, 2), b.build(), policy, check_every=1)  # where: the plugin's rule
+    assert list(res.first_start[[0, 1, 3]]) == [0, 1, 20] and 2 <= res.first_start[2] <= 6
 
 
 @pytest.mark.parametrize("policy", ["fifo", "kant", "fgd", "priority-preempt"])

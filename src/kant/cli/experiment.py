@@ -38,23 +38,17 @@ class _Task:
     inflate: float
     order: str
     args: tuple[tuple[str, Any], ...]
-    engine: str = "experiment"
 
 
 def _run_task(task: _Task) -> Any:
-    from kant.experiments.fgd.run import Order, load_inventory, load_workload, run_one
+    from kant.experiments.fgd.core import load_cluster_and_pods, run_core
+    from kant.experiments.fgd.run import Order, load_workload
 
-    inv = load_inventory(task.nodes)
     wl = load_workload(task.path, task.nodes, task.limit)
     order: Order = "shuffle" if task.order == "shuffle" else "creation"
-    if task.engine == "core":
-        from kant.experiments.fgd.core import load_cluster_and_pods, run_core
-
-        cluster, pods = load_cluster_and_pods(task.path, task.nodes, task.limit)
-        return run_core(cluster, pods, wl, task.policy, task.seed, pods_label=task.label, inflate=task.inflate,
-                        order=order, policy_args=dict(task.args))
-    return run_one(inv, wl, task.policy, task.seed, pods_label=task.label, inflate=task.inflate,
-                   order=order, policy_args=dict(task.args), never=_never(task.path, task.nodes, task.limit))
+    cluster, pods = load_cluster_and_pods(task.path, task.nodes, task.limit)
+    return run_core(cluster, pods, wl, task.policy, task.seed, pods_label=task.label, inflate=task.inflate,
+                    order=order, policy_args=dict(task.args), never=_never(task.path, task.nodes, task.limit))
 
 
 _NEVER: dict[tuple[str, str, int | None], Any] = {}
@@ -99,8 +93,8 @@ def experiment() -> None:
               help="Pod list: default, cpu050, gpushare40, gpuspec20, multigpu30, ... ('all' = every "
                    "variant) or a CSV path; repeat for several.")
 @click.option("--policy", "policies", multiple=True,
-              help="random, best-fit, dot-product, gpu-packing, gpu-clustering, fgd, e-binpack; repeat "
-                   "(default: all seven).")
+              help="random, best-fit, dot-product, gpu-packing, gpu-clustering, fgd, e-binpack (or "
+                   "best-fit-core); repeat (default: all seven).")
 @click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True,
               help="Number of seeds (each seed: its own inflation sample, order and tie-breaks).")
 @click.option("--seed", "first_seed", type=int, default=42, show_default=True,
@@ -119,37 +113,26 @@ def experiment() -> None:
               help="Node list CSV (default: openb_node_list_gpu_node.csv in the trace folder).")
 @click.option("--limit", type=click.IntRange(min=1), default=None,
               help="Only the first N pods of each list (smoke runs).")
-@click.option("--engine", type=click.Choice(["experiment", "core"]), default="experiment", show_default=True,
-              help="Place pods with the experiment's own model (all seven policies) or the core scheduler "
-                   "(ClusterState with GPU shares + Framework; policies fgd, best-fit-core).")
 @click.option("--jobs", "workers", type=click.IntRange(min=1), default=None,
               help="Parallel processes (default: one per core).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("kant-out/fgd"),
               show_default=True, help="Folder for CSV, JSON, PNG and HTML outputs.")
 def fgd(pods: tuple[str, ...], policies: tuple[str, ...], seeds: int, first_seed: int, inflate: float, order: str,
         arg_items: tuple[str, ...], trace_dir: Path | None, nodes_path: Path | None, limit: int | None,
-        engine: str, workers: int | None, out_dir: Path) -> None:
+        workers: int | None, out_dir: Path) -> None:
     """The FGD paper's experiment: pods arrive (no departures) onto the openb cluster until
     INFLATE x its GPU capacity has arrived; report allocated vs arrived GPUs for every policy."""
-    from kant.experiments.fgd.policies import POLICY_NAMES, make_policy
+    from kant.experiments.fgd.core import POLICY_NAMES, core_plugin
     from kant.experiments.fgd.report import TABLE_HEAD, format_table_rows, write_outputs
     from kant.experiments.fgd.run import load_inventory, openb_dir, resolve_pods
 
     try:
-        if engine == "core":
-            from kant.experiments.fgd.core import CORE_POLICIES, core_plugin
-
-            pols = policies or tuple(CORE_POLICIES)
-        else:
-            pols = policies or POLICY_NAMES
+        pols = policies or POLICY_NAMES
         if len(set(pols)) != len(pols):
             fail("a policy is listed twice")
         pargs = _parse_args(arg_items, tuple(pols))
         for p in pols:
-            if engine == "core":
-                core_plugin(p, pargs[p])  # fail fast on a bad name or argument
-            else:
-                make_policy(p, pargs[p])
+            core_plugin(p, pargs[p])  # fail fast on a bad name or argument
         lists = resolve_pods(pods, trace_dir)
         nodes = str(nodes_path or openb_dir(trace_dir) / "openb_node_list_gpu_node.csv")
         inv = load_inventory(nodes)
@@ -157,8 +140,7 @@ def fgd(pods: tuple[str, ...], policies: tuple[str, ...], seeds: int, first_seed
         for label, path in lists:  # fail fast on a bad pod list
             never_counts[label] = int(_never(str(path), nodes, limit).sum())
         tasks = [
-            _Task(label, str(path), nodes, limit, p, first_seed + i, inflate, order, tuple(sorted(pargs[p].items())),
-                  engine)
+            _Task(label, str(path), nodes, limit, p, first_seed + i, inflate, order, tuple(sorted(pargs[p].items())))
             for label, path in lists for p in pols for i in range(seeds)
         ]
         n = workers or min(len(tasks), os.cpu_count() or 1)
@@ -180,7 +162,7 @@ def fgd(pods: tuple[str, ...], policies: tuple[str, ...], seeds: int, first_seed
         config = {
             "pods": [label for label, _ in lists], "policies": list(pols),
             "seeds": [first_seed + i for i in range(seeds)],
-            "inflate": inflate, "order": order, "limit": limit, "engine": engine,
+            "inflate": inflate, "order": order, "limit": limit,
             "policy_args": {p: a for p, a in pargs.items() if a},
             "nodes": nodes, "capacity_gpus": inv.total_gpu_milli // 1000, "n_nodes": inv.n_nodes,
         }

@@ -1,12 +1,15 @@
-"""The FGD experiment on the core scheduler: the same arrivals as :func:`~kant.experiments.fgd.run.run_one`,
+"""The FGD experiment's placement: the arrivals of :func:`~kant.experiments.fgd.run.make_arrivals`,
 placed by the core :class:`~kant.framework.runner.Framework` on the core
 :class:`~kant.model.state.ClusterState` (GPU shares in the core, see docs/gpu-sharing.md).
 
-Policies available here: ``fgd`` (the core ``fgd`` Place plugin; its ties go to the lowest node
-index, as the experiment's ``tie: first``) and ``best-fit-core`` (the core ``best-fit`` Score plugin:
-whole free GPUs left, not the experiment's CPU+GPU weighted residual). Each arriving pod is offered
-once to ``Framework.place``; a pod that does not fit is dropped (no queue, nothing leaves), as in
-the experiment.
+Each experiment policy is a core plugin (:data:`CORE_POLICIES`): ``random`` -> ``random-pick``,
+``best-fit`` -> ``residual-fit``, ``dot-product``, ``gpu-packing``, ``gpu-clustering`` (all in
+:mod:`kant.plugins.share_place`), ``fgd`` -> the core ``fgd``, ``e-binpack`` -> the core
+``e-binpack`` with ``share_aware: true``; and ``best-fit-core`` -> the core ``best-fit`` score (whole
+free GPUs left, not the CPU+GPU weighted residual). Ties go to a uniform pick from the run's policy
+stream (``tie: random``, the experiment's default; ``--arg '*.tie=first'``: the lowest node index).
+Each arriving pod is offered once to ``Framework.place``; a pod that does not fit is dropped (no
+queue, nothing leaves), as in the FGD artifact.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import ValidationError
 
 from kant.errors import ConfigError
@@ -31,7 +35,7 @@ from kant.model.job import JobTable
 from kant.model.state import ClusterState, Placement
 from kant.model.store import JobStore
 
-__all__ = ["CORE_POLICIES", "core_plugin", "load_cluster_and_pods", "run_core"]
+__all__ = ["CORE_POLICIES", "POLICY_NAMES", "core_plugin", "load_cluster_and_pods", "run_core"]
 
 #: experiment policy name -> (core plugin name, its arguments the experiment sets)
 CORE_POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -44,6 +48,8 @@ CORE_POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
     "e-binpack": ("e-binpack", {"share_aware": True, "tie": "random"}),
     "best-fit-core": ("best-fit", {}),
 }
+#: the experiment's seven policies (the default set; ``best-fit-core`` on request)
+POLICY_NAMES: tuple[str, ...] = tuple(p for p in CORE_POLICIES if p != "best-fit-core")
 
 
 def core_plugin(name: str, args: dict[str, Any] | None) -> Plugin:
@@ -84,7 +90,8 @@ def load_cluster_and_pods(path: str, nodes: str, limit: int | None = None) -> tu
 
 def run_core(cluster: Cluster, pods: JobTable, workload: Workload, policy: str, seed: int, *,
              pods_label: str = "", inflate: float = 1.3, order: Order = "creation",
-             policy_args: dict[str, Any] | None = None, check: bool = False) -> RunResult:
+             policy_args: dict[str, Any] | None = None, check: bool = False,
+             never: npt.NDArray[np.bool_] | None = None) -> RunResult:
     """Run ``policy`` on the pod list ``pods`` (``workload`` is the same list as the experiment's
     :class:`Workload`, for the arrivals) arriving on ``cluster``, through the core scheduler."""
     inventory = Inventory.from_cluster(cluster)
@@ -111,7 +118,8 @@ def run_core(cluster: Cluster, pods: JobTable, workload: Workload, policy: str, 
     elapsed = time.perf_counter() - t0
     if check:
         state.check()
-    never = never_fits(inventory, workload)
+    if never is None:
+        never = never_fits(inventory, workload)
     return RunResult(
         pods=pods_label, policy=policy, seed=seed, capacity_milli=inventory.total_gpu_milli,
         gpu_milli=workload.gpu_milli[arr.rows], placed=placed, node=where, never=never[arr.rows],

@@ -1,4 +1,5 @@
-"""GPU-sharing placement model of the FGD experiment: an inventory, a pod list, and the free state.
+"""The FGD experiment's inputs as columns: an inventory and a pod list (what the arrivals, the
+never-fit count and the measures read; placement is the core scheduler's, :mod:`kant.experiments.fgd.core`).
 
 Units are integers: milli-CPU, MiB and milli-GPU (``MILLI`` = 1000 = one whole GPU).
 
@@ -7,16 +8,6 @@ Units are integers: milli-CPU, MiB and milli-GPU (``MILLI`` = 1000 = one whole G
   or one fractional share of a single GPU (``ngpu`` = 1, ``milli`` < 1000), or no GPU (``ngpu`` =
   ``milli`` = 0); plus ``cpu`` and ``mem``; ``spec`` is a code into the workload's allowed-type
   table (-1 = any GPU type).
-* :class:`GpuShareState`: free CPU and memory per node and free milli-GPU per GPU (a 2-D array
-  nodes x max GPUs per node; slots a node does not have hold 0, which is exactly how a fully used
-  GPU looks, so no mask is needed). :meth:`GpuShareState.fit_mask` is the vectorised fit test over
-  all nodes; :meth:`GpuShareState.place` books a pod on a node and the chosen GPU(s) and refuses
-  any placement that would overcommit a GPU, the CPU or the memory of a node.
-
-As in the FGD simulator (hkust-adsl/kubernetes-scheduler-simulator), a pod fits a node when the
-node's free CPU and memory cover the request, the node's GPU model is allowed, and the node has
-``ngpu`` GPUs with at least ``milli`` free each (for a whole-GPU pod: ``ngpu`` completely free
-GPUs; for a share: one GPU with ``milli`` free).
 """
 
 from __future__ import annotations
@@ -27,29 +18,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from kant.errors import SchedulingError
-
-__all__ = ["MILLI", "N_KINDS", "GpuShareState", "Inventory", "Pod", "Workload", "load_kind"]
+__all__ = ["MILLI", "Inventory", "Workload"]
 
 MILLI = 1000
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-
-#: load kinds (bit positions) used by GPU clustering: share, 1, 2, 4, 8 whole GPUs, other counts
-N_KINDS = 6
-_KIND_OF_COUNT = {1: 1, 2: 2, 4: 3, 8: 4}
-
-
-def load_kind(ngpu: int, milli: int) -> int:
-    """Kind of GPU load a pod puts on a node: 0 share, 1/2/3/4 for 1/2/4/8 whole GPUs, 5 any other
-    count; -1 for a pod without GPU."""
-    if ngpu <= 0:
-        return -1
-    if ngpu == 1 and milli < MILLI:
-        return 0
-    return _KIND_OF_COUNT.get(ngpu, 5)
-
 
 def _ro(a: npt.ArrayLike, dtype: type = np.int64) -> IntArray:
     arr: IntArray = np.array(a, dtype=dtype)
@@ -120,26 +94,6 @@ class Inventory:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Pod:
-    """One pod's request. ``shape`` numbers the distinct (cpu, ngpu, milli) triples of a workload
-    (FGD caches per shape); ``kind`` is :func:`load_kind`."""
-
-    index: int
-    cpu: int
-    mem: int
-    ngpu: int
-    milli: int
-    spec: int
-    shape: int
-    kind: int
-
-    @property
-    def gpu_milli(self) -> int:
-        """GPU demand in milli-GPU (``ngpu`` x ``milli``)."""
-        return self.ngpu * self.milli
-
-
 @dataclass(frozen=True, eq=False)
 class Workload:
     """Pods as columns, in arrival order of the source list. ``allowed[spec]`` says which node
@@ -153,8 +107,6 @@ class Workload:
     spec: IntArray
     allowed: BoolArray  # (n_specs, n_models)
     source: str = ""
-    shape: IntArray = field(init=False)
-    pods: tuple[Pod, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         n = len(self.names)
@@ -179,23 +131,6 @@ class Workload:
             raise ValueError("a multi-GPU pod must ask for whole GPUs (milli 1000)")
         if ((self.spec < -1) | (self.spec >= len(allowed))).any():
             raise ValueError("Workload.spec has a code outside allowed")
-        if n:
-            _, shape = np.unique(np.stack([self.cpu, self.ngpu, self.milli], axis=1), axis=0, return_inverse=True)
-            shape = shape.reshape(-1).astype(np.int64)
-        else:
-            shape = np.zeros(0, dtype=np.int64)
-        shape.setflags(write=False)
-        object.__setattr__(self, "shape", shape)
-        pods = tuple(
-            Pod(i, c, m, g, mi, s, sh, load_kind(g, mi))
-            for i, (c, m, g, mi, s, sh) in enumerate(
-                zip(
-                    self.cpu.tolist(), self.mem.tolist(), self.ngpu.tolist(), self.milli.tolist(),
-                    self.spec.tolist(), shape.tolist(), strict=True,
-                )
-            )
-        )
-        object.__setattr__(self, "pods", pods)
 
     def __len__(self) -> int:
         return len(self.names)
@@ -251,145 +186,3 @@ class Workload:
             np.array(spec_codes, dtype=np.int64),
             allowed,
         )
-
-
-class GpuShareState:
-    """Free resources of every node and GPU; changed only by :meth:`place` (pods never leave).
-
-    Derived per-node aggregates kept up to date on each placement, so policies read them as arrays:
-    ``total_free`` (sum of free milli-GPU), ``full_free`` (number of completely free GPUs),
-    ``max_free`` (largest free share of one GPU), ``kinds`` (bit mask of :func:`load_kind` values
-    placed on the node).
-    """
-
-    def __init__(self, inventory: Inventory, workload: Workload | None = None) -> None:
-        inv = inventory
-        self.inv = inv
-        n, g = inv.n_nodes, inv.max_gpus
-        self.cpu_free: IntArray = inv.cpu.copy()
-        self.mem_free: IntArray = inv.mem.copy()
-        exists = np.arange(g)[None, :] < inv.ngpu[:, None]
-        self.gpu_exists: BoolArray = exists
-        self.gpu_free: IntArray = np.where(exists, MILLI, 0).astype(np.int64)
-        self.total_free: IntArray = inv.ngpu * MILLI
-        self.full_free: IntArray = inv.ngpu.copy()
-        self.max_free: IntArray = np.where(inv.ngpu > 0, MILLI, 0).astype(np.int64)
-        self.kinds: IntArray = np.zeros(n, dtype=np.int64)
-        self.allocated_milli = 0
-        self.n_placed = 0
-        self._spec_nodes: BoolArray | None = None
-        if workload is not None:
-            self.bind(workload)
-
-    def bind(self, workload: Workload) -> None:
-        """Precompute, per GPU-type constraint of ``workload``, the mask of allowed nodes."""
-        if len(workload.allowed) and workload.allowed.shape[1] != len(self.inv.model_names):
-            raise ValueError("workload's allowed-type table does not match the inventory's models")
-        if len(workload.allowed):
-            self._spec_nodes = workload.allowed[:, self.inv.model]
-        else:
-            self._spec_nodes = np.zeros((0, self.inv.n_nodes), dtype=bool)
-
-    def type_ok(self, spec: int) -> BoolArray | None:
-        """Nodes whose GPU model a pod with constraint ``spec`` may use (None = all)."""
-        if spec < 0:
-            return None
-        if self._spec_nodes is None:
-            raise SchedulingError("GpuShareState.bind(workload) was not called")
-        row: BoolArray = self._spec_nodes[spec]
-        return row
-
-    def fit_mask(self, pod: Pod) -> BoolArray:
-        """Nodes that can host ``pod`` now (CPU, memory, GPU type, GPU shares)."""
-        m = self.cpu_free >= pod.cpu
-        m &= self.mem_free >= pod.mem
-        if pod.ngpu:
-            if pod.milli < MILLI:
-                m &= self.max_free >= pod.milli
-            else:
-                m &= self.full_free >= pod.ngpu
-            ok = self.type_ok(pod.spec)
-            if ok is not None:
-                m &= ok
-        return m
-
-    # --- GPU choice helpers (one node; at most max_gpus values) ---------------------------------
-    def whole_gpus(self, node: int, k: int) -> tuple[int, ...]:
-        """The ``k`` lowest-index completely free GPUs of ``node``."""
-        idx = np.flatnonzero(self.gpu_free[node] == MILLI)[:k]
-        return tuple(int(i) for i in idx)
-
-    def best_fit_gpu(self, node: int, milli: int) -> int:
-        """The GPU of ``node`` with the least free share that still holds ``milli`` (lowest index on ties)."""
-        free = self.gpu_free[node]
-        return int(np.argmin(np.where(free >= milli, free, MILLI + 1)))
-
-    def gpu_with_free(self, node: int, free_value: int) -> int:
-        """The lowest-index GPU of ``node`` whose free share is exactly ``free_value``."""
-        hits = np.flatnonzero(self.gpu_free[node] == free_value)
-        if not hits.size:
-            raise SchedulingError(f"node {node} has no GPU with {free_value} milli free")
-        return int(hits[0])
-
-    def default_gpus(self, node: int, pod: Pod) -> tuple[int, ...]:
-        """Whole GPUs: lowest-index free ones; a share: the best-fitting GPU; CPU pod: none."""
-        if pod.ngpu == 0:
-            return ()
-        if pod.milli < MILLI:
-            return (self.best_fit_gpu(node, pod.milli),)
-        return self.whole_gpus(node, pod.ngpu)
-
-    # --- booking ---------------------------------------------------------------------------------
-    def place(self, node: int, pod: Pod, gpus: Sequence[int]) -> None:
-        """Book ``pod`` on ``node`` using GPU slots ``gpus``; raise :class:`SchedulingError` (and
-        change nothing) if it does not fit."""
-        if not 0 <= node < self.inv.n_nodes:
-            raise SchedulingError(f"node {node} out of range")
-        if self.cpu_free[node] < pod.cpu or self.mem_free[node] < pod.mem:
-            raise SchedulingError(f"pod {pod.index} overcommits CPU or memory of node {node}")
-        if len(gpus) != pod.ngpu or len(set(gpus)) != len(gpus):
-            raise SchedulingError(f"pod {pod.index} needs {pod.ngpu} distinct GPU(s), got {tuple(gpus)}")
-        row = self.gpu_free[node]
-        if pod.ngpu:
-            ok = self.type_ok(pod.spec)
-            if ok is not None and not ok[node]:
-                raise SchedulingError(f"pod {pod.index} may not use GPU model of node {node}")
-            for g in gpus:
-                if not 0 <= g < int(self.inv.ngpu[node]) or row[g] < pod.milli:
-                    raise SchedulingError(f"pod {pod.index} overcommits GPU {g} of node {node}")
-            for g in gpus:
-                row[g] -= pod.milli
-            self.total_free[node] -= pod.gpu_milli
-            self.full_free[node] = int(np.count_nonzero(row == MILLI))
-            self.max_free[node] = int(row.max())
-            self.kinds[node] |= 1 << pod.kind
-            self.allocated_milli += pod.gpu_milli
-        self.cpu_free[node] -= pod.cpu
-        self.mem_free[node] -= pod.mem
-        self.n_placed += 1
-
-    def check(self) -> None:
-        """Verify every invariant from scratch (tests, debugging)."""
-        inv = self.inv
-        if (self.gpu_free < 0).any() or (self.gpu_free > MILLI).any():
-            raise SchedulingError("a GPU share is outside 0..1000")
-        if (self.gpu_free[~self.gpu_exists] != 0).any():
-            raise SchedulingError("a GPU slot the node does not have holds a share")
-        if (self.cpu_free < 0).any() or (self.mem_free < 0).any():
-            raise SchedulingError("a node is overcommitted on CPU or memory")
-        if (self.cpu_free > inv.cpu).any() or (self.mem_free > inv.mem).any():
-            raise SchedulingError("a node has more free CPU or memory than capacity")
-        if not np.array_equal(self.total_free, self.gpu_free.sum(axis=1)):
-            raise SchedulingError("total_free is stale")
-        if not np.array_equal(self.full_free, (self.gpu_free == MILLI).sum(axis=1)):
-            raise SchedulingError("full_free is stale")
-        if not np.array_equal(self.max_free, self.gpu_free.max(axis=1)):
-            raise SchedulingError("max_free is stale")
-        if self.allocated_milli != inv.total_gpu_milli - int(self.total_free.sum()):
-            raise SchedulingError("allocated_milli is stale")
-
-    @property
-    def idle(self) -> BoolArray:
-        """Nodes whose GPUs are all completely free (GPU nodes only)."""
-        out: BoolArray = (self.full_free == self.inv.ngpu) & (self.inv.ngpu > 0)
-        return out

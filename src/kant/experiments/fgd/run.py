@@ -1,7 +1,8 @@
 """The FGD paper's allocation experiment (Weng et al., ATC'23, Fig. 9 and the bar charts after it)
 on the Alibaba openb trace, for any set of placement policies and pod-list variants.
 
-What one run does (``run_one``), for a pod list, a policy and a seed:
+What one run does (:func:`kant.experiments.fgd.core.run_core`, which drives the core scheduler), for
+a pod list, a policy and a seed:
 
 1. **Arrivals.** The pods of the list arrive one by one in creation order (stable sort on
    ``creation_time``; the ``multigpu*`` lists have no times, so file order), or in a seeded random
@@ -11,9 +12,10 @@ What one run does (``run_one``), for a pod list, a policy and a seed:
    the arrived GPU demand above ``inflate`` x the cluster's GPU capacity; a list whose own demand
    is larger is cut at that point instead. With ``shuffle`` the list and the drawn pods are shuffled
    together. Arrived demand counts every arrived pod, placed or not, in GPUs (ngpu x milli / 1000).
-2. **Placement.** Each arriving pod is placed by the policy on a node that fits it now
-   (:meth:`~kant.experiments.fgd.model.GpuShareState.fit_mask`); a pod that fits nowhere fails and
-   is dropped, and later pods still arrive (as in the artifact). Nothing is ever preempted.
+2. **Placement.** Each arriving pod is offered once to the core scheduler
+   (``Framework.place`` on a ``ClusterState`` with GPU shares), whose policy plugin puts it on a node
+   that fits it now; a pod that fits nowhere fails and is dropped, and later pods still arrive (as in
+   the artifact). Nothing is ever preempted.
 3. **Measures.** ``allocated`` = GPU shares held by placed pods. The *unallocated GPU share* is
    (capacity - allocated) / capacity. Reported: at the **first failure** (the first arriving pod
    that fits no node, not counting pods that fit no node even of the empty cluster, which are
@@ -29,7 +31,6 @@ tie-breaks). Results over seeds are reported as mean and sample standard deviati
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -39,9 +40,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from kant.errors import InputError, SchedulingError
-from kant.experiments.fgd.model import GpuShareState, IntArray, Inventory, Workload
-from kant.experiments.fgd.policies import make_policy
+from kant.errors import InputError
+from kant.experiments.fgd.model import IntArray, Inventory, Workload
 
 __all__ = [
     "OPENB_DIR_NAME",
@@ -57,7 +57,6 @@ __all__ = [
     "never_fits",
     "openb_dir",
     "resolve_pods",
-    "run_one",
     "summarize_run",
 ]
 
@@ -176,15 +175,22 @@ def make_arrivals(
 
 
 def never_fits(inventory: Inventory, workload: Workload) -> BoolArray:
-    """Pods of ``workload`` that fit no node even of the empty cluster."""
-    empty = GpuShareState(inventory, workload)
-    out = np.zeros(len(workload), dtype=bool)
-    key = np.stack([workload.cpu, workload.mem, workload.ngpu, workload.milli, workload.spec], axis=1)
+    """Pods of ``workload`` that fit no node even of the empty cluster (CPU, memory, GPU count, GPU
+    model; a share needs one GPU)."""
+    n = len(workload)
+    out = np.zeros(n, dtype=bool)
+    if not n:
+        return out
+    key = np.stack([workload.cpu, workload.mem, workload.ngpu, workload.spec], axis=1)
     uniq, inv = np.unique(key, axis=0, return_inverse=True)
     inv = inv.reshape(-1)
-    for u in range(len(uniq)):
-        row = int(np.flatnonzero(inv == u)[0])
-        if not empty.fit_mask(workload.pods[row]).any():
+    for u, (cpu, mem, ngpu, spec) in enumerate(uniq.tolist()):
+        ok = (inventory.cpu >= cpu) & (inventory.mem >= mem)
+        if ngpu:
+            ok &= inventory.ngpu >= ngpu
+            if spec >= 0:
+                ok &= workload.allowed[spec][inventory.model]
+        if not ok.any():
             out[inv == u] = True
     return out
 
@@ -214,57 +220,6 @@ class RunResult:
     @property
     def n_arrivals(self) -> int:
         return int(self.gpu_milli.size)
-
-
-def run_one(
-    inventory: Inventory,
-    workload: Workload,
-    policy: str,
-    seed: int,
-    *,
-    pods_label: str = "",
-    inflate: float = 1.3,
-    order: Order = "creation",
-    policy_args: dict[str, Any] | None = None,
-    check: bool = False,
-    never: BoolArray | None = None,
-) -> RunResult:
-    """Run ``policy`` on ``workload`` arriving on ``inventory`` (see the module docstring)."""
-    wl_seq, pol_seq = np.random.SeedSequence(seed).spawn(2)
-    arr = make_arrivals(workload, inventory.total_gpu_milli, inflate, order, np.random.default_rng(wl_seq))
-    pol = make_policy(policy, policy_args)
-    state = GpuShareState(inventory, workload)
-    pol.reset(state, workload, np.random.default_rng(pol_seq))
-    n = arr.rows.size
-    placed = np.zeros(n, dtype=bool)
-    where = np.full(n, -1, dtype=np.int64)
-    pods = workload.pods
-    fit_mask, choose, place, observe = state.fit_mask, pol.choose, state.place, pol.observe
-    flatnonzero = np.flatnonzero
-    t0 = time.perf_counter()
-    for i, row in enumerate(arr.rows.tolist()):
-        pod = pods[row]
-        mask = fit_mask(pod)
-        nodes = flatnonzero(mask)
-        if not nodes.size:
-            continue
-        node, gpus = choose(state, pod, nodes)
-        if not mask[node]:
-            raise SchedulingError(f"policy {policy} chose node {node}, which does not fit pod {pod.index}")
-        place(node, pod, gpus)
-        observe(state, node)
-        placed[i] = True
-        where[i] = node
-    elapsed = time.perf_counter() - t0
-    if check:
-        state.check()
-    nv = never if never is not None else never_fits(inventory, workload)
-    return RunResult(
-        pods=pods_label, policy=policy, seed=seed, capacity_milli=inventory.total_gpu_milli,
-        gpu_milli=workload.gpu_milli[arr.rows], placed=placed, node=where, never=nv[arr.rows], sampled=arr.sampled,
-        time_s=elapsed, n_list=len(workload),
-        extra={"allocated_milli": state.allocated_milli},
-    )
 
 
 # ---------------------------------------------------------------------------------------------
