@@ -12,8 +12,10 @@ setup), as typical pod types (:func:`typical_types`) weighted by their counts. A
 where F grows the least over every fitting (node, GPU) choice: a share tries each distinct free
 milli of the node's GPUs that holds it (among equal increases the GPU with the least free milli), a
 whole-GPU job takes completely free GPUs, a CPU job changes only the node's free CPU. Ties between
-nodes go to the lowest node index (``score: exact``); ``score: artifact`` ranks nodes like the FGD
-artifact, by ``int(100 sigmoid(-delta/1000))`` with delta per unit of target weight. Gangs of
+nodes go to the lowest node index (``tie: first``, default) or to a uniform pick from the run's
+``env.rng`` (``tie: random``, what the FGD experiment uses); ``score: exact`` compares the exact
+increase, ``score: artifact`` ranks nodes like the FGD artifact, by ``int(100 sigmoid(-delta/1000))``
+with delta per unit of target weight. Gangs of
 several workers are placed by the runner's filter+score greedy (``fw.place_workers``).
 
 The plugin keeps every node's sorted free milli per GPU, its per-share-size counts and its F, and
