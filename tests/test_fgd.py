@@ -482,10 +482,8 @@ SAMPLE = Path(__file__).parent / "data" / "openb_sample"
 def test_policies_place_as_frozen_on_openb_sample(policy: str) -> None:
     """64 openb nodes (every 20th of the node list, plus the A10 and V100M32 ones) and 408 pods (every
     20th of gpuspec20), inflated to 1.3x, seed 42 in creation order and seed 43 shuffled: every
-    arrival's node equals the frozen one. Frozen from the experiment's own scheduler (removed since),
-    which the core placed identically for all policies but ``random``: there the frozen nodes are the
-    core's (a share's GPU is drawn among the fitting GPUs in the core's GPU order, largest free first,
-    not the experiment's slot order; see docs/experiments.md)."""
+    arrival's node equals the frozen one, frozen from the experiment's own scheduler (removed since;
+    random ties and random picks: the same seeded stream)."""
     from kant.experiments.fgd.core import load_cluster_and_pods, run_core
     from kant.experiments.fgd.run import load_workload
 

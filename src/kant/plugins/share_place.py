@@ -194,20 +194,78 @@ def _milli(fw: Framework, job: int) -> int:
 
 
 @register_plugin
-class RandomPick(KeyPlace):
+class RandomPick(KeyPlace, JobListener):
     """``random-pick``: a fitting node drawn uniformly from ``env.rng``; a share gets a GPU drawn
-    uniformly among the node's GPUs that hold it (in the order largest free milli first). ``tie`` is
-    not used."""
+    uniformly among the node's GPUs that hold it, in GPU slot order. ``tie`` is not used.
+
+    The core state does not number a node's whole GPUs, so the plugin keeps a slot layout per node as
+    the FGD simulator has it (whole-GPU workers take the lowest-numbered free GPUs, a share the GPU
+    drawn), from the start/stop events; a node whose layout no longer matches the state's free milli
+    (a placement the plugin did not hear of) gets the state's GPUs, largest free first."""
 
     NAME = "random-pick"
+
+    def setup(self, env: SchedulerEnv) -> None:
+        super().setup(env)
+        self._slots: dict[int, list[int]] = {n: [MILLI] * g for n, g in enumerate(env.cluster.gpus.tolist())}
+        self._held: dict[int, list[tuple[int, int, int]]] = {}  # job -> (node, slot, milli) per GPU
+        self._pending: tuple[int, int] | None = None  # (node, slot) of the share just picked
+
+    def _layout(self, node: int) -> list[int]:
+        g = int(self.rows.gpus[node])
+        row = self.rows.rows[node][:g].tolist()
+        slots = self._slots.get(node)
+        if slots is None or sorted(slots, reverse=True) != row:
+            slots = self._slots[node] = row
+        return slots
 
     def choose(self, ctx: CycleContext, fw: Framework, job: int, nodes: IntArray) -> int:
         return int(nodes[int(ctx.env.rng.integers(nodes.size))])
 
     def pick(self, ctx: CycleContext, node: int, milli: int) -> int:
-        row = self.rows.rows[node]
-        fits = row[row >= milli]
-        return int(fits[int(ctx.env.rng.integers(fits.size))])
+        slots = self._layout(node)
+        fits = [k for k, v in enumerate(slots) if v >= milli]
+        k = fits[int(ctx.env.rng.integers(len(fits)))]
+        self._pending = (node, k)
+        return slots[k]
+
+    def job_started(self, env: SchedulerEnv, job: int, now: float, placement: Placement) -> None:
+        if placement.gpus <= 0:
+            return
+        share = placement.gpu_milli < MILLI
+        held = self._held.setdefault(job, [])
+        for node in placement.nodes:
+            slots = self._slots.get(node)
+            if slots is None:
+                continue  # laid out again from the state when next needed
+            if share:
+                m = placement.gpu_milli
+                pending = self._pending
+                if pending is not None and pending[0] == node and slots[pending[1]] >= m:
+                    k = pending[1]
+                else:  # best fit, lowest slot on ties (the state's own rule)
+                    fit = [(v, k) for k, v in enumerate(slots) if v >= m]
+                    if not fit:
+                        del self._slots[node]
+                        continue
+                    k = min(fit)[1]
+                slots[k] -= m
+                held.append((node, k, m))
+            else:
+                free = [k for k, v in enumerate(slots) if v == MILLI][: placement.gpus]
+                if len(free) < placement.gpus:
+                    del self._slots[node]
+                    continue
+                for k in free:
+                    slots[k] = 0
+                    held.append((node, k, MILLI))
+        self._pending = None
+
+    def job_stopped(self, env: SchedulerEnv, job: int, now: float, placement: Placement, finished: bool) -> None:
+        for node, k, m in self._held.pop(job, ()):
+            slots = self._slots.get(node)
+            if slots is not None and slots[k] + m <= MILLI:
+                slots[k] += m
 
 
 class ResidualArgs(TieArgs):
