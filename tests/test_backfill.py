@@ -248,7 +248,7 @@ def test_release_profile_kept_up_to_date_equals_a_fresh_build(data: tuple[Cluste
 
     def checked(self: Any) -> Any:
         got = original(self)
-        fresh = releases_module.Releases(self.modelled)
+        fresh = releases_module.Releases(self.modelled, self.fields)
         fresh.by_job = dict(self.by_job)
         for a, b in zip(got, original(fresh), strict=True):
             np.testing.assert_array_equal(a, b)

@@ -92,23 +92,30 @@ def test_backfill_slot_counts_are_the_fit_rule() -> None:
 def share_workloads(draw: st.DrawFn) -> tuple[Cluster, JobTable]:
     n_nodes = draw(st.integers(1, 3))
     gpus = draw(st.integers(1, 4))
+    cpu = draw(st.sampled_from([0, 8000]))  # modelled or not: the fit rule's CPU term
+    mem = draw(st.sampled_from([0, 4096]))
     b = JobTableBuilder()
     for i in range(draw(st.integers(1, 14))):
         share = draw(st.booleans())
         g = 1 if share else draw(st.integers(1, gpus))
         milli = draw(st.sampled_from([100, 250, 300, 500, 700])) if share else 1000
-        room = n_nodes * gpus * (1000 // milli) if share else n_nodes * (gpus // g)  # on the empty cluster
+        c = draw(st.sampled_from([0, 1000, 3000])) if cpu else 0
+        m = draw(st.sampled_from([0, 1024])) if mem else 0
+        per_node = gpus * (1000 // milli) if share else gpus // g  # workers a node holds when empty
+        per_node = min(per_node, cpu // c if c else per_node, mem // m if m else per_node)
         b.add(f"j{i}", submit=draw(st.integers(0, 30)), duration=draw(st.integers(1, 40)),
-              workers=draw(st.integers(1, min(3, room))), gpus_per_worker=g, gpu_milli=milli)
-    return Cluster.uniform(n_nodes, gpus), b.build()
+              workers=draw(st.integers(1, min(3, n_nodes * per_node))), gpus_per_worker=g, gpu_milli=milli,
+              cpu_milli=c, memory_mib=m)
+    return Cluster.uniform(n_nodes, gpus, cpu_milli=cpu, memory_mib=mem), b.build()
 
 
 @pytest.mark.parametrize("mode", ["easy", "conservative"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=share_workloads())
 def test_share_backfill_never_overbooks_and_keeps_the_head(mode: str, data: tuple[Cluster, JobTable]) -> None:
-    """Mixed share and whole-GPU workloads: every cycle's state checks (no GPU above 1000 milli),
-    every job runs, and with exact estimates the EASY head starts no later than its first shadow."""
+    """Mixed share and whole-GPU workloads, with CPU and memory modelled or not: every cycle's state
+    checks (no GPU above 1000 milli), every job runs, and with exact estimates the EASY head starts no
+    later than its first shadow."""
     cluster, jobs = data
     sim = Simulator(cluster, jobs, policy(mode), check_every=1)
     result = sim.run()

@@ -76,7 +76,7 @@ class Backfill(Action):
         self.job_type: list[int] = []
         self.job_milli: list[int] = []
         self._cpu_jobs = bool((jobs.gpus_per_worker == 0).any())
-        self.releases = Releases(self.capacity.modelled)
+        self.releases = Releases(self.capacity.modelled, self.capacity.fields)
         self.kept = ReservationKeeper()
         self.conservative = Conservative()
         self.failed = FailedRequests()

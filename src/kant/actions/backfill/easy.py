@@ -99,15 +99,16 @@ class EasyReservation:
         self.spare[0] -= gpus_taken
         self.pinned = True
 
-    def take(self, placement: Placement, modelled: list[list[int]], gpus_taken: IntArray | None = None) -> None:
+    def take(self, placement: Placement, modelled: list[tuple[int, list[int]]],
+             gpus_taken: IntArray | None = None) -> None:
         """A long job was backfilled on ``placement``: it still holds that capacity at the shadow time.
         ``gpus_taken`` (a GPU share): the completely free GPUs its start took, per node (its workers
-        on open GPU slots took none)."""
+        on open GPU slots took none). ``modelled``: :attr:`Capacity.modelled_rows`."""
         fas, spare = self.free_at_shadow, self.spare
         req = (placement.gpus, placement.cpu_milli, placement.memory_mib)
         for node, count in placement.per_node.items():
-            for r, m in enumerate(modelled):
-                use = req[r] * count * m[node] if r or gpus_taken is None else int(gpus_taken[node])
+            for r, (f, m) in enumerate(modelled):
+                use = req[f] * count * m[node] if r or gpus_taken is None else int(gpus_taken[node])
                 if use:
                     fas[r, node] -= use
                     spare[r, node] -= use

@@ -52,7 +52,10 @@ class Capacity:
             self.attrs += ("free_mem",)
             modelled.append((cluster.memory_mib > 0).astype(np.int64))
         self.modelled: IntArray = np.stack(modelled)
-        self.modelled_rows: list[list[int]] = self.modelled.tolist()
+        #: per resource row, the index of its per-worker amount in ``(gpus, cpu_milli, memory_mib)``
+        #: (memory is the second row when CPU is not modelled) and the row of ``modelled`` as a list
+        self.fields: tuple[int, ...] = tuple({"free": 0, "free_cpu": 1, "free_mem": 2}[a] for a in self.attrs)
+        self.modelled_rows: list[tuple[int, list[int]]] = list(zip(self.fields, self.modelled.tolist(), strict=True))
         self.total_gpus = cluster.total_gpus
         self.n_nodes = cluster.n_nodes
         self._jobs = env.jobs
@@ -82,9 +85,9 @@ class Capacity:
         if gpus == 1 and placement.gpu_milli < FULL_GPU_MILLI:
             count_gpu = -(-count // (FULL_GPU_MILLI // placement.gpu_milli))
             req = (count_gpu, placement.cpu_milli * count, placement.memory_mib * count)
-            return [req[r] * m[node] for r, m in enumerate(self.modelled_rows)]
+            return [req[f] * m[node] for f, m in self.modelled_rows]
         req = (gpus, placement.cpu_milli, placement.memory_mib)
-        return [req[r] * count * m[node] for r, m in enumerate(self.modelled_rows)]
+        return [req[f] * count * m[node] for f, m in self.modelled_rows]
 
     def release_on(self, placement: Placement, node: int, count: int) -> list[int]:
         """Per resource, what ``count`` workers of ``placement`` give back on ``node`` at their end:
@@ -93,7 +96,7 @@ class Capacity:
         if gpus == 1 and placement.gpu_milli < FULL_GPU_MILLI:
             gpus = 0
         req = (gpus, placement.cpu_milli, placement.memory_mib)
-        return [req[r] * count * m[node] for r, m in enumerate(self.modelled_rows)]
+        return [req[f] * count * m[node] for f, m in self.modelled_rows]
 
     def usage(self, placement: Placement) -> IntArray:
         """Resources x nodes that ``placement`` holds."""

@@ -33,8 +33,10 @@ class Releases:
     that entered are merged in (O(rows) in NumPy, not a sort of every running job's rows in Python:
     on a cluster with 10,000 jobs running, most cycles change a few)."""
 
-    def __init__(self, modelled: IntArray) -> None:
+    def __init__(self, modelled: IntArray, fields: tuple[int, ...] | None = None) -> None:
         self.modelled = modelled  # resources x nodes: 1 where the resource is modelled
+        # per row, its amount's index in (gpus, cpu_milli, memory_mib): Capacity.fields
+        self.fields = tuple(range(len(modelled))) if fields is None else fields
         # the cycles' ctx.started lists not yet in the mirror, each with its cycle's time
         self.unsynced: list[tuple[float, list[tuple[int, Placement]]]] = []
         self._current: tuple[float, list[tuple[int, Placement]]] | None = None
@@ -48,7 +50,7 @@ class Releases:
         self._sorted: tuple[FloatArray, IntArray, IntArray, IntArray] | None = None
         self._gone: set[int] = set()  # jobs whose rows in _sorted are stale (left, or run again)
         self._new: list[int] = []  # jobs that entered by_job since, in order (re-entries repeat)
-        self._modelled_rows: list[list[int]] = modelled.tolist()
+        self._modelled_rows: list[tuple[int, list[int]]] = list(zip(self.fields, modelled.tolist(), strict=True))
 
     def hand_over(self, now: float, started: list[tuple[int, Placement]]) -> None:
         """A cycle begins: ``started`` is its ``ctx.started`` list (filled as the cycle goes). Jobs
@@ -168,7 +170,7 @@ class Releases:
                 t.append(end)
                 nodes.append(node)
                 owner.append(job)
-                amounts.extend([req[r] * count * m[node] for r, m in enumerate(modelled)])
+                amounts.extend([req[f] * count * m[node] for f, m in modelled])
         return (np.asarray(t, dtype=np.float64), np.asarray(nodes, dtype=np.int64),
                 np.asarray(amounts, dtype=np.int64).reshape(-1, n_res), np.asarray(owner, dtype=np.int64))
 
