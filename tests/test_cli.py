@@ -21,6 +21,17 @@ def test_simulate_writes_json_and_html(tmp_path: Path) -> None:
     assert 'id="plot-gar"' in html and "uPlot" in html and "GAR" in html  # plots drawn by the browser
 
 
+def test_jtted_uses_the_policys_runtime_estimator(tmp_path: Path) -> None:
+    """Philly has no user estimates; a policy with a runtime estimator (qssf) is judged on its own
+    predictions, the same values ``estimates_used`` gives the library user."""
+    r = CliRunner().invoke(cli, ["simulate", "--limit", "300", "--policy", "qssf", "--no-report",
+                                 "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    jtted = json.loads((tmp_path / "result.json").read_text())["metrics"]["jtted"]
+    assert jtted["with_estimate"] == 300 and jtted["without_estimate"] == 0
+    assert jtted["p50"] is not None
+
+
 def test_compare_runs_each_policy(tmp_path: Path) -> None:
     r = CliRunner().invoke(
         cli,

@@ -92,22 +92,18 @@ def _run(spec: RunSpec, progress: Callable[[int, int], None] | None = None) -> t
 
         write_jobs(spec.jobs_out, result, estimates)
     if spec.services is not None:
-        from dataclasses import replace
-
         from kant.inference.unified import inference_rows
 
         report: dict[str, Any] = result.info.pop("inference")  # type: ignore[assignment]
-        metrics = replace(metrics, extra={"inference": report}, extra_rows=tuple(inference_rows(report)))
+        metrics = metrics.with_extra("inference", report, tuple(inference_rows(report)))
     return result, metrics, problems.summary()
 
 
 def _estimates_of(sim: Any) -> Any:
     """Estimates a policy's runtime estimator made, if it has one (for JTTED)."""
-    for plugin in sim.scheduler.framework.plugins:
-        fetch = getattr(plugin, "estimates_used", None)
-        if callable(fetch):
-            return fetch()
-    return None
+    from kant.plugins.estimator import RuntimeEstimator, estimates_used
+
+    return estimates_used(sim) if sim.plugin(RuntimeEstimator) is not None else None
 
 
 def _run_quiet(spec: RunSpec) -> tuple[Any, Any, str]:
