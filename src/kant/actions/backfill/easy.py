@@ -23,7 +23,7 @@ import numpy as np
 from kant.actions.backfill.fit import BoolArray, IntArray, first_enough
 from kant.actions.backfill.releases import events
 from kant.framework.context import CycleContext
-from kant.framework.runner import Framework
+from kant.framework.runner import DynamicKey, Framework
 from kant.framework.status import Status
 from kant.model.fit import FULL_GPU_MILLI, is_share
 from kant.model.state import ClusterState, Placement
@@ -671,7 +671,7 @@ class EasyCycle:
                 frontier = top_key
             quiet.remember(self, frontier)
 
-    def run_dynamic(self, dynamic: Callable[[int], tuple[float, ...]]) -> None:
+    def run_dynamic(self, dynamic: DynamicKey) -> None:
         bf, queue, state = self.bf, self.ctx.queue, self.ctx.state
         shapes = queue.shapes
         for looked, job in enumerate(queue.walk(dynamic), start=1):

@@ -10,6 +10,7 @@ import numpy.typing as npt
 
 if TYPE_CHECKING:
     from kant.actions.backfill.action import Backfill
+    from kant.framework.plugin import ActionLookup
 
 __all__ = ["BackfillStats", "backfill_action", "backfill_stats"]
 
@@ -29,18 +30,17 @@ class BackfillStats:
     approximated: int = 0
 
 
-def backfill_action(obj: object) -> Backfill:
-    """The :class:`Backfill` action of a Simulator or Scheduler (``obj.scheduler`` or ``obj``)."""
+def backfill_action(obj: ActionLookup) -> Backfill:
+    """The :class:`Backfill` action of a Simulator or Scheduler (through their typed ``action`` lookup)."""
     from kant.actions.backfill.action import Backfill
 
-    sched = getattr(obj, "scheduler", obj)
-    for action in getattr(sched, "actions", ()):
-        if isinstance(action, Backfill):
-            return action
-    raise ValueError("the policy has no backfill action")
+    action = obj.action(Backfill)
+    if action is None:
+        raise ValueError("the policy has no backfill action")
+    return action
 
 
-def backfill_stats(obj: object, first_start: npt.ArrayLike) -> BackfillStats:
+def backfill_stats(obj: ActionLookup, first_start: npt.ArrayLike) -> BackfillStats:
     """Reservations kept and broken in a finished run; ``first_start`` is ``SimResult.first_start``."""
     action = backfill_action(obj)
     start = np.asarray(first_start, dtype=np.float64)
