@@ -32,6 +32,7 @@ FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 MANY = 1 << 40  # "unlimited" worker slots (a request for none of a resource)
+_NONE = np.zeros(1, dtype=bool)  # "modelled nowhere" (read only when CPU or memory is asked for)
 
 
 class Capacity:
@@ -127,9 +128,10 @@ class Capacity:
         if milli >= FULL_GPU_MILLI or not fit.is_share(g, milli):  # whole GPUs: gpu_slots per node, summed
             v = gpu_free if tmask is None else gpu_free[tmask]
             return int((v // g).sum())
-        per = FULL_GPU_MILLI // milli
-        slots = np.maximum(gpu_free, 0) * per if share_free is None else np.maximum(gpu_free, 0) * per + share_free
-        return int((slots if tmask is None else slots[tmask]).sum())
+        free = np.maximum(gpu_free, 0)  # the rule's GPU term only: no CPU or memory asked
+        slots = fit.worker_slots(g, milli, 0, 0, free, free, free, _NONE, _NONE, share_free=share_free, limit=MANY,
+                                 ok=tmask)
+        return int(slots.sum())
 
     def worker_slots(self, avail: IntArray, req: tuple[int, ...], tmask: BoolArray | None,
                      share_free: IntArray | None = None) -> IntArray:
