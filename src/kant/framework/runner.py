@@ -141,6 +141,16 @@ class Framework:
         return SUCCESS
 
     # --- placement ---------------------------------------------------------------------------
+    def candidate_mask(self, ctx: CycleContext, job: int, restrict: BoolArray | None = None) -> BoolArray:
+        """Nodes where one worker of ``job`` fits now (:meth:`fit_mask`), within ``restrict`` when
+        given, narrowed by the policy's Filter plugins: where a placer may put the next worker."""
+        mask = self.fit_mask(ctx, job)
+        if restrict is not None:
+            mask &= restrict
+        for f in self.filters:
+            mask = f.filter(ctx, job, mask)
+        return mask
+
     def fit_mask(self, ctx: CycleContext, job: int) -> BoolArray:
         """Nodes where one worker of ``job`` fits now (resources and GPU type)."""
         env, state, jobs = self.env, ctx.state, self.env.jobs
@@ -236,11 +246,7 @@ class Framework:
                 groups = self.class_groups(classes, g, self.job_type[job])
                 if groups is not None:
                     return self._place_by_class(ctx, job, classes, groups, g)
-        mask = self.fit_mask(ctx, job)
-        if restrict is not None:
-            mask &= restrict
-        for f in self.filters:
-            mask = f.filter(ctx, job, mask)
+        mask = self.candidate_mask(ctx, job, restrict)
         g = int(jobs.gpus_per_worker[job])
         c = int(jobs.cpu_milli[job])
         m = int(jobs.memory_mib[job])
@@ -283,12 +289,7 @@ class Framework:
         touched: dict[int, tuple[int, int, list[int]]] = {}  # node -> (free, share_max, slot copy)
         try:
             for _ in range(w):
-                mask = self.fit_mask(ctx, job)
-                if restrict is not None:
-                    mask &= restrict
-                for f in self.filters:
-                    mask = f.filter(ctx, job, mask)
-                nodes = np.flatnonzero(mask)
+                nodes = np.flatnonzero(self.candidate_mask(ctx, job, restrict))
                 if len(nodes) == 0:
                     return self._no_fit(ctx, job, len(chosen))
                 best = self._best(ctx, job, nodes)

@@ -181,10 +181,7 @@ class EBinpack(Place):
     def _place_share_aware(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
         from kant.plugins.share_place import MILLI, NodeRows, ebinpack_share_key
 
-        mask = fw.fit_mask(ctx, job)
-        for f in fw.filters:
-            mask = f.filter(ctx, job, mask)
-        nodes = np.flatnonzero(mask)
+        nodes = np.flatnonzero(fw.candidate_mask(ctx, job))
         if not nodes.size:
             return fw.place_workers(ctx, job)  # says why, the runner's way
         rows = self._rows
@@ -416,9 +413,7 @@ class EBinpack(Place):
                 return Placement((best,) * w, g, c, m)
             if w == 1:
                 return _no_fit(ctx, job, 0)
-        mask = fw.fit_mask(ctx, job)
-        for f in fw.filters:
-            mask = f.filter(ctx, job, mask)
+        mask = fw.candidate_mask(ctx, job)
         if w == 1:
             nodes = np.flatnonzero(mask)
             if len(nodes) == 0:

@@ -40,6 +40,7 @@ from kant.framework.runner import Framework
 from kant.framework.status import Status
 from kant.model.fit import FULL_GPU_MILLI
 from kant.model.state import ClusterState, Placement
+from kant.plugins.share_place import smallest
 
 __all__ = ["Fgd", "FgdArgs", "FragMeasure", "TypicalPods", "typical_types"]
 
@@ -264,10 +265,7 @@ class Fgd(Place):
     def place(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
         if fw.job_workers[job] != 1:
             return fw.place_workers(ctx, job)
-        mask = fw.fit_mask(ctx, job)
-        for f in fw.filters:
-            mask = f.filter(ctx, job, mask)
-        nodes = np.flatnonzero(mask)
+        nodes = np.flatnonzero(fw.candidate_mask(ctx, job))
         if not nodes.size:
             return fw.place_workers(ctx, job)  # says why, the runner's way
         self._sync(ctx.state)
@@ -289,11 +287,7 @@ class Fgd(Place):
             d_all[stale], p_all[stale], at[stale] = d, p, self._stamp[stale]
         delta, pick = d_all[nodes], p_all[nodes]
         key = delta if self._exact else self.artifact_key(delta)
-        i = int(np.argmin(key))  # lowest node index among the best
-        if self._random_tie:
-            cand = np.flatnonzero(key == key[i])
-            if cand.size > 1:
-                i = int(cand[int(ctx.env.rng.integers(cand.size))])
+        i = smallest(ctx, key, self._random_tie)
         node = int(nodes[i])
         if share:
             return Placement((node,), 1, fw.job_cpu[job], fw.job_mem[job], milli, (int(pick[i]),))

@@ -48,6 +48,7 @@ __all__ = [
     "RandomPick",
     "ResidualFit",
     "ebinpack_share_key",
+    "smallest",
     "load_kind",
 ]
 
@@ -121,6 +122,17 @@ class NodeRows:
         return out
 
 
+def smallest(ctx: CycleContext, key: npt.NDArray[np.generic], random_tie: bool) -> int:
+    """The index of the smallest ``key``: the first among equals, or with ``random_tie`` one drawn
+    uniformly among them from the run's seeded ``env.rng`` (no draw when there is one)."""
+    i = int(np.argmin(key))
+    if random_tie:
+        cand = np.flatnonzero(key == key[i])
+        if cand.size > 1:
+            i = int(cand[int(ctx.env.rng.integers(cand.size))])
+    return i
+
+
 class TieArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     tie: Literal["first", "random"] = "first"
@@ -160,18 +172,12 @@ class KeyPlace(Place):
 
     def best(self, ctx: CycleContext, nodes: IntArray, key: npt.NDArray[np.generic]) -> int:
         """The node with the smallest ``key``; ties per ``tie``."""
-        cand = nodes[key == key.min()]
-        if cand.size == 1 or self.args.tie == "first":  # type: ignore[attr-defined]
-            return int(cand[0])
-        return int(cand[int(ctx.env.rng.integers(cand.size))])
+        return int(nodes[smallest(ctx, key, self.args.tie == "random")])  # type: ignore[attr-defined]
 
     def place(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
         if fw.job_workers[job] != 1:
             return fw.place_workers(ctx, job)
-        mask = fw.fit_mask(ctx, job)
-        for f in fw.filters:
-            mask = f.filter(ctx, job, mask)
-        nodes = np.flatnonzero(mask)
+        nodes = np.flatnonzero(fw.candidate_mask(ctx, job))
         if not nodes.size:
             return fw.place_workers(ctx, job)  # says why, the runner's way
         self.rows.sync(ctx.state)

@@ -74,7 +74,6 @@ __all__ = [
     "TopologyArgs",
     "TopologyScore",
     "best_group",
-    "candidate_mask",
     "empty_cluster_slots",
     "home_tier",
     "lexicographic_key",
@@ -200,14 +199,6 @@ def best_group(ctx: CycleContext, tier: int, slots: IntArray, workers: int) -> i
     return int(cand[int(np.argmin(key))])
 
 
-def candidate_mask(ctx: CycleContext, fw: Framework, job: int) -> BoolArray:
-    """Nodes where one worker of ``job`` fits now, narrowed by the policy's Filter plugins."""
-    mask = fw.fit_mask(ctx, job)
-    for f in fw.filters:
-        mask = f.filter(ctx, job, mask)
-    return mask
-
-
 class HomeTierCache:
     """Home tier per job shape (workers, GPUs, CPU, memory, GPU type), computed once per run."""
 
@@ -275,7 +266,7 @@ class Topology(Place):
         tiers = [home] if self._args.mode == "hard" else list(range(home, max_tier + 1))
         if tiers == [CLUSTER]:
             return fw.place_workers(ctx, job)
-        slots = node_slots(ctx, job, candidate_mask(ctx, fw, job))
+        slots = node_slots(ctx, job, fw.candidate_mask(ctx, job))
         for tier in tiers:
             if tier == CLUSTER:
                 return fw.place_workers(ctx, job)
