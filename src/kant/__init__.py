@@ -20,6 +20,7 @@ from __future__ import annotations
 # module-level TYPE_CHECKING = False as true)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from kant.config.policy import Policy, load_policy
@@ -46,16 +47,27 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    from importlib import import_module
+def lazy_exports(
+    package: str, where: dict[str, str], namespace: dict[str, Any]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A package's PEP 562 ``__getattr__`` and ``__dir__`` for public names imported on first use:
+    ``where`` maps each name to the module that defines it; ``namespace`` is the package's
+    ``globals()`` (a name, once imported, is put there so later lookups skip ``__getattr__``)."""
 
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kant' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+    def __getattr__(name: str) -> Any:
+        from importlib import import_module
+
+        module = where.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(import_module(module), name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted([*namespace, *where])
+
+    return __getattr__, __dir__
 
 
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE, globals())

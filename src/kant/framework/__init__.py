@@ -12,9 +12,10 @@ from __future__ import annotations
 
 # no `typing` import at run time: it alone costs more than the rest of `import kant` (mypy reads a
 # module-level TYPE_CHECKING = False as true)
+from kant import lazy_exports
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
 
     from kant.framework.context import CycleContext, RunningJob, SchedulerEnv
     from kant.framework.plugin import (
@@ -93,16 +94,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    from importlib import import_module
-
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kant.framework' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE, globals())
