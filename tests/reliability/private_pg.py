@@ -14,9 +14,11 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from service.serve_proc import free_port
 
-__all__ = ["PrivatePostgres", "pg_bin", "private_postgres"]
+__all__ = ["PrivatePostgres", "pg_bin", "private_postgres", "private_postgres_or_skip"]
 
 
 def pg_bin() -> Path | None:
@@ -91,3 +93,20 @@ def _has_user(name: str) -> bool:
     except KeyError:
         return False
     return True
+
+
+@contextlib.contextmanager
+def private_postgres_or_skip() -> Iterator[PrivatePostgres]:
+    """:func:`private_postgres` in a test: skipped where one cannot be made here (no server binaries,
+    no user to run them as), failed where the server does not start."""
+    cm = private_postgres()
+    try:
+        pg = cm.__enter__()
+    except RuntimeError as exc:
+        pytest.skip(f"no private PostgreSQL server: {exc}")
+    except subprocess.CalledProcessError as exc:
+        pytest.fail(f"cannot start a private PostgreSQL server: {exc.stderr or exc}")
+    try:
+        yield pg
+    finally:
+        cm.__exit__(None, None, None)

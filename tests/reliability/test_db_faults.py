@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from reliability.apifuzz import log_problems
-from reliability.private_pg import private_postgres
+from reliability.private_pg import private_postgres_or_skip
 from service.serve_proc import Server, start_server
 from service.test_durability import Load, all_jobs, check_no_double_booking
 
@@ -134,15 +134,8 @@ def test_postgresql_restarted_under_load(tmp_path: Path) -> None:
     """A private PostgreSQL server is restarted (immediate mode: as a crash) under a submit load of
     4 clients: the service stops with one line, is started again (the supervisor) and loses no
     acknowledged job; jobs running before run where they ran; retried keys find their jobs."""
-    pg_cm = private_postgres()
-    try:
-        pg = pg_cm.__enter__()
-    except RuntimeError as exc:  # impossible here (no server binaries, no user to run them as)
-        pytest.skip(f"no private PostgreSQL server: {exc}")
-    except subprocess.CalledProcessError as exc:
-        pytest.fail(f"cannot start a private PostgreSQL server: {exc.stderr or exc}")
     with contextlib.ExitStack() as stack:
-        stack.callback(pg_cm.__exit__, None, None, None)
+        pg = stack.enter_context(private_postgres_or_skip())
         srv = start_server(tmp_path, pg.url, cluster="8x8:V100", clock="wall", extra=["--no-predict"])
         stack.callback(srv.stop)
         token = srv.tenant("load")

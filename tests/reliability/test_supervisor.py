@@ -17,13 +17,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from reliability.apifuzz import log_problems
-from reliability.private_pg import PrivatePostgres, private_postgres
+from reliability.private_pg import private_postgres_or_skip
 from service.serve_proc import Server, free_port, start_server
 from service.test_durability import Load, all_jobs, check_no_double_booking
 
@@ -67,24 +64,11 @@ class Supervisor:
         return "".join(p.read_text(errors="replace") for p in sorted(self.work.glob("serve-*.log")))
 
 
-@contextlib.contextmanager
-def _pg() -> Iterator[PrivatePostgres]:
-    cm = private_postgres()
-    try:
-        pg = cm.__enter__()
-    except RuntimeError as exc:  # impossible here (no server binaries, no user to run them as)
-        pytest.skip(f"no private PostgreSQL server: {exc}")
-    except subprocess.CalledProcessError as exc:
-        pytest.fail(f"cannot start a private PostgreSQL server: {exc.stderr or exc}")
-    try:
-        yield pg
-    finally:
-        cm.__exit__(None, None, None)
 
 
 def test_postgresql_outage_under_a_supervisor(tmp_path: Path) -> None:
     with contextlib.ExitStack() as stack:
-        pg = stack.enter_context(_pg())
+        pg = stack.enter_context(private_postgres_or_skip())
         sup = Supervisor(tmp_path, pg.url)
         stack.callback(sup.close)
         token = sup.server.tenant("load")
