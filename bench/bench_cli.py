@@ -1,13 +1,14 @@
 """Whole-process cost of ``kant simulate``: CPU (user + sys), wall and peak memory of the command as a
 user runs it, start-up, trace loading, simulation, summary and report included.
 
-    python bench/bench_cli.py [--before REV] [--runs 1] [--case defaults --case 1000-jobs ...]
+    python bench/bench_cli.py [--before REV] [--runs 1] [--case defaults --case 1000-jobs ...] [--core 1]
 
 Each case is one ``kant simulate ...`` process timed by ``/usr/bin/time`` and pinned to one core
-(``taskset -c 1``). Cases: ``defaults`` (the README's ``kant simulate``: the default trace, cluster
-and policy, report included), ``philly`` (the same on the ``philly`` cluster, for a before/after on
-the same work when the default cluster changed), ``no-report`` (``--no-report``), ``1000-jobs``
-(``--limit 1000``) and ``start-up`` (``kant --version``: imports only).
+(``taskset -c 1``; ``--core N`` for another). Cases: ``defaults`` (the README's ``kant simulate``: the
+default trace, cluster and policy, report included), ``philly`` (the same on the ``philly`` cluster,
+for a before/after on the same work when the default cluster changed), ``no-report``
+(``--no-report``), ``1000-jobs`` (``--limit 1000``) and ``start-up`` (``kant --version``: imports
+only).
 
 With ``--before REV`` every case also runs on that commit, checked out aside with ``git worktree
 add --detach`` and run with ``PYTHONPATH=<worktree>/src`` by the same interpreter, alternating
@@ -31,6 +32,7 @@ Prints one table (median of ``--runs``) and writes bench/results/cli.json. Figur
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -81,13 +83,14 @@ def compile_tree(src: Path) -> None:
 
 
 def run_case(args: list[str], src: Path, out_dir: Path, bytecode: bool = True,
-             empty: Path | None = None) -> dict[str, Any]:
-    """One ``kant`` process on the tree whose sources are ``src``; its /usr/bin/time figures."""
+             empty: Path | None = None, core: int = 1) -> dict[str, Any]:
+    """One ``kant`` process on the tree whose sources are ``src``, pinned to ``core``; its /usr/bin/time
+    figures."""
     env = tree_env(src, bytecode, empty)
     extra = ["--out", str(out_dir)] if args[0] == "simulate" else []
     code = "import sys; from kant.cli.main import main; sys.exit(main())"
     with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
-        cmd = ["/usr/bin/time", "-o", tf.name, "-f", _FMT, "taskset", "-c", "1", sys.executable, "-c", code,
+        cmd = ["/usr/bin/time", "-o", tf.name, "-f", _FMT, "taskset", "-c", str(core), sys.executable, "-c", code,
                *args, *extra]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         fields = tf.read().strip().splitlines()[-1].split()
@@ -109,23 +112,25 @@ def phases(limit: int | None, cluster: str) -> list[tuple[str, float]]:
         laps.append((name, round(now - last, 3)))
         last = now
 
-    import kant.cli.main  # noqa: F401  (what the `kant` command imports before it runs)
+    import kant.cli.main  # (what the `kant` command imports before it runs)
 
     lap("import kant.cli.main")
+    # the CLI loads a run's modules and inputs with the garbage collector off (a tree before that: as is)
+    loading = getattr(kant.cli.main, "_loading", contextlib.nullcontext)
+    with loading():
+        from kant.config import load_policy
+        from kant.metrics.summary import summarize
+        from kant.sim import Simulator
+        from kant.traces import Problems
+        from kant.traces.registry import load_nodes, load_trace
 
-    from kant.config import load_policy
-    from kant.metrics.summary import summarize
-    from kant.sim import Simulator
-    from kant.traces import Problems
-    from kant.traces.registry import load_nodes, load_trace
-
-    lap("import config, sim, traces")
-    policy = load_policy("kant")
-    lap("load the policy")
-    nodes = load_nodes(cluster)
-    lap("build the cluster")
-    jobs = load_trace("philly", problems=Problems(skip=False), limit=limit)  # as `kant simulate` reads it
-    lap("read the Philly trace")
+        lap("import config, sim, traces")
+        policy = load_policy("kant")
+        lap("load the policy")
+        nodes = load_nodes(cluster)
+        lap("build the cluster")
+        jobs = load_trace("philly", problems=Problems(skip=False), limit=limit)  # as `kant simulate` reads it
+        lap("read the Philly trace")
     result = Simulator(nodes, jobs, policy).run()
     lap("simulate")
     metrics = summarize(result)
@@ -148,9 +153,9 @@ def phases(limit: int | None, cluster: str) -> list[tuple[str, float]]:
     return laps
 
 
-def run_phases(limit: int | None, cluster: str, bytecode: bool, empty: Path) -> list[tuple[str, float]]:
-    """:func:`phases` in a fresh interpreter pinned to one core."""
-    cmd = ["taskset", "-c", "1", sys.executable, __file__, "--phases-one", str(limit or 0), cluster]
+def run_phases(limit: int | None, cluster: str, bytecode: bool, empty: Path, core: int = 1) -> list[tuple[str, float]]:
+    """:func:`phases` in a fresh interpreter pinned to ``core``."""
+    cmd = ["taskset", "-c", str(core), sys.executable, __file__, "--phases-one", str(limit or 0), cluster]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True,
                          env=tree_env(ROOT / "src", bytecode, empty)).stdout
     return [(name, float(v)) for name, v in json.loads(out.strip().splitlines()[-1])]
@@ -174,6 +179,7 @@ def main() -> None:
     ap.add_argument("--phases", action="store_true", help="also the phases of one process (current tree)")
     ap.add_argument("--no-bytecode", action="store_true",
                     help="no bytecode cache: every kant module compiled at every start (PYTHONDONTWRITEBYTECODE=1)")
+    ap.add_argument("--core", type=int, default=1, help="the core every timed process is pinned to (default 1)")
     ap.add_argument("--phases-one", nargs=2, metavar=("LIMIT", "CLUSTER"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.phases_one:
@@ -197,7 +203,7 @@ def main() -> None:
         for _ in range(args.runs):
             for case in cases:
                 for name, src in trees:
-                    r = run_case(CASES[case], src, work / "out", not args.no_bytecode, empty)
+                    r = run_case(CASES[case], src, work / "out", not args.no_bytecode, empty, args.core)
                     runs.setdefault((case, name), []).append(r)
                     shown = r.get("cpu_s", f"exit {r['exit']}")
                     print(f"  {case} / {name}: {shown}", file=sys.stderr, flush=True)
@@ -207,7 +213,7 @@ def main() -> None:
                            capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
     rows = [{"case": case, "tree": name, **median_row(runs[(case, name)])} for case in cases for name, _ in trees]
-    print(f"kant simulate, whole process, taskset -c 1, median of {args.runs} run(s); Python "
+    print(f"kant simulate, whole process, taskset -c {args.core}, median of {args.runs} run(s); Python "
           f"{platform.python_version()}, {'no bytecode cache' if args.no_bytecode else 'bytecode compiled'}, "
           f"loadavg {os.getloadavg()[0]:.2f}")
     print(f"{'case':<11}{'tree':<22}{'user s':>8}{'sys s':>7}{'CPU s':>7}{'wall s':>8}{'peak MiB':>10}{'target':>8}")
@@ -225,11 +231,12 @@ def main() -> None:
         if not args.no_bytecode:
             compile_tree(ROOT / "src")
         try:
-            split = {"defaults": run_phases(None, "philly-80", not args.no_bytecode, empty),
-                     "1000-jobs": run_phases(1000, "philly-80", not args.no_bytecode, empty)}
+            split = {"defaults": run_phases(None, "philly-80", not args.no_bytecode, empty, args.core),
+                     "1000-jobs": run_phases(1000, "philly-80", not args.no_bytecode, empty, args.core)}
         finally:
             shutil.rmtree(empty, ignore_errors=True)
-        print(f"\nPhases of one process (current tree, CPU s, taskset -c 1; loadavg {os.getloadavg()[0]:.2f})")
+        print(f"\nPhases of one process (current tree, CPU s, taskset -c {args.core}; "
+              f"loadavg {os.getloadavg()[0]:.2f})")
         print(f"{'phase':<30}{'defaults':>10}{'1000-jobs':>11}")
         for (name, full), (_, small) in zip(split["defaults"], split["1000-jobs"], strict=True):
             print(f"{name:<30}{full:>10.3f}{small:>11.3f}")
@@ -238,7 +245,8 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "cli.json").write_text(json.dumps({
         "machine": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-        "loadavg": os.getloadavg(), "runs": args.runs, "before": args.before, "bytecode": not args.no_bytecode,
+        "loadavg": os.getloadavg(), "core": args.core, "runs": args.runs, "before": args.before,
+        "bytecode": not args.no_bytecode,
         "targets": TARGETS, "rows": rows,
         "phases": split,
     }, indent=2) + "\n")
