@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,23 +45,40 @@ class RunSpec:
     policy_doc: dict[str, Any] | None = None  # a resolved policy mapping used instead of loading `policy`
 
 
+@contextmanager
+def _loading() -> Iterator[None]:
+    """Loading a run's modules and inputs with the cyclic garbage collector off, then freezing
+    everything loaded (:func:`gc.freeze`): it lives as long as the run, so collecting it finds
+    nothing. Collections during imports, and the full collections the simulation triggers walking
+    every module object, took about 0.05 s of a 1,000-job run's 0.5."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
 def _run(spec: RunSpec, progress: Callable[[int, int], None] | None = None) -> tuple[Any, Any, str]:
     """Load inputs and simulate; returns (SimResult, Metrics, dropped-rows summary)."""
-    from kant.config import load_policy
-    from kant.metrics.summary import summarize
-    from kant.sim import ExecutionModel, Simulator
-    from kant.traces import Problems
-    from kant.traces.registry import load_nodes, load_trace
+    with _loading():
+        from kant.config import load_policy
+        from kant.metrics.summary import summarize
+        from kant.sim import ExecutionModel, Simulator
+        from kant.traces import Problems
+        from kant.traces.registry import load_nodes, load_trace
 
-    if spec.policy_doc is not None:
-        from kant.config import parse_policy
+        if spec.policy_doc is not None:
+            from kant.config import parse_policy
 
-        policy = parse_policy(spec.policy_doc, spec.policy)
-    else:
-        policy = load_policy(spec.policy)
-    cluster = load_nodes(spec.cluster)
-    problems = Problems(skip=spec.skip_invalid)
-    jobs = load_trace(spec.trace, problems=problems, limit=spec.limit)
+            policy = parse_policy(spec.policy_doc, spec.policy)
+        else:
+            policy = load_policy(spec.policy)
+        cluster = load_nodes(spec.cluster)
+        problems = Problems(skip=spec.skip_invalid)
+        jobs = load_trace(spec.trace, problems=problems, limit=spec.limit)
     try:
         execution = ExecutionModel(
             cross_leaf_penalty=spec.cross_leaf_penalty,
@@ -233,15 +251,15 @@ def cli() -> None:
 @_common_options
 def simulate(policy: str, no_report: bool, **kw: Any) -> None:
     """Replay a trace on a cluster under one policy; print a summary, write JSON and HTML."""
-    from kant.metrics.report import write_html, write_json
-    from kant.metrics.summary import summary_rows
-
     out_dir: Path = kw["out_dir"]
     spec = _spec(policy, kw, out_dir / "jobs.parquet")
     try:
         bar = _progress("[bold]simulating[/] {task.description}", arrivals=True)
         with _drawn(bar):
             result, metrics, dropped = _run(spec, None if bar is None else _updates(bar, policy))
+        from kant.metrics.report import write_html, write_json
+        from kant.metrics.summary import summary_rows
+
         out_dir.mkdir(parents=True, exist_ok=True)
         json_path = write_json(out_dir / "result.json", result, metrics)
         html_path = None if no_report else write_html(out_dir / "report.html", result, metrics)
