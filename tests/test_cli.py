@@ -121,3 +121,13 @@ def test_a_run_loads_with_the_collector_off_and_leaves_it_as_it_was() -> None:
     finally:
         gc.unfreeze()
         gc.enable()
+
+
+def test_version_is_the_projects() -> None:
+    """`kant --version` prints ``kant.__version__`` (no package metadata lookup): it must be the
+    version pyproject.toml gives the package."""
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    r = CliRunner().invoke(cli, ["--version"], prog_name="kant")
+    assert r.exit_code == 0 and r.output == f"kant, version {project['version']}\n"

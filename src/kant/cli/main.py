@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
+from kant import __version__
 from kant.cli._common import FiniteFloat, OneLineCommand, console, fail, out
 from kant.errors import KantError
 
 if TYPE_CHECKING:
     from rich.progress import Progress
+    from rich.table import Table
 
 __all__ = ["cli", "main"]
 
@@ -128,8 +129,15 @@ def _run_quiet(spec: RunSpec) -> tuple[Any, Any, str]:
     return _run(spec)
 
 
+def _table(title: str, *, show_header: bool = True) -> Table:
+    """A results table (rich.table is imported here: `kant --version` and errors need none)."""
+    from rich.table import Table
+
+    return Table(title=title, show_header=show_header, title_justify="left")
+
+
 def _print_table(title: str, rows: Sequence[tuple[str, str]]) -> None:
-    table = Table(title=title, show_header=False, title_justify="left")
+    table = _table(title, show_header=False)
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right")
     for label, value in rows:
@@ -239,7 +247,7 @@ class _LazyGroup(click.Group):
 
 
 @click.group(cls=_LazyGroup)
-@click.version_option(package_name="kant")
+@click.version_option(version=__version__)  # not package_name: looking that up imports importlib.metadata
 def cli() -> None:
     """kant: a unified scheduler and trace-driven simulator for AI clusters."""
 
@@ -341,7 +349,7 @@ def compare(policies: tuple[str, ...], workers: int | None, **kw: Any) -> None:
 def _print_comparison(labelled: Sequence[tuple[str, Any, Any]]) -> None:
     from kant.metrics.summary import summary_rows
 
-    table = Table(title="policy comparison", title_justify="left")
+    table = _table("policy comparison")
     table.add_column("metric", style="bold")
     rows = [summary_rows(m) for _, _, m in labelled]
     for label, _, _ in labelled:
@@ -357,7 +365,7 @@ def list_policies() -> None:
     from kant.config import bundled_policies, load_policy
     from kant.framework.registry import action_names, plugin_names
 
-    table = Table(title="bundled policies", title_justify="left")
+    table = _table("bundled policies")
     table.add_column("name", style="bold")
     table.add_column("description")
     for name in sorted(bundled_policies()):
