@@ -175,3 +175,14 @@ def test_statement_discard_restores_state() -> None:
 def test_status_str() -> None:
     assert str(Status()) == "ok"
     assert str(Status.unschedulable("full", "binpack")) == "[binpack] full"
+
+
+def test_the_runs_generator_is_made_at_first_use_from_the_seed() -> None:
+    from kant.framework.context import SchedulerEnv
+
+    cluster = Cluster.uniform(1, 8)
+    env = SchedulerEnv(cluster, _jobs((1, 1)), seed=7)
+    assert "rng" not in vars(env)
+    assert env.rng.integers(1 << 30, size=4).tolist() == np.random.default_rng(7).integers(1 << 30, size=4).tolist()
+    with pytest.raises(ValueError, match="seed must be a non-negative integer, got -1"):
+        SchedulerEnv(cluster, _jobs((1, 1)), seed=-1)

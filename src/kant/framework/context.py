@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -41,12 +42,19 @@ class SchedulerEnv:
         self.jobs: JobStore = jobs
         self.trace = trace
         self.seed = seed
-        self.rng = np.random.default_rng(seed)
+        if seed < 0:  # what numpy's generator refuses, refused here and not at a first draw
+            raise ValueError(f"seed must be a non-negative integer, got {seed}")
         self.estimator: Callable[[int], float] | None = None
         self._type_masks: dict[int, BoolArray] = {}
         self._type_codes: dict[int, list[int]] = {}
         self.cpu_unmodelled = cluster.cpu_milli == 0
         self.mem_unmodelled = cluster.memory_mib == 0
+
+    @cached_property
+    def rng(self) -> np.random.Generator:
+        """The run's seeded generator, made at its first use (a run that draws nothing does not
+        import numpy.random)."""
+        return np.random.default_rng(self.seed)
 
     def nodes_of_type(self, type_code: int) -> BoolArray:
         """Mask of nodes a job with ``gpu_type`` code may use. A job-side type name may list
