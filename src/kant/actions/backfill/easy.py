@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
@@ -480,10 +480,11 @@ class EasyCycle:
         request = self.requests[job]
         est = self.estimate(job)
         long = self.now + est > self.shadow
-        if long and request in self.long_blocked:
-            return SKIP
         if self.planned and not long and est > self.max_short:
             self.max_short = est
+        # What the free capacity says comes first (it blocks the whole shape), LongBlocked after: a
+        # verdict must not depend on what the caches happen to hold, or the walk's reach would (a
+        # SKIP passes one job, a BLOCK its whole shape, and both count against max_jobs).
         if request in self.failed_keys:  # cannot fit; admission only decides whether it is the head
             if self.head < 0 and (not self.check_admit or fw.admit(ctx, job).ok):
                 self.head = job
@@ -504,6 +505,8 @@ class EasyCycle:
             long = self.now + est > self.shadow
             if not long and est > self.max_short:
                 self.max_short = est
+        if long and request in self.long_blocked:
+            return SKIP
         if not long:
             result = fw.place(ctx, job)
             if isinstance(result, Placement):
@@ -518,8 +521,6 @@ class EasyCycle:
             if self.head < 0:
                 ctx.reasons[shape] = result
             return self._cannot_fit(job, request, result, fw.room_for(ctx, job))
-        if request in self.long_blocked:
-            return SKIP
         res = self.res
         assert res is not None
         leftover = self.leftover
@@ -563,7 +564,9 @@ class EasyCycle:
         max_jobs = bf.max_jobs
         key, shape_jobs, consider, is_long = queue.key_of, queue.shape_jobs, self.consider, self.is_long
         now, estimate, requests, failed = self.now, self.estimate, self.requests, self.failed_keys
-        long_blocked = self.long_blocked
+        # passing over a long job of a LongBlocked request without consider() skips admission
+        long_blocked: Container[int] = self.long_blocked if not self.check_admit else ()
+        room_ok = self.room_ok
         heappop, heappush = heapq.heappop, heapq.heappush
         shapes = queue.pending_shapes()
         job0s = [shape_jobs(shape)[0] for shape in shapes]  # each shape's first job
@@ -621,9 +624,10 @@ class EasyCycle:
             request = requests[job]
             if self.head >= 0 and request in failed:
                 continue  # known not to fit the free capacity; the head is already found
-            if request in long_blocked and now + estimate(job) > self.shadow:
-                # consider's first test, without the call: a long job that cannot start in what the
-                # reservation leaves (the most frequent look on a long queue)
+            if request in long_blocked and request in room_ok and now + estimate(job) > self.shadow:
+                # consider's verdict without the call (the most frequent look on a long queue): a
+                # long job whose request has room in the free capacity (checked this pass, since
+                # the last start) but cannot start in what the reservation leaves
                 shadow = self.shadow
                 i += 1
                 short_only.add(shape)
