@@ -155,10 +155,11 @@ def test_queue_walk_from_start_positions_and_mark() -> None:
 
 def test_a_request_without_room_blocks_its_shape_whatever_long_blocked_holds() -> None:
     """A request whose long jobs were put in LongBlocked (room in the free capacity, none in what
-    the reservation leaves) and that has since lost its room to a short job: its next long job, once
-    the head is planned, is a free-capacity failure, which drops the shape from the pass, as without the memo. (Taken from
-    the memo instead, each of its long jobs counted one look and the walk ran out of ``max_jobs``
-    before the job that could start: a 300,000-job replay differed with and without the memo.)"""
+    the reservation leaves) and that has since lost its room to a short job: its next long job,
+    once the head is planned, is a free-capacity failure, which drops the shape from the pass, as
+    without the memo. (Taken from the memo instead, each of its long jobs counted one look and the
+    walk ran out of ``max_jobs`` before the job that could start: a 300,000-job replay differed
+    with and without the memo.)"""
     cluster = Cluster.uniform(2, 4, nodes_per_leaf=2, leaves_per_spine=2)
     b = JobTableBuilder()
     b.add("a", submit=0, duration=100, workers=1, gpus_per_worker=4, estimate=100.0)  # node 0 until t=100
