@@ -316,3 +316,19 @@ def test_float_flags_reject_nan_and_inf(tmp_path: Path, args: list[str], value: 
 def test_window_rejects_an_infinite_time(tmp_path: Path) -> None:
     line = _one_error_line(*_kant(["trace", "convert", "philly", str(tmp_path / "x.parquet"), "--window", "0:1e999"]))
     assert line == "error: command line: --window: '1e999' is not a finite time"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", "--cluster", "tiny", "--limit", "5", "--out", "{out}/o"],
+        ["compare", "--policy", "kant", "--cluster", "tiny", "--limit", "5", "--out", "{out}/o"],
+        ["trace", "convert", "tiresias", "{out}/x.parquet", "--sample", "0.5"],
+        ["experiment", "fgd", "--out", "{out}/o"],
+        ["serve"],
+    ],
+)
+def test_a_negative_seed_is_refused(tmp_path: Path, args: list[str]) -> None:
+    """NumPy's generators take no negative seed: `kant simulate --seed -1` ended in a traceback."""
+    line = _one_error_line(*_kant([a.format(out=tmp_path) for a in args] + ["--seed", "-1"]))
+    assert line.startswith("error: Invalid value for '--seed': -1 is not in the range x>=0")

@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-__all__ = ["FiniteFloat", "OneLineCommand", "console", "fail", "out"]
+__all__ = ["SEED", "FiniteFloat", "OneLineCommand", "console", "fail", "out"]
 
 console = Console(stderr=True)  # progress, notes and errors
 out = Console()  # results
@@ -31,6 +31,10 @@ class OneLineCommand(click.Command):
         except click.UsageError as exc:
             path = " ".join(["kant", *ctx.command_path.split()[1:]])
             fail(f"{exc.format_message().rstrip('.')} (see '{path} --help')")
+
+
+#: the type of every ``--seed`` option: NumPy's generators take no negative seed
+SEED = click.IntRange(min=0)
 
 
 class FiniteFloat(click.FloatRange):

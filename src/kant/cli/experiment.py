@@ -21,7 +21,7 @@ import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kant.cli._common import FiniteFloat, OneLineCommand, console, fail, out
+from kant.cli._common import SEED, FiniteFloat, OneLineCommand, console, fail, out
 from kant.errors import ConfigError, KantError
 
 __all__ = ["experiment", "fgd"]
@@ -97,7 +97,7 @@ def experiment() -> None:
                    "best-fit-core); repeat (default: all seven).")
 @click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True,
               help="Number of seeds (each seed: its own inflation sample, order and tie-breaks).")
-@click.option("--seed", "first_seed", type=int, default=42, show_default=True,
+@click.option("--seed", "first_seed", type=SEED, default=42, show_default=True,
               help="First seed; seeds are SEED, SEED+1, ... (the FGD artifact uses 42-51).")
 @click.option("--inflate", type=FiniteFloat(min=0, max=100), default=1.3, show_default=True,
               help="Keep sampling pods until the arrived GPU demand reaches this x the GPU capacity (0 = the "

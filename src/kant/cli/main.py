@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kant import __version__
-from kant.cli._common import FiniteFloat, OneLineCommand, console, fail, out
+from kant.cli._common import SEED, FiniteFloat, OneLineCommand, console, fail, out
 from kant.errors import KantError
 
 if TYPE_CHECKING:
@@ -177,7 +177,7 @@ def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--cluster", default="philly-80", show_default=True,
                      help="Built-in cluster (philly-80, philly, tiny), node trace (openb-nodes, pai-machines), "
                      "spec like '64x8:V100,leaf=8,spine=4', or inventory CSV/YAML."),
-        click.option("--seed", default=0, show_default=True, type=int, help="Seed for every random choice."),
+        click.option("--seed", default=0, show_default=True, type=SEED, help="Seed for every random choice."),
         click.option("--skip-invalid", is_flag=True,
                      help="Drop malformed trace rows (and report them) instead of failing."),
         click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N jobs by submit time."),

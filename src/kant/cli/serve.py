@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from kant.cli._common import FiniteFloat, OneLineCommand, fail
+from kant.cli._common import SEED, FiniteFloat, OneLineCommand, fail
 from kant.errors import KantError
 
 __all__ = ["serve"]
@@ -69,7 +69,7 @@ def _duration(value: str) -> float:
 @click.option("--advertise-url", default=None, help="URL other services and clients reach this one at.")
 @click.option("--default-estimate", default="24h", show_default=True,
               help="Run time the scheduler plans with for a job submitted without estimate_s.")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=SEED)
 @click.option("--predict/--no-predict", default=True, show_default=True,
               help="Keep predicted start times of pending jobs fresh (the digital twin, in a worker process).")
 @click.option("--predict-runs", type=click.IntRange(1, 100), default=10, show_default=True,

@@ -16,7 +16,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from kant.cli._common import FiniteFloat, OneLineCommand, fail
+from kant.cli._common import SEED, FiniteFloat, OneLineCommand, fail
 from kant.errors import ConfigError, KantError
 
 __all__ = ["parse_time", "trace"]
@@ -131,7 +131,7 @@ def info_cmd(name: str, skip_invalid: bool, as_json: bool) -> None:
 @click.option("--preserve-gpu-time", is_flag=True,
               help="With --resize-mean: shorten or lengthen re-sized jobs so each keeps its GPU-time.")
 @click.option("--tenants-top", type=int, default=None, help="Keep the N largest tenants, merge the rest into 'other'.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for --sample and --resize-mean.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed for --sample and --resize-mean.")
 def convert_cmd(name: str, out: Path, skip_invalid: bool, window_: str | None, scale_load: float | None,
                 sample_: float | None, resize_mean: float | None, preserve_gpu_time: bool, tenants_top: int | None,
                 seed: int) -> None:
