@@ -36,6 +36,7 @@ def local_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize(("change", "needle"), [
     ({"traces": [{"name": "philly", "limt": 5}]}, "traces[0].limt: Extra inputs are not permitted"),
     ({"seeds": [0, 1, 0]}, "seeds[2]: 0 is already listed at seeds[0]"),
+    ({"seeds": [0, -1]}, "seeds[1]: Input should be greater than or equal to 0"),  # every run failed
     ({"cross_leaf_penalty": [-0.1]}, "cross_leaf_penalty[0]: must be >= 0"),
     ({"clusters": ["64y8"]}, "clusters[0]:"),
     ({"policies": ["no-such-policy"]}, "policies[0].name: no-such-policy: no such policy file or bundled policy"),

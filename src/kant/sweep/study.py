@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, field_validator
 
 from kant.config import bundled_policies, parse_policy
 from kant.config.validation import validate_document  # the one converter of validation errors to key paths
@@ -72,7 +72,7 @@ class _StudyFile(BaseModel):
     policies: list[_PolicySpec] = Field(min_length=1)
     clusters: list[str] = Field(min_length=1)
     services: list[str | None] = Field(default_factory=lambda: list[str | None]([None]), min_length=1)
-    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    seeds: list[NonNegativeInt] = Field(default_factory=lambda: [0], min_length=1)  # NumPy takes no negative seed
     cross_leaf_penalty: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
     cross_spine_penalty: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
     restart_cost: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
