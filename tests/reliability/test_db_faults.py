@@ -27,7 +27,7 @@ import pytest
 from reliability.apifuzz import log_problems
 from reliability.private_pg import private_postgres_or_skip
 from service.serve_proc import Server, start_server
-from service.test_durability import Load, all_jobs, check_no_double_booking
+from service.test_durability import Load, all_jobs, check_no_double_booking, check_nothing_lost
 
 
 @contextlib.contextmanager
@@ -151,13 +151,7 @@ def test_postgresql_restarted_under_load(tmp_path: Path) -> None:
         time.sleep(1.0)  # the clients go on against the new process
         acked = load.finish()
         try:
-            assert len(acked) > 50, len(acked)
-            jobs = all_jobs(again, token)
-            by_id = {j["id"]: j for j in jobs}
-            missing = sorted(set(acked.values()) - set(by_id))
-            assert not missing, f"{len(missing)} acknowledged jobs lost, e.g. {missing[:5]}"
-            for job_id, placement in running_before.items():
-                assert by_id[job_id]["placement"] == placement and by_id[job_id]["runs"] == 1, job_id
+            jobs = check_nothing_lost(again, token, acked, running_before)
             with again.client(token) as c:
                 for key in sorted(acked)[:30]:
                     r = c.post("/v1/jobs", json={"gpus_per_worker": 1}, headers={"Idempotency-Key": key})

@@ -76,6 +76,20 @@ def all_jobs(srv: Server, token: str) -> list[dict[str, Any]]:
                 return out
 
 
+def check_nothing_lost(srv: Server, token: str, acked: dict[str, int],
+                       running_before: dict[int, Any]) -> list[dict[str, Any]]:
+    """After a restart: every acknowledged submit is a job, and every job that was running kept its
+    placement in its first run. Returns the jobs."""
+    assert len(acked) > 50, len(acked)
+    jobs = all_jobs(srv, token)
+    by_id = {j["id"]: j for j in jobs}
+    missing = sorted(set(acked.values()) - set(by_id))
+    assert not missing, f"{len(missing)} acknowledged jobs lost, e.g. {missing[:5]}"
+    for job_id, placement in running_before.items():
+        assert by_id[job_id]["placement"] == placement and by_id[job_id]["runs"] == 1, job_id
+    return jobs
+
+
 def check_no_double_booking(srv: Server, jobs: list[dict[str, Any]]) -> None:
     held: Counter[str] = Counter()
     for job in jobs:
