@@ -37,6 +37,7 @@ from kant.model.fit import FULL_GPU_MILLI, is_share
 from kant.model.job import JobTable
 from kant.model.state import ClusterState, Placement
 from kant.model.store import JobStore
+from kant.stamp import Stamped
 
 __all__ = ["Scheduler", "CycleResult", "SchedulerSnapshot", "RunningRecord", "CORDONED", "DOWN"]
 
@@ -144,7 +145,7 @@ class Scheduler:
         only = self.actions[0] if len(self.actions) == 1 else None
         self._idle_ok = (only is not None and type(only).idle is not Action.idle and not fw.admitters
                          and not fw.dynamic)
-        self._version_after = -1  # the state's version at the end of the last cycle
+        self._after: Stamped[None] = Stamped(None)  # the state as the last cycle left it (its version)
 
     @property
     def cluster(self) -> Cluster:
@@ -274,7 +275,7 @@ class Scheduler:
         else:  # the same object each cycle (its fields are cheaper to reset than a new one to build)
             ctx.now = now
             ctx.state, ctx.queue, ctx.running, ctx.reasons = self.state, self.queue, self.running, self._reasons
-            if self._idle_ok and self.state.version == self._version_after and self.actions[0].idle(ctx):
+            if self._idle_ok and self._after.fresh(self.state, self.state.version) and self.actions[0].idle(ctx):
                 return CycleResult()
             ctx.statement = Statement(self.state)
             ctx.started, ctx.evicted, ctx.wakeups = [], [], []  # fresh: an action may keep the last ones
@@ -287,7 +288,7 @@ class Scheduler:
         if self._bind_failures:
             for job, _ in ctx.started:
                 self._bind_failures.pop(job, None)
-        self._version_after = self.state.version
+        self._after.keep(self.state, self.state.version, None)
         return CycleResult(started=ctx.started, evicted=ctx.evicted, wakeups=ctx.wakeups)
 
     # --- introspection -------------------------------------------------------------------------

@@ -20,19 +20,16 @@ import kant.service.db as dbmod
 from kant.errors import KantError
 from kant.service.db import (
     UNSET,
-    Conflict,
     Database,
-    DatabaseError,
-    Fenced,
     JobUpdate,
     LeaderLock,
     NewEvent,
     NewJob,
     NodeRow,
     NodeUpdate,
-    NotFound,
     metadata,
 )
+from kant.service.errors import Conflict, DatabaseError, Fenced, NotFound
 from service.conftest import NewPgDatabase
 
 # --- helpers --------------------------------------------------------------------------------------

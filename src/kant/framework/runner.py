@@ -21,6 +21,7 @@ from kant.framework.queue import QueueOrder
 from kant.framework.status import SUCCESS, Status
 from kant.model.fit import FULL_GPU_MILLI, gpu_slots, worker_slots
 from kant.model.state import ClusterState, NodeClasses, Placement
+from kant.stamp import Stamped
 
 __all__ = ["Framework"]
 
@@ -69,9 +70,8 @@ class Framework:
         self.job_mem: list[int] = jobs.list_of("memory_mib")
         self.job_milli: list[int] = jobs.list_of("gpu_milli")
         # room_for's results for one state at one version, by (GPUs per worker, GPU type)
-        self._room: dict[tuple[int, int], int] = {}
-        self._room_state: object = None
-        self._room_version = -1
+        #: room_for's answers per (GPUs per worker, type), while the state's free capacity is unchanged
+        self._room: Stamped[dict[tuple[int, int], int]] = Stamped({})
         for p in self.plugins:
             p.setup(env)
 
@@ -179,14 +179,14 @@ class Framework:
         if g == 0:
             return self.job_workers[job]
         state = ctx.state
-        if self._room_state is not state or self._room_version != state.version:
-            self._room_state, self._room_version = state, state.version
-            self._room.clear()
+        rooms = self._room
+        if not rooms.fresh(state, state.version):
+            rooms.keep(state, state.version, {})
         t = self.job_type[job]
         milli = self.job_milli[job]
         if milli < 1000 and g == 1 and milli > 0:  # a GPU share (FULL_GPU_MILLI = 1000)
             return self._share_room(state, milli, t)
-        room = self._room.get((g, t))
+        room = rooms.value.get((g, t))
         if room is None:
             hist, width = state.hist_counts
             codes = self.env.cluster_types_of(t) if t >= 0 else range(len(hist) // width)
@@ -197,14 +197,14 @@ class Framework:
                     n = hist[base + k]
                     if n:
                         room += n * (k // g)  # gpu_slots(k, g): inlined, the hot path
-            self._room[(g, t)] = room
+            rooms.value[(g, t)] = room
         return room
 
     def _share_room(self, state: ClusterState, milli: int, t: int) -> int:
         """:meth:`room_for` of a GPU share of ``milli``: completely free GPUs of the allowed types and
         (any type) open GPU slots: an upper bound, as room_for promises."""
         key = (-milli, t)  # cannot clash with a whole-GPU key
-        room = self._room.get(key)
+        room = self._room.value.get(key)
         if room is None:
             hist, width = state.hist_counts
             codes = self.env.cluster_types_of(t) if t >= 0 else range(len(hist) // width)
@@ -216,7 +216,7 @@ class Framework:
             # open GPU slots: their free milli in total over ``milli`` bounds what they hold (an upper
             # bound, O(1); the exact count, ClusterState.share_slots, is O(nodes with shares))
             room += (state.share_open * FULL_GPU_MILLI - state.share_used_milli) // milli
-            self._room[key] = room
+            self._room.value[key] = room
         return room
 
     def place(self, ctx: CycleContext, job: int) -> Placement | Status:

@@ -76,6 +76,7 @@ from kant.plugins.topology import (
     tier_feasible,
     tier_groups,
 )
+from kant.stamp import Stamped
 
 if TYPE_CHECKING:
     from kant.framework.runner import Framework
@@ -168,8 +169,8 @@ class EBinpack(Place):
         self._leaf_nodes: list[list[int]] = []
         self._leaf_first: list[int] = []
         self._leaves_in_order = False
-        self._per_leaf: tuple[object, int, list[int]] | None = None  # (state, version, key per leaf)
-        self._per_leaf_array: tuple[object, int, IntArray] | None = None  # the same, as an array
+        self._per_leaf: Stamped[list[int]] = Stamped([])  # key per leaf, while the free capacity is unchanged
+        self._per_leaf_array: Stamped[IntArray] = Stamped(np.zeros(0, dtype=np.int64))  # the same, as an array
         self._leaf_spine: list[int] = []
         self._rows: NodeRows | None = None
 
@@ -219,8 +220,8 @@ class EBinpack(Place):
         # leaves hold consecutive node ranges in leaf order (as every built-in cluster does): then the
         # lowest node of tied leaves is in the lowest-numbered leaf
         self._leaves_in_order = bool(np.all(np.diff(cluster.leaf) >= 0))
-        self._per_leaf = None
-        self._per_leaf_array = None
+        self._per_leaf.forget()
+        self._per_leaf_array.forget()
         self._leaf_spine = cluster.leaf_spine.tolist()
         bound = {"leaf": int(cluster.leaf_gpus.max()) + 1, "spine": int(cluster.spine_gpus.max()) + 1}
         radices = [3, int(cluster.gpus.max()) + 1, *(bound[t] for t in self._args.tie_break)]
@@ -367,8 +368,8 @@ class EBinpack(Place):
         while the state's free capacity is unchanged."""
         state = ctx.state
         cached = self._per_leaf
-        if cached is not None and cached[0] is state and cached[1] == state.version:
-            return cached[2]
+        if cached.fresh(state, state.version):
+            return cached.value
         keys: list[int]
         if state.cluster.n_leaves > _FEW_LEAVES:
             keys = self._leaf_key_array(ctx, m_leaf, m_spine).tolist()
@@ -378,18 +379,16 @@ class EBinpack(Place):
                 lf * m_leaf + spine_free[sp] * m_spine
                 for lf, sp in zip(state.leaf_free.tolist(), self._leaf_spine, strict=True)
             ]
-        self._per_leaf = (state, state.version, keys)
-        return keys
+        return cached.keep(state, state.version, keys)
 
     def _leaf_key_array(self, ctx: CycleContext, m_leaf: int, m_spine: int) -> IntArray:
         """:meth:`_leaf_keys` as an array (for clusters with many leaves), cached alike."""
         state = ctx.state
         cached = self._per_leaf_array
-        if cached is not None and cached[0] is state and cached[1] == state.version:
-            return cached[2]
+        if cached.fresh(state, state.version):
+            return cached.value
         keys: IntArray = state.leaf_free * m_leaf + state.spine_free[state.cluster.leaf_spine] * m_spine
-        self._per_leaf_array = (state, state.version, keys)
-        return keys
+        return cached.keep(state, state.version, keys)
 
     def place(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
         if self._args.share_aware and fw.job_workers[job] == 1:

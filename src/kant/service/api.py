@@ -27,8 +27,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from kant.errors import KantError
 from kant.model.cluster import NodeSpec
 from kant.service.auth import Principal, bearer
-from kant.service.db import JOB_STATES, Conflict, DatabaseError, Fenced, NewJob, NotFound
-from kant.service.loop import Invalid, ServiceLoop
+from kant.service.db import JOB_STATES, NewJob
+from kant.service.errors import Conflict, DatabaseError, Fenced, Invalid, NotFound
+from kant.service.loop import ServiceLoop
 from kant.service.metrics import CONTENT_TYPE
 from kant.service.schemas import (
     BatchOut,

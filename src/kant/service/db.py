@@ -32,6 +32,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.engine.url import URL
 
 from kant.errors import KantError
+from kant.service.errors import Conflict, DatabaseError, Fenced, NotFound
 
 __all__ = [
     "JOB_STATES",
@@ -39,11 +40,8 @@ __all__ = [
     "MIGRATION_LOCK_KEY",
     "NODE_STATES",
     "UNSET",
-    "Conflict",
     "Database",
-    "DatabaseError",
     "EventRow",
-    "Fenced",
     "JobRow",
     "JobUpdate",
     "LeaderLock",
@@ -51,7 +49,6 @@ __all__ = [
     "NewJob",
     "NodeRow",
     "NodeUpdate",
-    "NotFound",
     "ServiceRow",
     "TenantRow",
     "TokenRow",
@@ -72,25 +69,6 @@ TOKEN_CACHE_TTL_S: Final = 2.0
 _TOKEN_CACHE_MAX: Final = 10_000
 
 MIGRATIONS_DIR: Final = Path(__file__).resolve().parent / "migrations"
-
-
-# --- errors ---------------------------------------------------------------------------------------
-
-
-class DatabaseError(KantError):
-    """A database operation failed (connection, lock timeout, bad state)."""
-
-
-class Conflict(DatabaseError):
-    """The row to create already exists."""
-
-
-class NotFound(DatabaseError):
-    """A row the operation needs does not exist."""
-
-
-class Fenced(DatabaseError):
-    """The caller's leader epoch is no longer the current one; nothing was written."""
 
 
 # --- schema ---------------------------------------------------------------------------------------

@@ -52,23 +52,21 @@ from kant.scheduler import CORDONED, DOWN, RunningRecord, Scheduler, SchedulerSn
 from kant.service.clock import Clock, ManualClock, WallClock
 from kant.service.db import (
     UNSET,
-    Conflict,
     Database,
-    DatabaseError,
-    Fenced,
     JobRow,
     JobUpdate,
     NewEvent,
     NewJob,
     NodeRow,
     NodeUpdate,
-    NotFound,
     TenantRow,
 )
+from kant.service.errors import Conflict, DatabaseError, Fenced, Invalid, NotFound
 from kant.service.executors.base import NODE_LOST_PREFIX, ExecEvent, Executor, Launch, NodeEvent
+from kant.stamp import Stamped
 from kant.twin.snapshot import TwinSnapshot
 
-__all__ = ["ServiceLoop", "Arrival", "LiveView", "NodeView", "Invalid", "gang_bucket", "CLOCK_KEY"]
+__all__ = ["ServiceLoop", "Arrival", "LiveView", "NodeView", "gang_bucket", "CLOCK_KEY"]
 
 #: meta key of the last time of a manual or accelerated clock (where a restart resumes)
 CLOCK_KEY = "clock_now"
@@ -78,10 +76,6 @@ log = logging.getLogger("kant.serve")
 def gang_bucket(total_gpus: int) -> str:
     """The gang-size bucket of docs/metrics.md a job of ``total_gpus`` GPUs falls in."""
     return BUCKETS[int(bucket_index(total_gpus))]
-
-
-class Invalid(KantError):
-    """A command the current state does not allow (HTTP 409), with the reason."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,8 +252,7 @@ class ServiceLoop:
         #: bumped by every change of state (arrivals, and every turn that writes a job or node change):
         #: the twin's staleness test
         self.state_version = 0
-        self._head_key: tuple[Scheduler, int, int, int] | None = None  # (see _head)
-        self._head_row: int | None = None
+        self._head: Stamped[int | None] = Stamped(None)  # the first pending job (see head)
         self._next_reconcile = time.monotonic() + executor.reconcile_every
         executor.set_waker(self.wake)
 
@@ -900,7 +893,8 @@ class ServiceLoop:
         sched = self.sched
         if sched.cycles <= info.queued_cycle:  # a reason of its shape would be older than the job
             why = "waiting for the next scheduling cycle"
-        elif sched.pending_status(info.row) is None and (head := self._head()) is not None and head != info.row:
+        elif (sched.pending_status(info.row) is None and (head := self._first_pending()) is not None
+                and head != info.row):
             # the policy's walk stopped before it (a blocking head, a backfill depth): say behind what
             status = sched.pending_status(head)
             why = (f"not looked at in the last cycle: it is behind job {self.ids[head]}, first in the queue, "
@@ -909,15 +903,15 @@ class ServiceLoop:
             why = sched.why_pending(info.row)
         return why if info.requeued is None else f"{why}; back in the queue after: {info.requeued}"
 
-    def _head(self) -> int | None:
+    def _first_pending(self) -> int | None:
         """The first pending job in queue order, remembered until the state changes (a page of
         reasons asks for it once per job)."""
         sched = self.sched
-        key = (sched, self.state_version, sched.cycles, len(sched.queue))  # (a rebuild makes a new sched)
-        if self._head_key != key:
-            self._head_key = key
-            self._head_row = sched.queue.head(sched.framework.dynamic_key(self.clock.now()))
-        return self._head_row
+        stamp = (self.state_version, sched.cycles, len(sched.queue))  # (a rebuild makes a new sched)
+        head = self._head
+        if not head.fresh(sched, stamp):
+            head.keep(sched, stamp, sched.queue.head(sched.framework.dynamic_key(self.clock.now())))
+        return head.value
 
     def why(self, job_id: int) -> dict[str, Any]:
         info = self.active.get(job_id)

@@ -40,13 +40,14 @@ from kant.service.auth import Authenticator
 from kant.service.clock import make_clock
 from kant.service.dashboard import History
 from kant.service.dashboard.routes import mount as mount_dashboard
-from kant.service.db import Database, DatabaseError, LeaderLock, NewJob
+from kant.service.db import Database, LeaderLock, NewJob
+from kant.service.errors import Busy, DatabaseError, TooLong
 from kant.service.events import EventHub
 from kant.service.executors import make_executor
 from kant.service.loop import CLOCK_KEY, LiveView, ServiceLoop
 from kant.service.metrics import ServiceMetrics
 from kant.service.schemas import JobSubmit, PredictionOut, WhatIfIn, WhyOut
-from kant.service.twin import Busy, TooLong, Twin, WhatIfGate, describe_prediction
+from kant.service.twin import Twin, WhatIfGate, describe_prediction
 from kant.service.writer import SubmitWriter
 from kant.twin.snapshot import TwinSnapshot
 from kant.twin.whatif import NodeTemplate, Scenario

@@ -31,12 +31,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kant.errors import KantError
+from kant.service.errors import Busy, TooLong
 from kant.text import span
 from kant.twin.predict import predict
 from kant.twin.snapshot import TwinSnapshot
 from kant.twin.whatif import Scenario, compare_within
 
-__all__ = ["Twin", "Predicted", "predict_job_starts", "run_whatif", "WhatIfGate", "Busy", "TooLong"]
+__all__ = ["Twin", "Predicted", "predict_job_starts", "run_whatif", "WhatIfGate"]
 
 log = logging.getLogger("kant.serve")
 
@@ -104,18 +105,6 @@ def run_whatif(snapshot: Mapping[str, Any], scenarios: list[Scenario], horizon_s
 
         out["html"] = whatif_html(snap, results)
     return out
-
-
-class Busy(KantError):
-    """A what-if refused for now (429): ``retry_after`` seconds is when to try again."""
-
-    def __init__(self, message: str, retry_after: float) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class TooLong(KantError):
-    """A what-if whose worker was stopped at its hard limit without an answer."""
 
 
 class WhatIfGate:

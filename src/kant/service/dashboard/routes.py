@@ -39,6 +39,7 @@ from kant.service.dashboard.models import (
     WhoOut,
 )
 from kant.service.twin import describe_prediction
+from kant.stamp import Stamped
 
 if TYPE_CHECKING:
     from kant.service.loop import ServiceLoop
@@ -190,8 +191,7 @@ class LayoutCache:
 
     def __init__(self, svc: "Service") -> None:
         self.svc = svc
-        self._key: tuple[int, int] | None = None
-        self._layout: Layout | None = None
+        self._layout: Stamped[Layout | None] = Stamped(None)  # of the loop (by identity) at its state_version
         self._maps: dict[tuple[str | None, str | None, bool], MapOut] = {}
         self._lock = threading.Lock()
         #: milliseconds of the last refresh: waiting for the loop's thread and copying there (wall, and
@@ -202,17 +202,20 @@ class LayoutCache:
         loop = self.svc.loop
         if loop is None or not loop.alive:
             raise HTTPException(503, "this service is a standby, not the leader", headers={"Retry-After": "1"})
-        key = (id(loop), loop.state_version)
+        version = loop.state_version
         with self._lock:
-            if self._key == key and self._layout is not None:
-                return self._layout
+            cached = self._layout.value
+            if cached is not None and self._layout.fresh(loop, version):
+                return cached
             t0 = time.perf_counter()
             raw: _Raw = loop.call(Layout.capture)
             t1, cpu1 = time.perf_counter(), time.thread_time()
-            self._key, self._layout, self._maps = key, Layout.build(raw), {}
+            layout = Layout.build(raw)
+            self._layout.keep(loop, version, layout)
+            self._maps = {}
             self.last_ms = (1000 * (t1 - t0), 1000 * raw.cpu_s, 1000 * (time.perf_counter() - t1),
                             1000 * (time.thread_time() - cpu1))
-            return self._layout
+            return layout
 
     def timing(self, fresh: bool) -> str:
         """A ``Server-Timing`` header value: the refresh this request made, if it made one."""
@@ -225,17 +228,17 @@ class LayoutCache:
     def fresh(self) -> bool:
         """Whether the next :meth:`get` takes a new layout (for the timing header)."""
         loop = self.svc.loop
-        return loop is None or (id(loop), loop.state_version) != self._key
+        return loop is None or not self._layout.fresh(loop, loop.state_version)
 
     def map(self, p: Principal, leaf: str | None, max_nodes: int) -> MapOut:
         layout = self.get()
         detail = leaf is not None or len(layout.nodes) <= max_nodes
         key = (p.scope(), leaf, detail)
         out = self._maps.get(key)
-        if out is None or self._layout is not layout:
+        if out is None or self._layout.value is not layout:
             out = cluster_map(layout, p, leaf, detail)
             with self._lock:
-                if self._layout is layout and len(self._maps) < 256:
+                if self._layout.value is layout and len(self._maps) < 256:
                     self._maps[key] = out
         return out
 
