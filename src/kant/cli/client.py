@@ -27,13 +27,13 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from kant.cli._common import FiniteFloat, OneLineCommand, console, fail, out
-from kant.text import span
+from kant.cli._common import Duration, FiniteFloat, OneLineCommand, console, fail, out
+from kant.text import format_duration
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["ApiError", "Client", "commands", "parse_duration"]
+__all__ = ["ApiError", "Client", "commands"]
 
 DEFAULT_URL = "http://127.0.0.1:8787"
 TOKEN_FILE = "kant-admin.token"
@@ -204,33 +204,6 @@ def _reason(exc: Exception) -> str:
 _Command = OneLineCommand
 
 
-def parse_duration(value: str) -> float:
-    """Seconds from ``90``, ``90s``, ``15m``, ``2h`` or ``1d`` (fractions allowed: ``1.5h``)."""
-    text = value.strip().lower()
-    units = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-    scale = units.get(text[-1:])
-    number = text[:-1].strip() if scale is not None else text
-    try:
-        seconds = float(number) * (scale or 1.0)
-    except ValueError:
-        raise ValueError(f"{value!r} is not a duration (e.g. 90, 90s, 15m, 2h, 1d)") from None
-    if not (seconds >= 0 and seconds != float("inf")):
-        raise ValueError(f"{value!r} is not a duration: it must be finite and not negative")
-    return seconds
-
-
-def _duration_option(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        seconds = parse_duration(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
-    if param.name == "estimate" and seconds == 0:
-        raise click.BadParameter(f"{value!r}: an estimate must be more than 0", ctx, param)
-    return seconds
-
-
 def _label_option(ctx: click.Context, param: click.Parameter, value: Sequence[str]) -> dict[str, str]:
     labels: dict[str, str] = {}
     for item in value:
@@ -297,7 +270,7 @@ class Clock:
             return "-"
         if absolute:
             return self.reading(t)
-        return f"{span(self.now - t)} ago"
+        return f"{format_duration(self.now - t, 'compact')} ago"
 
     def reading(self, t: float) -> str:
         if self.kind == "wall":
@@ -382,9 +355,9 @@ def _print_json(data: Any) -> None:
 @click.option("--memory", type=click.IntRange(min=0), default=0, metavar="MIB",
               help="Memory per worker in MiB (0: not asked).")
 @click.option("--priority", type=int, default=0, show_default=True, help="Higher runs first (policy permitting).")
-@click.option("--estimate", type=str, default=None, callback=_duration_option, metavar="DUR",
+@click.option("--estimate", type=Duration(positive=True), default=None, metavar="DUR",
               help="Your run-time estimate (90, 90s, 15m, 2h, 1d); backfill plans with it.")
-@click.option("--duration", type=str, default=None, callback=_duration_option, metavar="DUR",
+@click.option("--duration", type=Duration(), default=None, metavar="DUR",
               help="How long the simulated executor runs the job.")
 @click.option("--tenant", default=None, help="Whose job (admins; a tenant token submits its own).")
 @click.option("--user", default=None, help="The user within the tenant (default: the tenant).")
@@ -564,8 +537,8 @@ def show(api: Client, job: str, absolute: bool, as_json: bool) -> None:
                        data["state"] + (f": {data['reason']}" if data.get("reason") else ""))),
         ("gang", gang),
         ("priority", str(data["priority"])),
-        ("estimate", span(data["estimate_s"]) if data.get("estimate_s") is not None else "-"),
-        ("duration", span(data["duration_s"]) if data.get("duration_s") is not None else "-"),
+        ("estimate", format_duration(data["estimate_s"], "compact") if data.get("estimate_s") is not None else "-"),
+        ("duration", format_duration(data["duration_s"], "compact") if data.get("duration_s") is not None else "-"),
         ("command", Text(data.get("command") or "-")),
         ("labels", Text(", ".join(f"{k}={v}" for k, v in data["labels"].items()) or "-")),
         ("submitted", clock.at(data["submit_time"], absolute)),
@@ -863,7 +836,7 @@ def _whatif_local(snapshot: Path, body: dict[str, Any], html: Path | None) -> di
 @click.option("--drain", "drain", multiple=True, metavar="NODE", help="Drain this node; repeat for more.")
 @click.option("--quota", "quotas", multiple=True, metavar="TENANT=G:M", callback=_quota_option,
               help="Give a tenant GUARANTEED:MAX GPUs (- for none); repeat for more.")
-@click.option("--horizon", default="24h", show_default=True, callback=_duration_option,
+@click.option("--horizon", type=Duration(), default="24h", show_default=True,
               help="How far to run forward (90m, 24h, 7d).")
 @click.option("--runs", type=click.IntRange(1, 100), default=10, show_default=True,
               help="Sampled runs per scenario (run times drawn from the estimator's error).")
@@ -910,8 +883,8 @@ def whatif(api: Client, policies: tuple[str, ...], add_nodes: int, drain: tuple[
 def _whatif_tables(data: dict[str, Any]) -> Group:
     scs = data["scenarios"]
     now = float(data["as_of"])
-    head = _table("", *(sc["name"] for sc in scs),
-                  title=f"what if, {span(data['horizon_s'])} ahead ({data['runs']} sampled run(s) each)")
+    ahead = format_duration(data["horizon_s"], "compact")
+    head = _table("", *(sc["name"] for sc in scs), title=f"what if, {ahead} ahead ({data['runs']} sampled run(s) each)")
     rows: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
         ("policy", lambda sc: str(sc["policy"])),
         ("GAR", lambda sc: _pct(sc["gar"])),
@@ -939,7 +912,7 @@ def _whatif_tables(data: dict[str, Any]) -> Group:
 
 
 def _opt_span(seconds: float | None) -> str:
-    return "-" if seconds is None else span(seconds)
+    return "-" if seconds is None else format_duration(seconds, "compact")
 
 
 #: every client command, for ``kant.cli.main``
