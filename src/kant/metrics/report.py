@@ -32,11 +32,11 @@ from kant.metrics.summary import (
     Dist,
     Metrics,
     Timeline,
-    format_duration,
     job_waits,
     json_safe,
     summary_rows,
 )
+from kant.text import format_duration
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
