@@ -110,12 +110,12 @@ def test_simulate_imports_nothing_it_does_not_need(tmp_path: Path) -> None:
 def test_a_run_loads_with_the_collector_off_and_leaves_it_as_it_was() -> None:
     import gc
 
-    from kant.cli.main import _loading
+    from kant.runs import loading
 
     try:
         for enabled in (True, False):
             (gc.enable if enabled else gc.disable)()
-            with _loading():
+            with loading():
                 assert not gc.isenabled()
             assert gc.isenabled() is enabled and gc.get_freeze_count() > 0
     finally:
