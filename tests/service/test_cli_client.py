@@ -167,7 +167,7 @@ def test_cancel_tries_every_job(srv: Server, tokens: dict[str, str]) -> None:
 
 def test_queue_follows_pages_up_to_the_limit(srv: Server, tokens: dict[str, str],
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("kant.cli.client.PAGE", 2)  # pages of 2 (the API's largest is 1,000)
+    monkeypatch.setattr("kant.cli.client.jobs.PAGE", 2)  # pages of 2 (the API's largest is 1,000)
     r = srv.admin.post("/v1/jobs/batch", json={"jobs": [{"tenant": "team-b", "gpus_per_worker": 8, "workers": 4,
                                                          "duration_s": 5} for _ in range(5)]})
     assert r.status_code == 201, r.text

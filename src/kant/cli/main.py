@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
     from rich.table import Table
 
-__all__ = ["cli", "main"]
+__all__ = ["LAZY_COMMANDS", "cli", "main"]
 
 
 def _table(title: str, *, show_header: bool = True) -> Table:
@@ -120,27 +120,29 @@ def _spec(policy: str, kw: dict[str, Any], jobs_out: Path | None = None) -> RunS
 
 
 #: subcommands defined in other modules, imported when first used (``kant simulate`` imports none)
-_LAZY_COMMANDS: dict[str, str] = {
+LAZY_COMMANDS: dict[str, str] = {
     "experiment": "kant.cli.experiment",
     "serve": "kant.cli.serve",
     "sweep": "kant.cli.sweep",
     "trace": "kant.cli.trace",
     # the client of `kant serve` (docs/cli.md)
-    **dict.fromkeys(("submit", "queue", "jobs", "show", "cancel", "why", "logs", "nodes", "drain", "cordon",
-                     "uncordon", "top", "whatif"), "kant.cli.client"),
+    **dict.fromkeys(("submit", "queue", "jobs", "show", "cancel", "why", "logs"), "kant.cli.client.jobs"),
+    **dict.fromkeys(("nodes", "drain", "cordon", "uncordon"), "kant.cli.client.nodes"),
+    "top": "kant.cli.client.top",
+    "whatif": "kant.cli.client.whatif",
 }
 
 
 class _LazyGroup(click.Group):
-    """A group whose commands from :data:`_LAZY_COMMANDS` are imported on first use; ``--help`` lists
+    """A group whose commands from :data:`LAZY_COMMANDS` are imported on first use; ``--help`` lists
     (and so imports) them all."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *_LAZY_COMMANDS})
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in _LAZY_COMMANDS:
-            command = getattr(importlib.import_module(_LAZY_COMMANDS[cmd_name]), cmd_name)
+        if cmd_name not in self.commands and cmd_name in LAZY_COMMANDS:
+            command = getattr(importlib.import_module(LAZY_COMMANDS[cmd_name]), cmd_name)
             assert isinstance(command, click.Command) and command.name == cmd_name
             self.add_command(command)
         return super().get_command(ctx, cmd_name)
