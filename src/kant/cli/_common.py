@@ -10,8 +10,6 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from kant.text import parse_duration
-
 __all__ = ["SEED", "Duration", "FiniteFloat", "OneLineCommand", "console", "fail", "out"]
 
 console = Console(stderr=True)  # progress, notes and errors
@@ -76,6 +74,8 @@ class Duration(click.ParamType[float]):
         self.positive = positive
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        from kant.text import parse_duration  # (here: `kant --version` parses no duration)
+
         if isinstance(value, float):
             return value
         try:

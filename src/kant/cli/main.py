@@ -14,11 +14,12 @@ import click
 from kant import __version__
 from kant.cli._common import SEED, FiniteFloat, OneLineCommand, console, fail, out
 from kant.errors import KantError
-from kant.runs import RunSpec, check_inputs, labelled, per_policy, run, run_all, write_comparison, write_run
 
 if TYPE_CHECKING:
     from rich.progress import Progress
     from rich.table import Table
+
+    from kant.runs import RunSpec
 
 __all__ = ["LAZY_COMMANDS", "cli", "main"]
 
@@ -102,6 +103,8 @@ def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _spec(policy: str, kw: dict[str, Any], jobs_out: Path | None = None) -> RunSpec:
+    from kant.runs import RunSpec  # (here, not at the top: `kant --version` loads no run's module)
+
     return RunSpec(
         trace=kw["trace"],
         cluster=kw["cluster"],
@@ -161,6 +164,8 @@ def cli() -> None:
 @_common_options
 def simulate(policy: str, no_report: bool, **kw: Any) -> None:
     """Replay a trace on a cluster under one policy; print a summary, write JSON and HTML."""
+    from kant.runs import run, write_run
+
     out_dir: Path = kw["out_dir"]
     spec = _spec(policy, kw, out_dir / "jobs.parquet")
     try:
@@ -193,6 +198,8 @@ def simulate(policy: str, no_report: bool, **kw: Any) -> None:
 @_common_options
 def compare(policies: tuple[str, ...], workers: int | None, **kw: Any) -> None:
     """Run several policies on the same trace and cluster; write one report and a table."""
+    from kant.runs import check_inputs, labelled, per_policy, run_all, write_comparison
+
     if len(set(policies)) != len(policies):
         fail("a policy is listed twice")
     out_dir: Path = kw["out_dir"]
