@@ -32,7 +32,6 @@ Prints one table (median of ``--runs``) and writes bench/results/cli.json. Figur
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
@@ -112,11 +111,12 @@ def phases(limit: int | None, cluster: str) -> list[tuple[str, float]]:
         laps.append((name, round(now - last, 3)))
         last = now
 
-    import kant.cli.main  # (what the `kant` command imports before it runs)
+    import kant.cli.main  # noqa: F401  (what the `kant` command imports before it runs)
 
     lap("import kant.cli.main")
-    # the CLI loads a run's modules and inputs with the garbage collector off (a tree before that: as is)
-    loading = getattr(kant.cli.main, "_loading", contextlib.nullcontext)
+    # a run loads its modules and inputs with the garbage collector off (kant.runs.loading)
+    from kant.runs import loading
+
     with loading():
         from kant.config import load_policy
         from kant.metrics.summary import summarize

@@ -15,8 +15,9 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kant.cli.main import RunSpec, _run, cli
+from kant.cli.main import cli
 from kant.metrics.jobs import JOB_COLUMNS
+from kant.runs import RunSpec, run
 
 # 600 Philly jobs on 4 nodes x 8 GPUs: most of them wait, so the wait percentiles are not all 0
 _ARGS = ["--limit", "600", "--cluster", "4x8:V100,leaf=2,spine=1"]
@@ -87,7 +88,7 @@ def test_the_file_agrees_with_the_metrics_on_random_workloads(
     spec = RunSpec(trace=trace, cluster=f"{nodes}x8:V100,leaf=2,spine=1", policy=policy, seed=seed,
                    skip_invalid=False, limit=None, cross_leaf_penalty=0.0, cross_spine_penalty=0.0,
                    restart_cost_s=0.0, checkpoint_interval_s=None, check_every=0, jobs_out=str(path))
-    _, metrics, _ = _run(spec)
+    metrics = run(spec).metrics
     df = pd.read_parquet(path)
     c = metrics.counts
     assert (len(df), int((df.state == "finished").sum()), int(df.preemptions.sum())) == (

@@ -15,7 +15,6 @@ from pathlib import Path
 import click.testing
 import pytest
 
-from kant.cli.client import parse_duration
 from kant.cli.main import cli
 from service.serve_proc import Server, free_port, running_server
 
@@ -168,7 +167,7 @@ def test_cancel_tries_every_job(srv: Server, tokens: dict[str, str]) -> None:
 
 def test_queue_follows_pages_up_to_the_limit(srv: Server, tokens: dict[str, str],
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("kant.cli.client.PAGE", 2)  # pages of 2 (the API's largest is 1,000)
+    monkeypatch.setattr("kant.cli.client.jobs.PAGE", 2)  # pages of 2 (the API's largest is 1,000)
     r = srv.admin.post("/v1/jobs/batch", json={"jobs": [{"tenant": "team-b", "gpus_per_worker": 8, "workers": 4,
                                                          "duration_s": 5} for _ in range(5)]})
     assert r.status_code == 201, r.text
@@ -302,14 +301,6 @@ def test_bad_local_input(srv: Server) -> None:
     assert err(kant(srv, "show", "first")) == "error: JOB: 'first' is not a job id (a number)"
     assert err(kant(srv, "show", "999999")) == "error: 404: no job 999999"
     assert "'--state'" in err(kant(srv, "queue", "--state", "finished"))
-
-
-def test_durations() -> None:
-    assert [parse_duration(v) for v in ("90", "90s", "15m", "2h", "1d", "1.5h", " 2H ")] == [
-        90, 90, 900, 7200, 86400, 5400, 7200]
-    for bad in ("", "h", "5x", "-1m", "inf", "nan"):
-        with pytest.raises(ValueError):
-            parse_duration(bad)
 
 
 # --- a real process --------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """What every ``kant`` subcommand shares: the two consoles, the one-line error exit, and the one rule
-for number options (:class:`FiniteFloat`)."""
+for number options (:class:`FiniteFloat`) and for duration options (:class:`Duration`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-__all__ = ["SEED", "FiniteFloat", "OneLineCommand", "console", "fail", "out"]
+__all__ = ["SEED", "Duration", "FiniteFloat", "OneLineCommand", "console", "fail", "out"]
 
 console = Console(stderr=True)  # progress, notes and errors
 out = Console()  # results
@@ -62,3 +62,26 @@ class FiniteFloat(click.FloatRange):
         if math.isinf(number) and not self.allow_inf:
             self.fail(f"{value!r} must be a finite number", param, ctx)
         return super().convert(number, param, ctx)
+
+
+class Duration(click.ParamType[float]):
+    """A duration option (``90``, ``90s``, ``15m``, ``2h``, ``1d``: :func:`kant.text.parse_duration`), in
+    seconds; ``positive``: 0 is refused too (an estimate, a default estimate)."""
+
+    name = "duration"
+
+    def __init__(self, *, positive: bool = False) -> None:
+        self.positive = positive
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        from kant.text import parse_duration  # (here: `kant --version` parses no duration)
+
+        if isinstance(value, float):
+            return value
+        try:
+            seconds = parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if self.positive and seconds == 0:
+            self.fail(f"{value!r} is not a duration: it must be more than 0", param, ctx)
+        return seconds

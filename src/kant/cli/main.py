@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import gc
 import importlib
-import json
-import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,110 +19,9 @@ if TYPE_CHECKING:
     from rich.progress import Progress
     from rich.table import Table
 
-__all__ = ["cli", "main"]
+    from kant.runs import RunSpec
 
-
-@dataclass(frozen=True)
-class RunSpec:
-    """Everything one simulation needs, picklable so a worker process can run it."""
-
-    trace: str
-    cluster: str
-    policy: str
-    seed: int
-    skip_invalid: bool
-    limit: int | None
-    cross_leaf_penalty: float
-    cross_spine_penalty: float
-    restart_cost_s: float
-    checkpoint_interval_s: float | None
-    check_every: int
-    services: str | None = None  # services YAML (inference next to the training trace)
-    jobs_out: str | None = None  # per-job results Parquet written by the run (kant.metrics.jobs)
-    policy_doc: dict[str, Any] | None = None  # a resolved policy mapping used instead of loading `policy`
-
-
-@contextmanager
-def _loading() -> Iterator[None]:
-    """Loading a run's modules and inputs with the cyclic garbage collector off, then freezing
-    everything loaded (:func:`gc.freeze`): it lives as long as the run, so collecting it finds
-    nothing. Collections during imports, and the full collections the simulation triggers walking
-    every module object, took about 0.05 s of a 1,000-job run's 0.5."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
-
-
-def _run(spec: RunSpec, progress: Callable[[int, int], None] | None = None) -> tuple[Any, Any, str]:
-    """Load inputs and simulate; returns (SimResult, Metrics, dropped-rows summary)."""
-    with _loading():
-        from kant.config import load_policy
-        from kant.metrics.summary import summarize
-        from kant.sim import ExecutionModel, Simulator
-        from kant.traces import Problems
-        from kant.traces.registry import load_nodes, load_trace
-
-        if spec.policy_doc is not None:
-            from kant.config import parse_policy
-
-            policy = parse_policy(spec.policy_doc, spec.policy)
-        else:
-            policy = load_policy(spec.policy)
-        cluster = load_nodes(spec.cluster)
-        problems = Problems(skip=spec.skip_invalid)
-        jobs = load_trace(spec.trace, problems=problems, limit=spec.limit)
-    try:
-        execution = ExecutionModel(
-            cross_leaf_penalty=spec.cross_leaf_penalty,
-            cross_spine_penalty=spec.cross_spine_penalty,
-            restart_cost_s=spec.restart_cost_s,
-            checkpoint_interval_s=spec.checkpoint_interval_s,
-        )
-    except ValueError as exc:
-        raise KantError(f"execution model: {exc}") from None
-    if spec.services is not None:
-        from kant.inference.services import load_services
-        from kant.inference.unified import simulate_with_services
-
-        result, _, sim = simulate_with_services(cluster, jobs, policy, load_services(spec.services), seed=spec.seed,
-                                                execution=execution, check_every=spec.check_every, progress=progress)
-    else:
-        sim = Simulator(
-            cluster, jobs, policy, seed=spec.seed, execution=execution, check_every=spec.check_every, progress=progress
-        )
-        result = sim.run()
-    result.info["policy_file"] = policy.source
-    result.info["trace"] = spec.trace
-    result.info["cluster"] = spec.cluster
-    result.info["cluster_description"] = cluster.describe()
-    estimates = _estimates_of(sim)
-    metrics = summarize(result, estimates=estimates)
-    if spec.jobs_out is not None:
-        from kant.metrics.jobs import write_jobs
-
-        write_jobs(spec.jobs_out, result, estimates)
-    if spec.services is not None:
-        from kant.inference.unified import inference_rows
-
-        report: dict[str, Any] = result.info.pop("inference")  # type: ignore[assignment]
-        metrics = metrics.with_extra("inference", report, tuple(inference_rows(report)))
-    return result, metrics, problems.summary()
-
-
-def _estimates_of(sim: Any) -> Any:
-    """Estimates a policy's runtime estimator made, if it has one (for JTTED)."""
-    from kant.plugins.estimator import RuntimeEstimator, estimates_used
-
-    return estimates_used(sim) if sim.plugin(RuntimeEstimator) is not None else None
-
-
-def _run_quiet(spec: RunSpec) -> tuple[Any, Any, str]:
-    return _run(spec)
+__all__ = ["LAZY_COMMANDS", "cli", "main"]
 
 
 def _table(title: str, *, show_header: bool = True) -> Table:
@@ -170,6 +65,12 @@ def _updates(bar: Progress, description: str) -> Callable[[int, int], None]:
     return progress
 
 
+def _steps(bar: Progress, description: str, total: int) -> Callable[[], None]:
+    """A callback that moves a new task of ``bar`` (``total`` steps) one step."""
+    task = bar.add_task(description, total=total)
+    return lambda: bar.advance(task)
+
+
 def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--trace", default="philly", show_default=True,
@@ -202,6 +103,8 @@ def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _spec(policy: str, kw: dict[str, Any], jobs_out: Path | None = None) -> RunSpec:
+    from kant.runs import RunSpec  # (here, not at the top: `kant --version` loads no run's module)
+
     return RunSpec(
         trace=kw["trace"],
         cluster=kw["cluster"],
@@ -220,27 +123,29 @@ def _spec(policy: str, kw: dict[str, Any], jobs_out: Path | None = None) -> RunS
 
 
 #: subcommands defined in other modules, imported when first used (``kant simulate`` imports none)
-_LAZY_COMMANDS: dict[str, str] = {
+LAZY_COMMANDS: dict[str, str] = {
     "experiment": "kant.cli.experiment",
     "serve": "kant.cli.serve",
     "sweep": "kant.cli.sweep",
     "trace": "kant.cli.trace",
     # the client of `kant serve` (docs/cli.md)
-    **dict.fromkeys(("submit", "queue", "jobs", "show", "cancel", "why", "logs", "nodes", "drain", "cordon",
-                     "uncordon", "top", "whatif"), "kant.cli.client"),
+    **dict.fromkeys(("submit", "queue", "jobs", "show", "cancel", "why", "logs"), "kant.cli.client.jobs"),
+    **dict.fromkeys(("nodes", "drain", "cordon", "uncordon"), "kant.cli.client.nodes"),
+    "top": "kant.cli.client.top",
+    "whatif": "kant.cli.client.whatif",
 }
 
 
 class _LazyGroup(click.Group):
-    """A group whose commands from :data:`_LAZY_COMMANDS` are imported on first use; ``--help`` lists
+    """A group whose commands from :data:`LAZY_COMMANDS` are imported on first use; ``--help`` lists
     (and so imports) them all."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *_LAZY_COMMANDS})
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in _LAZY_COMMANDS:
-            command = getattr(importlib.import_module(_LAZY_COMMANDS[cmd_name]), cmd_name)
+        if cmd_name not in self.commands and cmd_name in LAZY_COMMANDS:
+            command = getattr(importlib.import_module(LAZY_COMMANDS[cmd_name]), cmd_name)
             assert isinstance(command, click.Command) and command.name == cmd_name
             self.add_command(command)
         return super().get_command(ctx, cmd_name)
@@ -259,26 +164,26 @@ def cli() -> None:
 @_common_options
 def simulate(policy: str, no_report: bool, **kw: Any) -> None:
     """Replay a trace on a cluster under one policy; print a summary, write JSON and HTML."""
+    from kant.runs import run, write_run
+
     out_dir: Path = kw["out_dir"]
     spec = _spec(policy, kw, out_dir / "jobs.parquet")
     try:
         bar = _progress("[bold]simulating[/] {task.description}", arrivals=True)
         with _drawn(bar):
-            result, metrics, dropped = _run(spec, None if bar is None else _updates(bar, policy))
-        from kant.metrics.report import write_html, write_json
-        from kant.metrics.summary import summary_rows
-
-        out_dir.mkdir(parents=True, exist_ok=True)
-        json_path = write_json(out_dir / "result.json", result, metrics)
-        html_path = None if no_report else write_html(out_dir / "report.html", result, metrics)
+            finished = run(spec, None if bar is None else _updates(bar, policy))
+        json_path, html_path = write_run(out_dir, finished, report=not no_report)
     except KantError as exc:
         fail(str(exc))
     except OSError as exc:
         fail(f"{exc.filename or out_dir}: {exc.strerror or exc}")
+    from kant.metrics.summary import summary_rows
+
+    result = finished.result
     title = f"{result.policy} on {spec.trace} / {result.info['cluster_description']}"
-    _print_table(title, summary_rows(metrics))
+    _print_table(title, summary_rows(finished.metrics))
     if spec.skip_invalid:
-        console.print(f"trace rows: {dropped}")
+        console.print(f"trace rows: {finished.dropped}")
     if result.reasons:
         console.print(f"{len(result.reasons)} job(s) could never run; reasons are in {json_path}")
     console.print(f"wrote {json_path}, {html_path} and {spec.jobs_out}" if html_path else
@@ -293,56 +198,24 @@ def simulate(policy: str, no_report: bool, **kw: Any) -> None:
 @_common_options
 def compare(policies: tuple[str, ...], workers: int | None, **kw: Any) -> None:
     """Run several policies on the same trace and cluster; write one report and a table."""
-    from kant.metrics.report import report_dict, write_comparison_csv, write_comparison_html
+    from kant.runs import check_inputs, labelled, per_policy, run_all, write_comparison
 
     if len(set(policies)) != len(policies):
         fail("a policy is listed twice")
     out_dir: Path = kw["out_dir"]
-    stems = [Path(p).stem for p in policies]
-    names = stems if len(set(stems)) == len(stems) else [f"{i + 1}-{s}" for i, s in enumerate(stems)]
-    specs = [_spec(p, kw, out_dir / "jobs" / f"{name}.parquet") for p, name in zip(policies, names, strict=True)]
-    n = workers or min(len(specs), os.cpu_count() or 1)
+    specs = per_policy(_spec(policies[0], kw), policies, out_dir / "jobs")
     try:
-        from kant.config import load_policy
-
-        for p in policies:  # fail fast on a bad policy file, before any simulation starts
-            load_policy(p)
-        if kw.get("services"):
-            from kant.inference.services import load_services
-
-            load_services(kw["services"])
+        check_inputs(policies, kw.get("services"))  # fail fast on a bad policy file, before any simulation starts
         bar = _progress("[bold]comparing[/]")
         with _drawn(bar):
-            task = bar.add_task("policies", total=len(specs)) if bar is not None else None
-            runs: list[tuple[Any, Any, str]] = []
-            if n == 1:
-                for s in specs:
-                    runs.append(_run_quiet(s))
-                    if bar is not None and task is not None:
-                        bar.advance(task)
-            else:
-                from concurrent.futures import ProcessPoolExecutor
-
-                with ProcessPoolExecutor(max_workers=n) as pool:
-                    for r in pool.map(_run_quiet, specs):
-                        runs.append(r)
-                        if bar is not None and task is not None:
-                            bar.advance(task)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        labelled = [(f"{r.policy} ({spec.policy})", r, m) for spec, (r, m, _) in zip(specs, runs, strict=True)]
-        html_path = write_comparison_html(out_dir / "comparison.html", labelled)
-        csv_path = write_comparison_csv(out_dir / "comparison.csv", labelled)
-        json_path = out_dir / "comparison.json"
-        json_path.write_text(
-            json.dumps({label: report_dict(r, m) for label, r, m in labelled}, indent=2, sort_keys=True,
-                       allow_nan=False) + "\n",
-            encoding="utf-8",
-        )
+            done = None if bar is None else _steps(bar, "policies", len(specs))
+            runs = labelled(specs, run_all(specs, workers, done))
+        html_path, csv_path, json_path = write_comparison(out_dir, runs)
     except KantError as exc:
         fail(str(exc))
     except OSError as exc:
         fail(f"{exc.filename or out_dir}: {exc.strerror or exc}")
-    _print_comparison(labelled)
+    _print_comparison(runs)
     console.print(f"wrote {html_path}, {csv_path}, {json_path} and per-job results in {out_dir / 'jobs'}")
 
 

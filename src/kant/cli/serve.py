@@ -8,25 +8,10 @@ from pathlib import Path
 
 import click
 
-from kant.cli._common import SEED, FiniteFloat, OneLineCommand, fail
+from kant.cli._common import SEED, Duration, FiniteFloat, OneLineCommand, fail
 from kant.errors import KantError
 
 __all__ = ["serve"]
-
-
-def _duration(value: str) -> float:
-    """Seconds from '90', '90s', '15m', '2h' or '1d'."""
-    units = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-    text = value.strip().lower()
-    scale = units.get(text[-1:])
-    number = text[:-1] if scale is not None else text
-    try:
-        out = float(number) * (scale or 1.0)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not a duration (e.g. 3600, 90m, 24h, 2d)") from None
-    if not out > 0 or out == float("inf"):
-        raise click.BadParameter(f"{value!r} must be a positive, finite duration")
-    return out
 
 
 @click.command(cls=OneLineCommand)
@@ -67,7 +52,7 @@ def _duration(value: str) -> float:
 @click.option("--token-out", type=click.Path(dir_okay=False, path_type=Path), default=Path("kant-admin.token"),
               show_default=True, help="Where a generated admin token is written when none is configured.")
 @click.option("--advertise-url", default=None, help="URL other services and clients reach this one at.")
-@click.option("--default-estimate", default="24h", show_default=True,
+@click.option("--default-estimate", type=Duration(positive=True), default="24h", show_default=True,
               help="Run time the scheduler plans with for a job submitted without estimate_s.")
 @click.option("--seed", default=0, show_default=True, type=SEED)
 @click.option("--predict/--no-predict", default=True, show_default=True,
@@ -89,7 +74,7 @@ def _duration(value: str) -> float:
 def serve(db_url: str, cluster: str | None, policy: str, host: str, port: int, executor: str, ray_address: str,
           log_dir: Path, checkpoint_dir: Path, ray_start_timeout: float, clock: str | None,
           speed: float, clock_start: float | None, demo: str | None, demo_limit: int | None,
-          admin_token_file: Path | None, token_out: Path, advertise_url: str | None, default_estimate: str,
+          admin_token_file: Path | None, token_out: Path, advertise_url: str | None, default_estimate: float,
           seed: int, predict: bool, predict_runs: int, predict_every: float, whatif_budget: float,
           whatif_queue: int, db_wait: float, log_level: str) -> None:
     """Run the live scheduler: the REST API (/v1, /docs), /metrics, and the scheduling loop."""
@@ -114,7 +99,7 @@ def serve(db_url: str, cluster: str | None, policy: str, host: str, port: int, e
                          ray_address=ray_address, log_dir=log_dir, checkpoint_dir=checkpoint_dir,
                          start_timeout=ray_start_timeout,
                          clock=clock, speed=speed, clock_start=clock_start, admin_token=token, token_out=token_out,
-                         advertise_url=advertise_url, default_estimate=_duration(default_estimate), seed=seed,
+                         advertise_url=advertise_url, default_estimate=default_estimate, seed=seed,
                          demo=demo, demo_limit=demo_limit, log_level=log_level, predict=predict,
                          predict_runs=predict_runs, predict_every=predict_every, whatif_budget=whatif_budget,
                          whatif_queue=whatif_queue, db_wait=db_wait)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any
 
@@ -18,30 +17,16 @@ from rich.table import Table
 
 from kant.cli._common import SEED, FiniteFloat, OneLineCommand, fail
 from kant.errors import ConfigError, KantError
+from kant.text import parse_window
 
-__all__ = ["parse_time", "trace"]
-
-_UNITS = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
-_TIME = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(s|m|min|h|d)?\s*$")
-
-
-def parse_time(text: str, what: str = "time") -> float:
-    """``90``, ``90s``, ``15m``, ``6h``, ``2d`` -> seconds."""
-    m = _TIME.match(text)
-    if not m:
-        raise ConfigError("command line", what, f"expected a number with an optional unit s/m/h/d, got {text!r}")
-    seconds = float(m.group(1)) * _UNITS[m.group(2) or "s"]
-    if not math.isfinite(seconds):
-        raise ConfigError("command line", what, f"{text!r} is not a finite time")
-    return seconds
+__all__ = ["trace"]
 
 
 def _window(text: str) -> tuple[float | None, float | None]:
-    start, sep, end = text.partition(":")
-    if not sep:
-        raise ConfigError("command line", "--window", f"expected START:END (e.g. 0:7d), got {text!r}")
-    return (parse_time(start, "--window") if start.strip() else None,
-            parse_time(end, "--window") if end.strip() else None)
+    try:
+        return parse_window(text)
+    except ValueError as exc:
+        raise ConfigError("command line", "--window", str(exc)) from None
 
 
 @click.group()

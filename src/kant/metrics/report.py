@@ -11,10 +11,8 @@ first submit.
 
 from __future__ import annotations
 
-import base64
 import csv
 import html
-import io
 import json
 import math
 from collections.abc import Sequence
@@ -25,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from kant.metrics.columns import COMPARED, flatten, lookup
+from kant.metrics.html import gar_axes, new_figure, page, png, table, write_page
 from kant.metrics.recorder import SimResult
 from kant.metrics.summary import (
     BUCKETS,
@@ -32,15 +32,14 @@ from kant.metrics.summary import (
     Dist,
     Metrics,
     Timeline,
-    format_duration,
     job_waits,
     json_safe,
     summary_rows,
 )
+from kant.text import format_duration
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 __all__ = [
     "MAX_PLOT_POINTS",
@@ -84,22 +83,6 @@ def write_json(path: str | Path, result: SimResult, metrics: Metrics) -> Path:
 
 
 # --- plotting helpers --------------------------------------------------------------------------
-def _new_figure(width: float = 9.0, height: float = 3.2) -> Figure:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), layout="constrained")
-
-
-def _png(fig: Figure) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=96)
-    data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return f'<img alt="plot" src="data:image/png;base64,{data}">'
-
-
 def _origin(result: SimResult) -> float:
     """Time zero of the plots: the first submit (or the first sample when there are no jobs)."""
     if len(result.jobs):
@@ -155,18 +138,6 @@ def _series_plot(result: SimResult, which: str,
     else:
         raise ValueError(f"unknown series plot {which!r}")
     return [(label, (x - origin) / DAY, y) for label, x, y in lines]
-
-
-def _gar_axes(ax: Axes, title: str, xlabel: str, *, legend: bool) -> None:
-    """Title, labels, a 0-1 y range and a grid for a GAR-over-time plot (the comparison's and the
-    what-if's)."""
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("allocated / total")
-    ax.set_ylim(0, 1.05)
-    ax.grid(alpha=0.3)
-    if legend:
-        ax.legend(loc="best", fontsize="small")
 
 
 def _no_data(ax: Axes) -> None:
@@ -305,42 +276,6 @@ def _plots_script(plots: list[dict[str, Any]]) -> str:
 
 
 # --- HTML --------------------------------------------------------------------------------------
-_STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1000px; }
-table { border-collapse: collapse; margin: 1em 0; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
-th { background: #f3f3f3; }
-img { max-width: 100%; display: block; margin: 0.5em 0 1.5em; }
-.plot { margin: 0.5em 0 1.5em; min-height: 2em; }
-.note { color: #666; font-size: 0.9em; }
-"""
-
-
-def _page(title: str, body: list[str], style: str = "") -> str:
-    """A whole HTML page; ``style`` is more CSS for its head."""
-    return "\n".join(
-        [
-            "<!DOCTYPE html>",
-            '<html lang="en"><head><meta charset="utf-8">',
-            f"<title>{html.escape(title)}</title>",
-            f"<style>{_STYLE}{style}</style></head><body>",
-            f"<h1>{html.escape(title)}</h1>",
-            *body,
-            "</body></html>",
-        ]
-    )
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    lines = ["<table>", f"<tr>{head}</tr>"]
-    for row in rows:
-        lines.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>")
-    lines.append("</table>")
-    return "\n".join(lines)
-
-
 def _dist_row(label: str, d: Dist) -> list[str]:
     return [
         label,
@@ -356,7 +291,7 @@ def _dist_row(label: str, d: Dist) -> list[str]:
 def _jwtd_table(metrics: Metrics) -> str:
     rows = [_dist_row("all", metrics.jwtd.overall)]
     rows += [_dist_row(f"{b} GPUs", metrics.jwtd.buckets[b]) for b in BUCKETS]
-    return _table(["gang size", "jobs", "mean", "P50", "P90", "P99", "max"], rows)
+    return table(["gang size", "jobs", "mean", "P50", "P90", "P99", "max"], rows)
 
 
 def _queued_section(metrics: Metrics) -> list[str]:
@@ -366,7 +301,7 @@ def _queued_section(metrics: Metrics) -> list[str]:
     rows = [_dist_row("all", q.overall)] + [_dist_row(f"{b} GPUs", q.buckets[b]) for b in BUCKETS]
     return [
         "<h2>Total queueing time (all waits)</h2>",
-        _table(["gang size", "jobs", "mean", "P50", "P90", "P99", "max"], rows),
+        table(["gang size", "jobs", "mean", "P50", "P90", "P99", "max"], rows),
         f'<p class="note">Finished training jobs: end - submit - time run, so the waits after each '
         f"interruption count too; {q.requeued:,} of them waited again after an interruption.</p>",
     ]
@@ -375,7 +310,7 @@ def _queued_section(metrics: Metrics) -> list[str]:
 def _jct_table(metrics: Metrics) -> str:
     rows = [_dist_row("all", metrics.jct.overall)]
     rows += [_dist_row(f"{b} GPUs", metrics.jct.buckets[b]) for b in BUCKETS]
-    return _table(["gang size", "jobs", "mean", "P50", "P90", "P99", "max"], rows)
+    return table(["gang size", "jobs", "mean", "P50", "P90", "P99", "max"], rows)
 
 
 def _window_note(metrics: Metrics) -> str:
@@ -386,13 +321,6 @@ def _window_note(metrics: Metrics) -> str:
         f'<p class="note">Measurement window ({html.escape(w.kind)}): {w.start:,.0f} s to {w.end:,.0f} s '
         f"({w.covered / DAY:,.2f} days covered by the run). Percentiles use linear interpolation.</p>"
     )
-
-
-def _write(path: str | Path, text: str) -> Path:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text, encoding="utf-8")
-    return p
 
 
 def write_html(path: str | Path, result: SimResult, metrics: Metrics) -> Path:
@@ -406,7 +334,7 @@ def write_html(path: str | Path, result: SimResult, metrics: Metrics) -> Path:
         f"{c.jobs:,} jobs from {html.escape(result.jobs.source or 'an unnamed trace')}.</p>",
         _window_note(metrics),
         "<h2>Headline</h2>",
-        _table(["metric", "value"], summary_rows(metrics)),
+        table(["metric", "value"], summary_rows(metrics)),
         "<h2>GPU allocation ratio (GAR)</h2>",
         div["gar"],
         div["daily"],
@@ -427,51 +355,13 @@ def write_html(path: str | Path, result: SimResult, metrics: Metrics) -> Path:
     if c.unschedulable_reasons:
         body += [
             "<h2>Unschedulable jobs</h2>",
-            _table(["reason", "jobs"], [(r, f"{n:,}") for r, n in c.unschedulable_reasons.items()]),
+            table(["reason", "jobs"], [(r, f"{n:,}") for r, n in c.unschedulable_reasons.items()]),
         ]
     body.append(_plots_script(plots))
-    return _write(path, _page(f"kant report: {result.policy}", body, style=_vendored("uPlot.min.css")))
+    return write_page(path, page(f"kant report: {result.policy}", body, style=_vendored("uPlot.min.css")))
 
 
 # --- comparison --------------------------------------------------------------------------------
-#: (label, dotted key into Metrics.to_dict()) of the metrics drawn as bars in a comparison
-_COMPARED: tuple[tuple[str, str], ...] = (
-    ("GAR", "gar.window"),
-    ("GAR while jobs wait", "gar.busy"),
-    ("GAR run", "gar.run"),
-    ("SOR", "sor"),
-    ("GFR nodes", "gfr.nodes"),
-    ("GFR GPUs", "gfr.gpus"),
-    ("JWTD P50 (s)", "jwtd.overall.p50"),
-    ("JWTD P90 (s)", "jwtd.overall.p90"),
-    ("JWTD P99 (s)", "jwtd.overall.p99"),
-    ("queued total P99 (s)", "queued.overall.p99"),
-    ("JCT mean (s)", "jct.overall.mean"),
-    ("queue mean", "queue.mean_len"),
-)
-
-
-def _get(d: dict[str, Any], dotted: str) -> Any:
-    cur: Any = d
-    for part in dotted.split("."):
-        if not isinstance(cur, dict):
-            return None
-        cur = cur.get(part)
-    return cur
-
-
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Scalar leaves of a nested dict as ``dotted.key -> value`` (lists are skipped)."""
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flatten(v, key + "."))
-        elif not isinstance(v, list):
-            out[key] = v
-    return out
-
-
 def write_comparison_html(path: str | Path, results: Comparison) -> Path:
     """Write one HTML page comparing several runs (e.g. policies) on the same trace."""
     import matplotlib
@@ -482,14 +372,14 @@ def write_comparison_html(path: str | Path, results: Comparison) -> Path:
     labels = [label for label, _ in rows_by_run[0]] if rows_by_run else []
     table_rows = [[label, *(rows[i][1] for rows in rows_by_run)] for i, label in enumerate(labels)]
 
-    gar_fig = _new_figure()
+    gar_fig = new_figure()
     ax = gar_fig.add_subplot()
     for name, result, _ in results:
         for _, x, y in _series_plot(result, "gar"):
             ax.plot(x, y, label=name, linewidth=0.9)
-    _gar_axes(ax, "GAR over time", "days from first submit", legend=bool(results))
+    gar_axes(ax, "GAR over time", "days from first submit", legend=bool(results))
 
-    cdf_fig = _new_figure(9.0, 4.0)
+    cdf_fig = new_figure(9.0, 4.0)
     ax = cdf_fig.add_subplot()
     any_waits = False
     for name, result, _ in results:
@@ -500,35 +390,35 @@ def write_comparison_html(path: str | Path, results: Comparison) -> Path:
 
     dicts = [m.to_dict() for _, _, m in results]
     ncols = 5
-    nrows = math.ceil(len(_COMPARED) / ncols)
-    bar_fig = _new_figure(12.0, 2.6 * nrows)
+    nrows = math.ceil(len(COMPARED) / ncols)
+    bar_fig = new_figure(12.0, 2.6 * nrows)
     axes = bar_fig.subplots(nrows, ncols, squeeze=False)
-    for k, (label, key) in enumerate(_COMPARED):
+    for k, (label, key) in enumerate(COMPARED):
         ax = axes[k // ncols][k % ncols]
-        vals = [_get(d, key) for d in dicts]
+        vals = [lookup(d, key) for d in dicts]
         ax.bar(range(len(names)), [np.nan if v is None else v for v in vals], color="tab:blue")
         ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize="small")
         ax.set_title(label, fontsize="medium")
         ax.grid(alpha=0.3, axis="y")
-    for k in range(len(_COMPARED), nrows * ncols):
+    for k in range(len(COMPARED), nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
 
     body = [
         "<h2>Headline</h2>",
-        _table(["metric", *names], table_rows),
+        table(["metric", *names], table_rows),
         "<h2>GAR over time</h2>",
-        _png(gar_fig),
+        png(gar_fig),
         "<h2>Job waiting time</h2>",
-        _png(cdf_fig),
+        png(cdf_fig),
         "<h2>Metrics</h2>",
-        _png(bar_fig),
+        png(bar_fig),
     ]
-    return _write(path, _page("kant comparison", body))
+    return write_page(path, page("kant comparison", body))
 
 
 def write_comparison_csv(path: str | Path, results: Comparison) -> Path:
     """Write one CSV row per run: ``name`` then every scalar metric as a dotted column name."""
-    flat = [{"name": name, **_flatten(m.to_dict())} for name, _, m in results]
+    flat = [{"name": name, **flatten(m.to_dict())} for name, _, m in results]
     columns: list[str] = []
     seen: set[str] = set()
     for row in flat:

@@ -20,6 +20,7 @@ import numpy.typing as npt
 from kant.metrics.recorder import JobStatus, SimResult
 from kant.metrics.registry import compute_metrics
 from kant.model.job import JobKind
+from kant.text import format_duration
 
 __all__ = [
     "BUCKETS",
@@ -39,7 +40,6 @@ __all__ = [
     "Timeline",
     "TopologyStats",
     "Window",
-    "format_duration",
     "gang_bucket",
     "job_queued",
     "job_waits",
@@ -677,20 +677,6 @@ def summarize(
 # --- headline table ----------------------------------------------------------------------------
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f} %"
-
-
-def format_duration(seconds: float | None) -> str:
-    """Human-readable duration: s, min, h or d."""
-    if seconds is None or not math.isfinite(seconds):
-        return "n/a"
-    s = float(seconds)
-    if abs(s) < 120:
-        return f"{s:.0f} s"
-    if abs(s) < 7200:
-        return f"{s / 60:.1f} min"
-    if abs(s) < 2 * DAY:
-        return f"{s / 3600:.1f} h"
-    return f"{s / DAY:.1f} d"
 
 
 def _num(x: float | None, digits: int = 1) -> str:

@@ -32,7 +32,7 @@ from typing import Any
 
 from kant.errors import KantError
 from kant.service.errors import Busy, TooLong
-from kant.text import span
+from kant.text import format_duration
 from kant.twin.predict import predict
 from kant.twin.snapshot import TwinSnapshot
 from kant.twin.whatif import Scenario, compare_within
@@ -279,10 +279,10 @@ def describe_prediction(pred: Predicted, now: float) -> str:
     """``predicted start in ~2h10m (1h20m - 3h40m)`` (from ``now``), or why there is none."""
     if pred.p50 is None:
         return "no predicted start: it does not start in the twin's run (if nothing else changes)"
-    mid = span(pred.p50 - now)
+    mid = format_duration(pred.p50 - now, "compact")
     if pred.runs > 1:
-        lo = span(pred.p10 - now) if pred.p10 is not None else "?"
-        hi = span(pred.p90 - now) if pred.p90 is not None else "later"
+        lo = format_duration(pred.p10 - now, "compact") if pred.p10 is not None else "?"
+        hi = format_duration(pred.p90 - now, "compact") if pred.p90 is not None else "later"
         if lo != hi:
             return f"predicted start in ~{mid} ({lo} - {hi})"
     return f"predicted start in ~{mid}"

@@ -13,7 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from kant.metrics.report import _COMPARED, _new_figure, _page, _png, _table, _write
+from kant.metrics.columns import COMPARED
+from kant.metrics.html import new_figure, page, png, table, write_page
 from kant.sweep.study import Study
 
 __all__ = ["write_study_html"]
@@ -39,10 +40,10 @@ def _figure(rows: list[dict[str, Any]], param: str, policies: list[str]) -> str:
     if numeric:
         xs.sort()
     pos = {x: (float(x) if numeric else float(i)) for i, x in enumerate(xs)}
-    nrows = math.ceil(len(_COMPARED) / _NCOLS)
-    fig = _new_figure(12.0, 2.8 * nrows)
+    nrows = math.ceil(len(COMPARED) / _NCOLS)
+    fig = new_figure(12.0, 2.8 * nrows)
     axes = fig.subplots(nrows, _NCOLS, squeeze=False)
-    for k, (title, key) in enumerate(_COMPARED):
+    for k, (title, key) in enumerate(COMPARED):
         ax = axes[k // _NCOLS][k % _NCOLS]
         for policy in policies:
             mid: list[float] = []
@@ -65,17 +66,17 @@ def _figure(rows: list[dict[str, Any]], param: str, policies: list[str]) -> str:
             ax.set_xticks([pos[x] for x in xs], [_label(x) for x in xs], rotation=30, ha="right", fontsize="small")
         ax.set_xlabel(param, fontsize="small")
         ax.grid(alpha=0.3)
-    for k in range(len(_COMPARED), nrows * _NCOLS):
+    for k in range(len(COMPARED), nrows * _NCOLS):
         axes[k // _NCOLS][k % _NCOLS].set_visible(False)
     handles, labels = axes[0][0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, labels, loc="outside lower center", ncols=min(4, len(labels)), fontsize="small")
-    return _png(fig)
+    return png(fig)
 
 
-def write_study_html(path: Path, study: Study, table: pa.Table) -> Path:
-    """Write the study report for the results ``table`` (see :func:`kant.sweep.results.results_table`)."""
-    rows = table.to_pylist()
+def write_study_html(path: Path, study: Study, results: pa.Table) -> Path:
+    """Write the study report for the ``results`` table (see :func:`kant.sweep.results.results_table`)."""
+    rows = results.to_pylist()
     ok = [r for r in rows if r["status"] == "done"]
     policies = [p.label for p in study.policies]
     counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("done", "failed", "not run")}
@@ -91,18 +92,18 @@ def write_study_html(path: Path, study: Study, table: pa.Table) -> Path:
     for param in params:
         body.append(f"<h2>Metrics against {html.escape(param)}</h2>")
         body.append(_figure(ok, param, policies) if ok else "<p>No run finished.</p>")
-    headline = [key for _, key in _COMPARED]
+    headline = [key for _, key in COMPARED]
     summary: list[list[str]] = []
     for r in ok:
         summary.append([r["policy"], *(_label(r[p]) for p in params if p != "policy"), str(r["seed"]),
                         *("n/a" if r.get(k) is None else f"{float(r[k]):.4g}" for k in headline)])
     body.append("<h2>Runs</h2>")
-    body.append(_table(["policy", *(p for p in params if p != "policy"), "seed", *(t for t, _ in _COMPARED)],
+    body.append(table(["policy", *(p for p in params if p != "policy"), "seed", *(t for t, _ in COMPARED)],
                        summary))
     failed = [r for r in rows if r["status"] == "failed"]
     if failed:
         body.append("<h2>Failed runs</h2>")
-        body.append(_table(["policy", "trace", "cluster", "seed", "error"],
+        body.append(table(["policy", "trace", "cluster", "seed", "error"],
                            [[r["policy"], r["trace"], r["cluster"], str(r["seed"]), r["error"] or ""]
                             for r in failed]))
-    return _write(path, _page(f"kant study: {study.name}", body))
+    return write_page(path, page(f"kant study: {study.name}", body))

@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kant.metrics.report import _flatten
+from kant.metrics.columns import flatten
 from kant.sweep.runs import RunOutcome, RunTask
 
 __all__ = ["PARAM_COLUMNS", "TIMING_COLUMNS", "RunStore", "results_table"]
@@ -89,7 +89,7 @@ def _atomic(path: Path, data: bytes) -> None:
 
 def metric_row(report: dict[str, Any]) -> dict[str, Any]:
     """The metric columns of one run's report."""
-    return {k: v for k, v in _flatten(report["metrics"]).items() if k not in TIMING_COLUMNS}
+    return {k: v for k, v in flatten(report["metrics"]).items() if k not in TIMING_COLUMNS}
 
 
 def _floats(name: str, values: list[Any]) -> bool:

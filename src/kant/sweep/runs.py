@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kant.errors import ConfigError, KantError
+from kant.runs import RunSpec, run
 from kant.sweep.study import Study, StudyPoint, TraceInput
 
 __all__ = ["InputFile", "RunOutcome", "RunTask", "execute", "materialise", "plan_runs", "prepare_trace"]
@@ -171,7 +172,6 @@ def execute(task: RunTask, locate: Callable[[InputFile], str] = materialise) -> 
 
 
 def _execute(task: RunTask, locate: Callable[[InputFile], str]) -> RunOutcome:
-    from kant.cli.main import RunSpec, _run
     from kant.metrics.report import report_dict
 
     p = task.params
@@ -193,12 +193,13 @@ def _execute(task: RunTask, locate: Callable[[InputFile], str]) -> RunOutcome:
             jobs_out=str(jobs_path),
             policy_doc=task.policy_doc,
         )
-        result, metrics, _ = _run(spec)
+        finished = run(spec)
         jobs = jobs_path.read_bytes()
+    result = finished.result
     # the labels of the study, not the paths this worker read its copies from
     result.info["trace"] = p["trace"]
     result.info["cluster"] = p["cluster"]
-    report = report_dict(result, metrics)
+    report = report_dict(result, finished.metrics)
     report["trace"] = p["trace"]
     report["study"] = {"key": task.key, **p}
     return RunOutcome(task.key, report, jobs)

@@ -37,6 +37,7 @@ from kant.config import bundled_policies, parse_policy
 from kant.config.validation import validate_document  # the one converter of validation errors to key paths
 from kant.config.yaml_file import read_yaml
 from kant.errors import ConfigError, KantError
+from kant.text import parse_window
 
 __all__ = ["PolicyVariant", "Study", "StudyPoint", "TraceInput", "load_study", "parse_study"]
 
@@ -201,14 +202,9 @@ def _check_numbers(source: str, key: str, values: list[float | None], *, positiv
 
 
 def _window(source: str, key: str, text: str) -> tuple[float | None, float | None]:
-    from kant.cli.trace import parse_time
-
-    start, sep, end = text.partition(":")
     try:
-        if not sep:
-            raise ConfigError(source, key, "")
-        return (parse_time(start, key) if start.strip() else None, parse_time(end, key) if end.strip() else None)
-    except ConfigError:
+        return parse_window(text)
+    except ValueError:
         raise ConfigError(source, key, f"expected START:END with times like 0, 90s, 15m, 6h, 2d; got {text!r}") \
             from None
 

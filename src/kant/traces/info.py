@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -19,6 +20,7 @@ from rich.table import Table
 
 from kant.model.cluster import Cluster
 from kant.model.job import FULL_GPU_MILLI, JobKind, JobTable
+from kant.text import format_duration
 from kant.traces.load import LoadSeries
 from kant.traces.transforms import gpu_hours
 
@@ -249,16 +251,8 @@ def trace_info(obj: JobTable | Cluster | LoadSeries) -> TraceInfo:
 # ---------------------------------------------------------------------------------------------
 # Rendering
 # ---------------------------------------------------------------------------------------------
-def _dur(s: float) -> str:
-    if not math.isfinite(s):
-        return "inf"
-    if s < 120:
-        return f"{s:,.3g} s"
-    if s < 7200:
-        return f"{s / 60:,.1f} min"
-    if s < 172800:
-        return f"{s / 3600:,.1f} h"
-    return f"{s / 86400:,.1f} d"
+#: durations as `kant trace info` prints them (three significant digits under two minutes)
+_duration = functools.partial(format_duration, style="fine")
 
 
 def _num(x: float) -> str:
@@ -298,7 +292,7 @@ def render_info(info: TraceInfo, title: str = "") -> RenderableType:
         rows = [
             ("source", info.source or "-"),
             ("jobs", f"{info.jobs:,} ({info.training:,} training, {info.inference:,} inference)"),
-            ("time span", f"{_dur(info.span)} of submissions"
+            ("time span", f"{_duration(info.span)} of submissions"
              + (f", from {info.origin}" if info.origin else " (relative times)")),
             ("arrival rate", f"{info.arrival_rate_per_h:,.1f} jobs/h"),
             ("GPU-hours", f"{info.gpu_hours:,.0f}" + (f" ({info.never_ending:,} never-ending jobs not counted)"
@@ -306,7 +300,7 @@ def render_info(info: TraceInfo, title: str = "") -> RenderableType:
             ("mean GPUs / GPU job", f"{info.mean_gpus_per_job:.3g}"),
             ("CPU-only jobs", f"{info.cpu_only:,}"),
             ("fractional-GPU jobs", f"{info.fractional:,}"),
-            ("duration", _pct_row(info.duration, _dur)),
+            ("duration", _pct_row(info.duration, _duration)),
             ("tenants", f"{info.tenants:,}"),
             ("priorities", ", ".join(f"{p}: {c:,}" for p, c in info.priorities)),
         ]
@@ -337,7 +331,7 @@ def render_info(info: TraceInfo, title: str = "") -> RenderableType:
         ("source", info.source or "-"),
         ("kind", f"{info.series}" + (f" (window {info.window:g} s)" if info.series == "rate" and info.window else "")),
         ("rows", f"{info.rows:,}"),
-        ("time span", _dur(info.span) + (f", from {info.origin}" if info.origin else " (relative times)")),
+        ("time span", _duration(info.span) + (f", from {info.origin}" if info.origin else " (relative times)")),
         ("requests", f"{_num(info.requests)}"),
         ("mean rate", f"{info.mean_rps:,.3g} req/s"),
         ("peak rate (1-min bins)", f"{info.peak_rps_per_min:,.3g} req/s"),
@@ -350,5 +344,5 @@ def render_info(info: TraceInfo, title: str = "") -> RenderableType:
     if info.output_tokens:
         rows.append(("output tokens", _pct_row(info.output_tokens, _num)))
     if info.duration:
-        rows.append(("service time", _pct_row(info.duration, _dur)))
+        rows.append(("service time", _pct_row(info.duration, _duration)))
     return Group(_kv(title or "load", rows), _counts("streams", "stream", info.top_streams, info.rows))

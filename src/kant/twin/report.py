@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kant.metrics.report import _gar_axes, _new_figure, _page, _png, _table
-from kant.metrics.summary import Timeline, format_duration
+from kant.metrics.html import gar_axes, new_figure, page, png, table, write_page
+from kant.metrics.summary import Timeline
+from kant.text import format_duration
 from kant.twin.snapshot import TwinSnapshot
 from kant.twin.whatif import ScenarioResult
 
@@ -44,7 +45,7 @@ def whatif_html(snap: TwinSnapshot, results: Sequence[ScenarioResult]) -> str:
         ["predicted wait P90", *(format_duration(r.waits["p90"]) for r in results)],
         ["predicted wait max", *(format_duration(r.waits["max"]) for r in results)],
     ]
-    fig = _new_figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     for r in results:
         if not r.prediction.runs:
@@ -55,7 +56,7 @@ def whatif_html(snap: TwinSnapshot, results: Sequence[ScenarioResult]) -> str:
         y = tl.gar()
         if y.size:
             ax.step(x[:-1], y, where="post", label=r.name, linewidth=0.9)
-    _gar_axes(ax, "GAR over the horizon (first sampled run)", "hours from now", legend=bool(results))
+    gar_axes(ax, "GAR over the horizon (first sampled run)", "hours from now", legend=bool(results))
     rows = []
     pending = list(snap.sched.pending)
     p50s = [r.prediction.p50 for r in results]
@@ -71,19 +72,16 @@ def whatif_html(snap: TwinSnapshot, results: Sequence[ScenarioResult]) -> str:
         f"{len(snap.sched.running):,} running jobs; {runs} sampled run(s) per scenario; jobs that arrive later "
         "are not simulated.</p>",
         "<h2>Headline</h2>",
-        _table(["", *names], head),
+        table(["", *names], head),
         "<h2>GAR over time</h2>",
-        _png(fig),
+        png(fig),
         "<h2>Predicted start of each pending job (P50, from now)</h2>",
-        _table(["job", "name", "tenant", "gang", *names], rows),
+        table(["job", "name", "tenant", "gang", *names], rows),
     ]
     if more > 0:
         body.append(f'<p class="note">and {more:,} more pending jobs (the JSON form lists every one).</p>')
-    return _page("kant what-if", body)
+    return page("kant what-if", body)
 
 
 def write_whatif_html(path: str | Path, snap: TwinSnapshot, results: Sequence[ScenarioResult]) -> Path:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(whatif_html(snap, results), encoding="utf-8")
-    return p
+    return write_page(path, whatif_html(snap, results))

@@ -27,7 +27,7 @@ const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "
 const pct = (x) => (x == null ? "n/a" : `${(100 * x).toFixed(1)}%`);
 const num = (x, d = 1) => (x == null ? "n/a" : Number(x).toFixed(d));
 const int = (x) => (x == null ? "n/a" : Number(x).toLocaleString("en-US"));
-// the same steps as kant.metrics.summary.format_duration
+// the same steps as kant.text.format_duration (its "unit" style)
 function dur(s) {
   if (s == null || !isFinite(s)) return "n/a";
   const a = Math.abs(s);
