@@ -38,12 +38,12 @@ from kant.scheduler import Scheduler
 from kant.service.api import create_app
 from kant.service.auth import Authenticator
 from kant.service.clock import make_clock
-from kant.service.dashboard import History
 from kant.service.dashboard.routes import mount as mount_dashboard
 from kant.service.db import Database, LeaderLock, NewJob
 from kant.service.errors import Busy, DatabaseError, TooLong
 from kant.service.events import EventHub
 from kant.service.executors import make_executor
+from kant.service.history import History
 from kant.service.loop import CLOCK_KEY, LiveView, ServiceLoop
 from kant.service.metrics import ServiceMetrics
 from kant.service.schemas import JobSubmit, PredictionOut, WhatIfIn, WhyOut
