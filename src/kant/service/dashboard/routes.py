@@ -9,6 +9,8 @@ on the scheduling loop's thread in one pass (:class:`Layout`) and kept until the
 (:class:`LayoutCache`), so many open pages cost one pass per change.
 """
 
+from __future__ import annotations
+
 import asyncio
 import json
 import threading
@@ -17,14 +19,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Response
+from fastapi import APIRouter, FastAPI, Query, Response
 from fastapi.responses import FileResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 
 from kant.model.job import JobKind
-from kant.service.api import _principal
+from kant.service.api.deps import Who
 from kant.service.auth import Principal
 from kant.service.dashboard.models import (
     LeafOut,
@@ -38,12 +40,11 @@ from kant.service.dashboard.models import (
     TenantsOut,
     WhoOut,
 )
+from kant.service.errors import NotFound, NotLeader
+from kant.service.loop import ServiceLoop
+from kant.service.server import Service
 from kant.service.twin import describe_prediction
 from kant.stamp import Stamped
-
-if TYPE_CHECKING:
-    from kant.service.loop import ServiceLoop
-    from kant.service.server import Service
 
 __all__ = ["Layout", "LayoutCache", "mount", "STATIC"]
 
@@ -122,7 +123,7 @@ class Layout:
     pending_gpus: dict[str, int]
 
     @staticmethod
-    def capture(lp: "ServiceLoop") -> _Raw:
+    def capture(lp: ServiceLoop) -> _Raw:
         """Run on the loop's thread (:meth:`ServiceLoop.call`): O(nodes + jobs) copying, no building."""
         cpu0 = time.thread_time()
         sched = lp.sched
@@ -145,7 +146,7 @@ class Layout:
                     pending_jobs, pending_gpus, time.thread_time() - cpu0)
 
     @staticmethod
-    def build(raw: _Raw) -> "Layout":
+    def build(raw: _Raw) -> Layout:
         """The layout of a capture (off the loop's thread)."""
         c = raw.cluster
         on_node: list[list[tuple[int, str, str, int]]] = [[] for _ in c.names]
@@ -189,7 +190,7 @@ class LayoutCache:
     loop's ``state_version``: every start, end, arrival and node change), and the maps drawn from it
     (per caller scope, leaf and size), so that many open pages cost one pass per change."""
 
-    def __init__(self, svc: "Service") -> None:
+    def __init__(self, svc: Service) -> None:
         self.svc = svc
         self._layout: Stamped[Layout | None] = Stamped(None)  # of the loop (by identity) at its state_version
         self._maps: dict[tuple[str | None, str | None, bool], MapOut] = {}
@@ -201,7 +202,7 @@ class LayoutCache:
     def get(self) -> Layout:
         loop = self.svc.loop
         if loop is None or not loop.alive:
-            raise HTTPException(503, "this service is a standby, not the leader", headers={"Retry-After": "1"})
+            raise NotLeader("this service is a standby, not the leader", retry_after=1.0)
         version = loop.state_version
         with self._lock:
             cached = self._layout.value
@@ -264,7 +265,7 @@ def cluster_map(layout: Layout, p: Principal, leaf: str | None, detail: bool) ->
     """The map a caller sees: leaf aggregates always, and every node of ``leaf`` (or of the cluster,
     with ``detail``) with its jobs; another tenant's jobs are ``others``, without ids."""
     if leaf is not None and leaf not in layout.leaves:
-        raise HTTPException(404, f"no leaf {leaf!r}")
+        raise NotFound(f"no leaf {leaf!r}")
     leaves = []
     total: dict[str, int] = {}
     for lf in layout.leaves.values():
@@ -295,7 +296,7 @@ def lent_gpus(guaranteed: dict[str, int], used: dict[str, int]) -> dict[str, int
     return {t: int(i * share) for t, i in idle.items()}
 
 
-def tenant_rows(svc: "Service", layout: Layout, p: Principal) -> TenantsOut:
+def tenant_rows(svc: Service, layout: Layout, p: Principal) -> TenantsOut:
     quotas = {t.name: t for t in svc.db.list_tenants()}
     names = sorted(set(quotas) | set(layout.running_gpus) | set(layout.pending_jobs))
     guaranteed = {n: q.guaranteed_gpus for n, q in quotas.items() if q.guaranteed_gpus is not None}
@@ -324,15 +325,14 @@ def _sse(event: str, data: Any) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
-def mount(app: FastAPI, svc: "Service") -> None:
+def mount(app: FastAPI, svc: Service) -> None:
     """Serve the page at ``/``, its assets and the ``/v1/dashboard`` routes on ``app`` (the API's
-    bearer tokens, :func:`kant.service.api._principal`)."""
+    bearer tokens and scoping, :data:`kant.service.api.deps.Who`)."""
     cache = LayoutCache(svc)
     history = svc.history
     # (kept out of the OpenAPI document: they are the page's own reads, not the API's contract; the
     # API's tests and fuzzer walk that document, and /stream never ends)
     router = APIRouter(prefix="/v1/dashboard", tags=["dashboard"], include_in_schema=False)
-    Who = Annotated[Principal, Depends(_principal)]
 
     @router.get("/whoami", response_model=WhoOut)
     def whoami(p: Who) -> WhoOut:
@@ -373,7 +373,7 @@ def mount(app: FastAPI, svc: "Service") -> None:
         wanted = [int(i) for i in ids.split(",")][:1000]
         loop = svc.loop
         if loop is None or not loop.alive:
-            raise HTTPException(503, "this service is a standby, not the leader")
+            raise NotLeader("this service is a standby, not the leader")
         owners: dict[int, str] = loop.call(lambda lp: {i: lp.active[i].tenant for i in wanted if i in lp.active})
         out: dict[str, dict[str, float | int | str | None]] = {}
         now = svc.clock.now()
