@@ -37,6 +37,11 @@ class Principal:
         """The tenant whose jobs this principal may see (None: all)."""
         return None if self.admin else self.tenant
 
+    def sees(self, tenant: str) -> bool:
+        """Whether this principal may see ``tenant``'s jobs, services and quota (an admin: every
+        tenant's; a tenant: its own; another's are "not found", so their ids leak nothing)."""
+        return self.admin or tenant == self.tenant
+
 
 class Authenticator:
     def __init__(self, db: Database) -> None:

@@ -35,7 +35,7 @@ router = APIRouter(tags=["jobs"])
 def visible_job(svc: Service, job_id: int, p: Principal) -> JobRow:
     """The job, if ``p`` may see it (:class:`NotFound` otherwise, as if it did not exist)."""
     row = svc.db.get_job(job_id)
-    if row is None or (not p.admin and row.tenant != p.tenant):
+    if row is None or not p.sees(row.tenant):
         raise NotFound(f"no job {job_id}")
     return row
 

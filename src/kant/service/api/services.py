@@ -21,7 +21,7 @@ router = APIRouter(tags=["services"])
 def visible_service(svc: Service, service_id: int, p: Principal) -> ServiceRow:
     """The service, if ``p`` may see it (:class:`NotFound` otherwise, as if it did not exist)."""
     row = svc.db.get_service(service_id)
-    if row is None or (not p.admin and row.tenant != p.tenant):
+    if row is None or not p.sees(row.tenant):
         raise NotFound(f"no service {service_id}")
     return row
 

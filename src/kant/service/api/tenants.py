@@ -40,7 +40,7 @@ def list_tenants(p: Who, svc: Svc) -> list[TenantOut]:
 
 @router.get("/v1/tenants/{name}", response_model=TenantOut)
 def get_tenant(name: str, p: Who, svc: Svc) -> TenantOut:
-    if not p.admin and name != p.tenant:
+    if not p.sees(name):
         raise NotFound(f"no tenant {name!r}")
     return tenant_out(svc, name)
 

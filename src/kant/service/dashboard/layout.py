@@ -211,7 +211,7 @@ class LayoutCache:
 
 
 def _scoped(tenant: str, p: Principal) -> str:
-    return tenant if p.admin or tenant == p.tenant else OTHERS
+    return tenant if p.sees(tenant) else OTHERS
 
 
 def _add(d: dict[str, int], key: str, n: int) -> None:

@@ -104,7 +104,7 @@ def predictions(p: Who, svc: Svc, ids: Annotated[str, Query(max_length=20_000, p
     out: dict[str, dict[str, float | int | str | None]] = {}
     now = svc.clock.now()
     for job_id, tenant in owners.items():
-        if not p.admin and tenant != p.tenant:
+        if not p.sees(tenant):
             continue
         pred = svc.twin.predicted(job_id)
         if pred is not None:
