@@ -2,12 +2,12 @@
 
 The executor's own settings are not fields here: ``executor`` names a line of
 :data:`kant.service.executors.EXECUTORS` and ``executor_settings`` is an instance of that line's
-settings model (its fields are the executor's ``kant serve`` options).
+settings model (its fields are the executor's ``kant serve`` options; None: the model's defaults).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from kant.service.executors.base import ExecutorSettings
@@ -25,7 +25,7 @@ class ServeConfig:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     executor: str = "simulated"  # a name in EXECUTORS
-    executor_settings: ExecutorSettings = field(default_factory=ExecutorSettings)  # of EXECUTORS[executor]'s model
+    executor_settings: ExecutorSettings | None = None  # an instance of EXECUTORS[executor]'s model (None: defaults)
     clock: str = "wall"  # wall | accelerated | manual
     speed: float = 1.0
     clock_start: float | None = None
