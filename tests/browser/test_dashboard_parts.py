@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kant.metrics.summary import Dist
-from kant.service.dashboard.history import History
-from kant.service.dashboard.routes import lent_gpus
+from kant.service.dashboard.layout import lent_gpus
+from kant.service.history import History
 
 names = st.sampled_from(["a", "b", "c", "d", "e"])
 

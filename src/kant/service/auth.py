@@ -4,7 +4,8 @@ Tokens are random (``kant_`` + 43 URL-safe characters) and stored only as SHA-25
 hashes what the request carries and compares hashes in constant time (:meth:`Database.verify_token`).
 A tenant sees and cancels only its own jobs (another tenant's are "not found", so their ids leak
 nothing) and reads only totals of others; only admins touch nodes, tenants, quotas and tokens.
-Tokens are never logged and never returned, except once, when created.
+Tokens are never logged and never returned, except once, when created. How a request carries its
+token (the ``Authorization`` header) is the API's part (:mod:`kant.service.api.deps`).
 """
 
 from __future__ import annotations
@@ -12,15 +13,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from fastapi import HTTPException, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-
 from kant.service.db import Database
+from kant.service.errors import Forbidden
 
-__all__ = ["Principal", "Authenticator", "bearer"]
-
-#: the OpenAPI security scheme (requests without it are answered 401 by :class:`Authenticator`)
-bearer = HTTPBearer(auto_error=False, description="A kant token: `Authorization: Bearer kant_...`")
+__all__ = ["Principal", "Authenticator"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,29 +37,22 @@ class Principal:
         """The tenant whose jobs this principal may see (None: all)."""
         return None if self.admin else self.tenant
 
-
-def _unauthorized(why: str) -> HTTPException:
-    return HTTPException(status_code=401, detail=why, headers={"WWW-Authenticate": "Bearer"})
+    def sees(self, tenant: str) -> bool:
+        """Whether this principal may see ``tenant``'s jobs, services and quota (an admin: every
+        tenant's; a tenant: its own; another's are "not found", so their ids leak nothing)."""
+        return self.admin or tenant == self.tenant
 
 
 class Authenticator:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def principal(self, request: Request, creds: HTTPAuthorizationCredentials | None) -> Principal:
-        if creds is None:
-            header = request.headers.get("authorization")
-            raise _unauthorized("a bearer token is required" if header is None else
-                                "the Authorization header must be 'Bearer <token>'")
-        token = creds.credentials
-        if not token or len(token) > 256:
-            raise _unauthorized("invalid token")
+    def principal(self, token: str) -> Principal | None:
+        """Whose ``token`` is (None: no such token, or it expired or was revoked)."""
         row = self.db.verify_token(token, time.time())
-        if row is None:
-            raise _unauthorized("invalid, expired or revoked token")
-        return Principal(row.id, row.role, row.tenant)
+        return None if row is None else Principal(row.id, row.role, row.tenant)
 
     @staticmethod
     def require_admin(p: Principal) -> None:
         if not p.admin:
-            raise HTTPException(status_code=403, detail="this needs an admin token")
+            raise Forbidden("this needs an admin token")

@@ -66,11 +66,13 @@ class Forbidden(ServiceError):
 
 
 class NotLeader(ServiceError):
-    """This service is a standby; ``leader_url`` is where the leader is, when known."""
+    """This service is a standby (or stopped leading meanwhile); ``leader_url`` is where the leader
+    is, and ``retry_after`` seconds when to try again, when known."""
 
-    def __init__(self, message: str, leader_url: str | None = None) -> None:
+    def __init__(self, message: str, leader_url: str | None = None, *, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.leader_url = leader_url
+        self.retry_after = retry_after
 
 
 class Busy(ServiceError):

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kant.errors import KantError
-from kant.service.errors import Busy, TooLong
+from kant.service.errors import Busy, NotLeader, TooLong
 from kant.text import format_duration
 from kant.twin.predict import predict
 from kant.twin.snapshot import TwinSnapshot
@@ -246,7 +246,7 @@ class Twin:
         and :class:`TooLong` is raised."""
         snap = self._snapshot()
         if snap is None:
-            raise KantError("this service is not the leader: no live state to run forward")
+            raise NotLeader("this service is not the leader: no live state to run forward")
         pool = self._pool("whatif")
         try:  # the worker's pid (this also waits for a new worker to start: not counted in the limit)
             pid = int(pool.submit(os.getpid).result(60.0))

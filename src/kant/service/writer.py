@@ -20,6 +20,7 @@ from concurrent.futures import Future
 from kant.errors import KantError
 from kant.service.clock import Clock
 from kant.service.db import Database, NewJob
+from kant.service.errors import NotLeader
 from kant.service.loop import Arrival, ServiceLoop
 from kant.service.metrics import ServiceMetrics
 
@@ -118,7 +119,7 @@ class SubmitWriter:
     def _insert(self, batch: list[NewJob]) -> Result:
         loop = self._loop()
         if loop is None or not loop.alive:
-            raise KantError("this service is not the leader: submits are not accepted")
+            raise NotLeader("this service is not the leader: submits are not accepted")
         now = self.clock.now()
         results = self.db.insert_jobs(batch, now_time=now, now_wall=time.time(), epoch=loop.epoch)
         if self.metrics is not None:

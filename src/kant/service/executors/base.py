@@ -7,17 +7,24 @@ that learns of events on its own threads (a real engine) queues them and calls t
 given, so the loop polls without delay. An engine with its own view of the nodes (Ray) reports
 nodes joining and leaving as :class:`NodeEvent` (the loop adds, repairs or fails them), and is told
 periodically which runs the loop thinks are running (:meth:`Executor.reconcile`).
+
+An executor's settings are a model (:class:`ExecutorSettings`): each field is one ``kant serve``
+option (:class:`Option`), and the class says whether its engine has nodes of its own
+(:class:`ExecutorClass`); :data:`kant.service.executors.EXECUTORS` lists the executors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict
 
 from kant.model.cluster import NodeSpec
 
-__all__ = ["ExecEvent", "Executor", "Launch", "EventKind", "NodeEvent", "LogChunk", "NODE_LOST_PREFIX"]
+__all__ = ["ExecEvent", "Executor", "ExecutorClass", "ExecutorSettings", "Launch", "EventKind", "NodeEvent",
+           "LogChunk", "NODE_LOST_PREFIX", "Option"]
 
 #: the reason of a node the executor reported lost starts with this (the loop repairs such a node,
 #: and only such a node, when the executor reports it back)
@@ -128,3 +135,41 @@ class Executor(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class ExecutorClass(Protocol):
+    """What a line of :data:`kant.service.executors.EXECUTORS` names: an executor class."""
+
+    #: whether the engine has nodes of its own (:meth:`Executor.discover_nodes`): ``kant serve``
+    #: without ``--cluster`` then takes them; an executor without (the simulated one) gets philly's
+    discovers_nodes: bool
+
+    def from_settings(self, settings: Any) -> Executor:
+        """The executor with these settings (an instance of the line's settings model)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """How a setting is written on ``kant serve``'s command line: the flag (unique among every
+    executor's), the metavar its help shows (default: the type's), and, for a path, whether it is a
+    folder (an existing file is refused)."""
+
+    flag: str
+    metavar: str | None = None
+    folder: bool = False
+
+
+class ExecutorSettings(BaseModel):
+    """An executor's settings, one field each: its type and default, its bounds (pydantic's ``Field``:
+    ``gt``, ``ge``, ``lt``, ``le``), its help text (the field's ``description``) and its command-line
+    :class:`Option` (in the field's ``Annotated`` metadata), e.g.::
+
+        start_timeout: Annotated[float, Option("--ray-start-timeout")] = Field(
+            60.0, gt=0, le=86400, description="seconds a gang's workers have to start ...")
+
+    ``kant serve`` makes each field an option whose help starts "With --executor NAME:", with the
+    same bounds; the model checks them again when built. An executor without settings uses this
+    class as it is."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)

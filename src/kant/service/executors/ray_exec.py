@@ -34,15 +34,26 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from kant.errors import KantError
 from kant.model.cluster import NodeSpec
 from kant.service.executors import ray_worker
-from kant.service.executors.base import NODE_LOST_PREFIX, EventKind, ExecEvent, Launch, LogChunk, NodeEvent
+from kant.service.executors.base import (
+    NODE_LOST_PREFIX,
+    EventKind,
+    ExecEvent,
+    ExecutorSettings,
+    Launch,
+    LogChunk,
+    NodeEvent,
+    Option,
+)
 from kant.service.executors.logstore import LogStore
 
-__all__ = ["RayExecutor", "node_specs", "NAME_LABEL", "LEAF_LABEL", "SPINE_LABEL", "GPU_TYPE_LABEL",
+__all__ = ["RayExecutor", "RaySettings", "node_specs", "NAME_LABEL", "LEAF_LABEL", "SPINE_LABEL", "GPU_TYPE_LABEL",
            "DEFAULT_LEAF", "DEFAULT_SPINE", "DEFAULT_GPU_TYPE"]
 
 log = logging.getLogger("kant.serve.ray")
@@ -111,10 +122,29 @@ class _Run:
         return f"go/{self.launch.job_id}/{self.launch.run}"
 
 
+class RaySettings(ExecutorSettings):
+    """``kant serve --executor ray``'s settings (docs/ray.md)."""
+
+    address: Annotated[str, Option("--ray-address", metavar="auto|HOST:PORT")] = Field(
+        "auto", description="the Ray cluster (its nodes are the cluster when --cluster is not given).")
+    log_dir: Annotated[Path, Option("--log-dir", folder=True)] = Field(
+        Path("kant-logs"), description="where workers' output is kept (kant logs).")
+    checkpoint_dir: Annotated[Path, Option("--checkpoint-dir", folder=True)] = Field(
+        Path("kant-checkpoints"), description="KANT_CHECKPOINT_DIR of job N is DIR/job-N (storage every node sees).")
+    start_timeout: Annotated[float, Option("--ray-start-timeout")] = Field(
+        60.0, gt=0, le=86400, description="seconds a gang's workers have to start, or it goes back to the queue.")
+
+
 class RayExecutor:
     """Runs kant's starts on a Ray cluster (see the module docstring)."""
 
     name = "ray"
+    discovers_nodes = True  # Ray's alive nodes: the cluster when --cluster is not given
+
+    @classmethod
+    def from_settings(cls, settings: RaySettings) -> RayExecutor:
+        return cls(settings.address, log_dir=settings.log_dir, checkpoint_dir=settings.checkpoint_dir,
+                   start_timeout=settings.start_timeout)
 
     def __init__(self, address: str = "auto", *, log_dir: Path, checkpoint_dir: Path, start_timeout: float = 60.0,
                  node_poll_s: float = 1.0, reconcile_every: float = 10.0, stop_grace_s: float = 5.0,

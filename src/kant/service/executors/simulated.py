@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 
 from kant.model.cluster import NodeSpec
-from kant.service.executors.base import ExecEvent, Launch, LogChunk, NodeEvent
+from kant.service.executors.base import ExecEvent, ExecutorSettings, Launch, LogChunk, NodeEvent
 
 __all__ = ["SimulatedExecutor", "EXIT_CODE_LABEL"]
 
@@ -24,6 +24,12 @@ EXIT_CODE_LABEL = "kant.io/sim-exit-code"
 class SimulatedExecutor:
     name = "simulated"
     reconcile_every = math.inf  # its runs are its own bookkeeping: nothing to reconcile
+    discovers_nodes = False  # the cluster is --cluster's (philly by default)
+
+    @classmethod
+    def from_settings(cls, settings: ExecutorSettings) -> SimulatedExecutor:
+        """(It has no settings.)"""
+        return cls()
 
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, int, int]] = []  # (end, seq, job, run)

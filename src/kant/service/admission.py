@@ -1,0 +1,72 @@
+"""What a submit must pass before it is written: whose it is (an admin names the tenant, a tenant
+token submits for its own tenant only), that the tenant exists, and that some node of this cluster
+could ever hold it. The policy's own rules (quotas, topology) are the scheduler's: such a job is
+written and marked unschedulable there. Refusals are domain errors (:class:`Rejected`,
+:class:`Forbidden`), which the API answers 422 and 403."""
+
+from __future__ import annotations
+
+from kant.service.auth import Principal
+from kant.service.db import NewJob
+from kant.service.errors import Forbidden, Rejected
+from kant.service.loop import LiveView
+from kant.service.schemas import JobSubmit, ServiceIn
+from kant.service.tenants import Tenants
+
+__all__ = ["check_request", "new_job", "service_tenant"]
+
+
+def check_request(view: LiveView | None, body: JobSubmit) -> None:
+    """Refuse a request no node of this cluster could ever hold (``view``: the loop's; None on a
+    standby, which checks nothing)."""
+    if view is None:
+        return
+    if body.gpu_type is not None:
+        allowed = [t.strip() for t in body.gpu_type.split("|")]
+        if not any(t in view.gpu_types for t in allowed):
+            raise Rejected("gpu_type", f"no node has GPU type {body.gpu_type}; the cluster has "
+                                       f"{', '.join(view.gpu_types)}")
+    if body.gpus_per_worker > view.max_gpus_per_node:
+        raise Rejected("gpus_per_worker", f"{body.gpus_per_worker} GPUs, but the largest node has "
+                                          f"{view.max_gpus_per_node}")
+    if body.workers * body.gpus_per_worker > view.total_gpus:
+        raise Rejected("workers", f"{body.workers} x {body.gpus_per_worker} GPUs is more than the "
+                                  f"cluster's {view.total_gpus} GPUs")
+
+
+def new_job(body: JobSubmit, p: Principal, key: str | None, tenants: Tenants, view: LiveView | None) -> NewJob:
+    """The job to write for ``p``'s submit of ``body`` (``key``: the request's Idempotency-Key header,
+    which wins over the body's)."""
+    if p.admin:
+        if body.tenant is None:
+            raise Rejected("", "an admin's submit names the tenant (field 'tenant')")
+        tenant = body.tenant
+        if not tenants.exists(tenant):
+            raise Rejected("", f"no tenant {tenant!r}")
+    else:
+        if body.tenant is not None and body.tenant != p.tenant:
+            raise Forbidden("a tenant token submits jobs for its own tenant only")
+        assert p.tenant is not None
+        tenant = p.tenant
+    check_request(view, body)
+    return NewJob(tenant=tenant, user=body.user or tenant, name=body.name, workers=body.workers,
+                  gpus_per_worker=body.gpus_per_worker, gpu_milli=body.gpu_milli, gpu_type=body.gpu_type,
+                  cpu_milli=body.cpu_milli, memory_mib=body.memory_mib, priority=body.priority,
+                  estimate_s=body.estimate_s, duration_s=body.duration_s, command=body.command,
+                  labels=dict(body.labels), idempotency_key=key or body.idempotency_key)
+
+
+def service_tenant(body: ServiceIn, p: Principal, tenants: Tenants, view: LiveView | None) -> str:
+    """The tenant of ``p``'s new inference service ``body``, once the service passed the same checks
+    as a submit of one replica, and its replica counts agree."""
+    tenant = body.tenant if p.admin else p.tenant
+    if tenant is None:
+        raise Rejected("", "an admin's service names the tenant (field 'tenant')")
+    if not p.admin and body.tenant not in (None, p.tenant):
+        raise Forbidden("a tenant token creates services for its own tenant only")
+    if not tenants.exists(tenant):
+        raise Rejected("", f"no tenant {tenant!r}")
+    if not body.min_replicas <= body.replicas <= body.max_replicas:
+        raise Rejected("", "need min_replicas <= replicas <= max_replicas")
+    check_request(view, JobSubmit(gpus_per_worker=body.gpus_per_replica, gpu_type=body.gpu_type))
+    return tenant

@@ -1,0 +1,46 @@
+"""The cluster now (``GET /v1/cluster``): GAR, SOR, GFR at this instant, the queue, and use per
+tenant against quota (a tenant sees its own and the others' total)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from kant.service.api.deps import Svc, Who
+from kant.service.schemas import ClusterOut, TenantUse
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["cluster"])
+
+
+@router.get("/v1/cluster", response_model=ClusterOut)
+def cluster(p: Who, svc: Svc) -> ClusterOut:
+    """The cluster now: GAR, SOR, GFR (docs/metrics.md at one instant), the queue, and use per
+    tenant against quota (a tenant sees its own and the others' total)."""
+    view = svc.leading().view
+    assert view is not None
+    quotas = {t.name: t for t in svc.db.list_tenants()}
+    names = set(view.pending_by_tenant) | set(view.running_gpus_by_tenant) | set(quotas)
+
+    def use(name: str) -> TenantUse:
+        q = quotas.get(name)
+        return TenantUse(running_gpus=view.running_gpus_by_tenant.get(name, 0),
+                         pending_jobs=view.pending_by_tenant.get(name, 0),
+                         guaranteed_gpus=q.guaranteed_gpus if q else None, max_gpus=q.max_gpus if q else None)
+
+    tenants = {n: use(n) for n in sorted(names)}
+    others = None
+    if not p.admin:
+        rest = [u for n, u in tenants.items() if n != p.tenant]
+        others = TenantUse(running_gpus=sum(u.running_gpus for u in rest), pending_jobs=sum(u.pending_jobs
+                                                                                             for u in rest))
+        tenants = {n: u for n, u in tenants.items() if n == p.tenant}
+    return ClusterOut(now=view.now, clock=svc.config.clock, policy=svc.policy_name,
+                      quota_enforced=svc.quota_enforced, total_gpus=view.total_gpus,
+                      allocated_gpus=view.allocated_gpus, down_gpus=view.down_gpus,
+                      cordoned_gpus=view.cordoned_gpus,
+                      free_gpus=view.total_gpus - view.allocated_gpus - view.down_gpus - view.cordoned_gpus,
+                      gar=view.gar,
+                      sor=view.sor, gfr_nodes=view.gfr_nodes, gfr_gpus=view.gfr_gpus, queue_len=view.queue_len,
+                      pending_gpus=view.pending_gpus, running_jobs=view.running_jobs, cycles=view.cycles,
+                      tenants=tenants, others=others)

@@ -1,0 +1,47 @@
+"""What ``kant serve`` is started with (:class:`ServeConfig`): the command line's options, typed.
+
+The executor's own settings are not fields here: ``executor`` names a line of
+:data:`kant.service.executors.EXECUTORS` and ``executor_settings`` is an instance of that line's
+settings model (its fields are the executor's ``kant serve`` options; None: the model's defaults).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kant.service.executors.base import ExecutorSettings
+
+__all__ = ["DEFAULT_PORT", "ServeConfig"]
+
+DEFAULT_PORT = 8787
+
+
+@dataclass
+class ServeConfig:
+    db_url: str = "sqlite:///kant.db"
+    cluster: str | None = None
+    policy: str = "kant"
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    executor: str = "simulated"  # a name in EXECUTORS
+    executor_settings: ExecutorSettings | None = None  # an instance of EXECUTORS[executor]'s model (None: defaults)
+    clock: str = "wall"  # wall | accelerated | manual
+    speed: float = 1.0
+    clock_start: float | None = None
+    admin_token: str | None = None
+    token_out: Path | None = None  # where a generated admin token is written
+    advertise_url: str | None = None
+    default_estimate: float = 86400.0
+    seed: int = 0
+    demo: str | None = None  # a trace to replay into the service
+    demo_limit: int | None = None
+    max_body: int = 1 << 20
+    standby_poll_s: float = 0.5
+    log_level: str = "info"
+    predict: bool = True  # keep predicted start times fresh (the digital twin)
+    predict_runs: int = 10  # sampled runs per prediction
+    predict_every: float = 5.0  # at most one prediction per this many wall seconds
+    whatif_budget: float = 30.0  # wall seconds of simulation per what-if request (twice that: stopped)
+    whatif_queue: int = 4  # what-if requests running or waiting at most (one per tenant or admin token)
+    db_wait: float = 30.0  # at start, seconds to keep trying a database that cannot be reached (0: none)

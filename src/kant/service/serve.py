@@ -1,0 +1,43 @@
+"""The composition root of ``kant serve``: the :class:`Service` (the process: database, leadership,
+scheduling loop), the API on it (:func:`kant.service.api.create_app`) with the dashboard mounted
+(:func:`kant.service.dashboard.routes.mount`), served by uvicorn until interrupted.
+
+Nothing below imports this module: the service knows nothing of HTTP, the API and the dashboard
+know the service, and this module knows all three. ``kant serve`` (:mod:`kant.cli.serve`) and the
+tests call it.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from kant.service.api import create_app
+from kant.service.config import ServeConfig
+from kant.service.dashboard.routes import mount
+from kant.service.server import Service
+
+__all__ = ["build_app", "serve"]
+
+
+def build_app(svc: Service) -> FastAPI:
+    """The API of ``svc`` and the dashboard, in one app."""
+    app = create_app(svc)
+    mount(app, svc)
+    return app
+
+
+def serve(config: ServeConfig) -> None:
+    """Prepare and start a service with ``config`` and serve it on uvicorn until interrupted; then
+    close it."""
+    import uvicorn
+
+    svc = Service(config)
+    svc.prepare()
+    svc.start()
+    app = build_app(svc)
+    server = uvicorn.Config(app, host=config.host, port=config.port, log_level=config.log_level, access_log=False,
+                            server_header=False, timeout_graceful_shutdown=5)
+    try:
+        uvicorn.Server(server).run()
+    finally:
+        svc.close()
