@@ -31,12 +31,12 @@ from kant.metrics.summary import (
     DAY,
     Dist,
     Metrics,
-    Timeline,
     format_duration,
     job_waits,
     json_safe,
     summary_rows,
 )
+from kant.metrics.timeline import Timeline
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from kant.metrics.report import _gar_axes, _new_figure, _page, _png, _table
-from kant.metrics.summary import Timeline, format_duration
+from kant.metrics.summary import format_duration
+from kant.metrics.timeline import Timeline
 from kant.twin.snapshot import TwinSnapshot
 from kant.twin.whatif import ScenarioResult
 
