@@ -32,11 +32,11 @@ from kant.metrics.summary import (
     Dist,
     Metrics,
     format_duration,
-    job_waits,
     json_safe,
     summary_rows,
 )
 from kant.metrics.timeline import Timeline
+from kant.metrics.waits import job_waits
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
