@@ -258,30 +258,28 @@ class Scheduler:
         self._set_flags(node, self.node_flags(node) & ~DOWN)
 
     # --- the cycle -----------------------------------------------------------------------------
-    def _context(self, now: float) -> tuple[CycleContext, bool]:
-        """The cycle context at ``now`` (the same object each time: its fields are cheaper to reset
-        than a new one to build), and whether it was just made."""
-        ctx = self._ctx
-        if ctx is None:
-            ctx = self._ctx = CycleContext(
-                env=self.env,
-                state=self.state,
-                queue=self.queue,
-                now=now,
-                running=self.running,
-                statement=Statement(self.state),
-                reasons=self._reasons,
-            )
-            return ctx, True
-        ctx.now = now
-        ctx.state, ctx.queue, ctx.running, ctx.reasons = self.state, self.queue, self.running, self._reasons
-        return ctx, False
+    def _new_context(self, now: float) -> CycleContext:
+        """The cycle context, made once (each later cycle resets its fields: cheaper than a new one)."""
+        ctx = self._ctx = CycleContext(
+            env=self.env,
+            state=self.state,
+            queue=self.queue,
+            now=now,
+            running=self.running,
+            statement=Statement(self.state),
+            reasons=self._reasons,
+        )
+        return ctx
 
     def cycle(self, now: float) -> CycleResult:
         """Run the policy's actions once and commit what they decided."""
         self.cycles += 1
-        ctx, new = self._context(now)
-        if not new:
+        ctx = self._ctx
+        if ctx is None:
+            ctx = self._new_context(now)
+        else:  # the same object each cycle (its fields are cheaper to reset than a new one to build)
+            ctx.now = now
+            ctx.state, ctx.queue, ctx.running, ctx.reasons = self.state, self.queue, self.running, self._reasons
             if self._idle_ok and self._after.fresh(self.state, self.state.version) and self.actions[0].idle(ctx):
                 return CycleResult()
             ctx.statement = Statement(self.state)
@@ -308,7 +306,12 @@ class Scheduler:
         each arrival once and drop what does not fit (the FGD experiment, as its artifact does)."""
         if job >= len(self.queue.shape_of):
             self._sync_jobs()
-        ctx, _ = self._context(now)
+        ctx = self._ctx
+        if ctx is None:
+            ctx = self._new_context(now)
+        else:
+            ctx.now = now
+            ctx.state, ctx.queue, ctx.running, ctx.reasons = self.state, self.queue, self.running, self._reasons
         result = self.framework.place(ctx, job)
         if isinstance(result, Placement):
             self.state.allocate(job, result)
