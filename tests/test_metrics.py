@@ -537,3 +537,15 @@ def test_a_metric_added_with_one_registry_line(monkeypatch: pytest.MonkeyPatch) 
     assert metrics.to_dict()["extra"] == {"gpu-hours": 2.5}
     # an extension's metric (the inference report) is added next to it, not instead of it
     assert metrics.with_extra("inference", {"x": 1}).extra == {"gpu-hours": 2.5, "inference": {"x": 1}}
+
+
+def test_every_typed_field_of_metrics_is_a_registry_line() -> None:
+    """The built-in metrics are lines of METRICS, one per typed field of Metrics, in the order of the
+    headline table; summary_rows asks each line's rows function."""
+    from dataclasses import fields
+
+    from kant.metrics.registry import METRICS
+
+    typed = {f.name for f in fields(Metrics)} - {"extra", "extra_rows", "notes"}
+    assert sorted(m.name for m in METRICS) == sorted(typed)
+    assert [m.name for m in METRICS if m.rows][:3] == ["gar", "sor", "gfr"]
