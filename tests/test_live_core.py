@@ -190,6 +190,27 @@ def test_commit_binds_every_start_and_eviction_in_order() -> None:
     assert binder.log == [("bind", low, (0,)), ("evict", low, (0,)), ("bind", high, (0,))]
 
 
+def test_offer_places_once_outside_the_queue() -> None:
+    """``offer``: one try at placement now; a fit starts (listeners, binder, running) like a cycle's
+    start, a miss changes nothing and is never queued."""
+    s = live()  # 2 nodes x 8 GPUs, binpack
+    s.binder = binder = Bound()
+    a = s.jobs.add("a", submit=0.0, gpus_per_worker=6, estimate=10.0)
+    b = s.jobs.add("b", submit=0.0, gpus_per_worker=4)
+    c = s.jobs.add("c", submit=0.0, workers=2, gpus_per_worker=4)
+    placed = s.offer(a, 0.0)
+    assert isinstance(placed, Placement) and placed.nodes == (0,)
+    assert s.offer(b, 1.0) == Placement((1,), 4)  # node 0 has 2 GPUs free, node 1 all 8
+    miss = s.offer(c, 2.0)  # 2 workers x 4 GPUs; free 2 + 4: room for one worker
+    assert not isinstance(miss, Placement) and not miss.ok
+    assert c not in s.queue and c not in s.running and len(s.queue) == 0
+    assert s.running[a].expected_end == 10.0 and s.state.free_gpus == 6  # 16 - 6 - 4
+    assert binder.log == [("bind", a, (0,)), ("bind", b, (1,))]
+    s.finish(a, 5.0)
+    assert s.state.free_gpus == 12 and isinstance(s.offer(c, 6.0), Placement)
+    s.state.check()
+
+
 # --- snapshot and restore ------------------------------------------------------------------------
 @settings(max_examples=25)
 @given(cluster=clusters(), jobs=workloads(), policy=st.sampled_from(["kant", "volcano-binpack", "fifo-strict",

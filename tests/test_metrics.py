@@ -32,6 +32,7 @@ from kant.config import parse_policy
 from kant.metrics.recorder import SERIES, JobStatus, SimResult
 from kant.metrics.report import write_comparison_csv, write_comparison_html, write_html, write_json
 from kant.metrics.summary import BUCKETS, DAY, Metrics, gang_bucket, summarize, summary_rows
+from kant.metrics.view import RunView
 from kant.model.cluster import Cluster
 from kant.model.job import JobKind, JobTable, JobTableBuilder
 from kant.sim import ExecutionModel, Simulator
@@ -512,9 +513,9 @@ def test_restarts_from_scratch_are_noted_in_the_output() -> None:
 
 
 # --- a metric added with one line (kant.metrics.registry.METRICS) -----------------------------
-def gpu_hours(result: SimResult) -> float:
+def gpu_hours(run: RunView) -> float:
     """The added metric: GPU-hours executed."""
-    return float(result.gpu_seconds.sum()) / 3600.0
+    return float(run.result.gpu_seconds.sum()) / 3600.0
 
 
 def gpu_hours_rows(value: float) -> list[tuple[str, str]]:
@@ -524,8 +525,8 @@ def gpu_hours_rows(value: float) -> list[tuple[str, str]]:
 def test_a_metric_added_with_one_registry_line(monkeypatch: pytest.MonkeyPatch) -> None:
     from kant.metrics import registry
 
-    monkeypatch.setattr(registry, "METRICS",
-                        (registry.Metric("gpu-hours", f"{__name__}:gpu_hours", f"{__name__}:gpu_hours_rows"),))
+    monkeypatch.setattr(registry, "METRICS", (*registry.METRICS,
+                        registry.Metric("gpu-hours", f"{__name__}:gpu_hours", f"{__name__}:gpu_hours_rows")))
     b = JobTableBuilder()
     b.add("a", submit=0.0, duration=3600.0, gpus_per_worker=2)  # 2 GPUs x 1 h
     b.add("b", submit=0.0, duration=1800.0, gpus_per_worker=1)  # 1 GPU x 0.5 h
@@ -536,3 +537,15 @@ def test_a_metric_added_with_one_registry_line(monkeypatch: pytest.MonkeyPatch) 
     assert metrics.to_dict()["extra"] == {"gpu-hours": 2.5}
     # an extension's metric (the inference report) is added next to it, not instead of it
     assert metrics.with_extra("inference", {"x": 1}).extra == {"gpu-hours": 2.5, "inference": {"x": 1}}
+
+
+def test_every_typed_field_of_metrics_is_a_registry_line() -> None:
+    """The built-in metrics are lines of METRICS, one per typed field of Metrics, in the order of the
+    headline table; summary_rows asks each line's rows function."""
+    from dataclasses import fields
+
+    from kant.metrics.registry import METRICS
+
+    typed = {f.name for f in fields(Metrics)} - {"extra", "extra_rows", "notes"}
+    assert sorted(m.name for m in METRICS) == sorted(typed)
+    assert [m.name for m in METRICS if m.rows][:3] == ["gar", "sor", "gfr"]

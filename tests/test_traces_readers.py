@@ -499,9 +499,31 @@ def test_a_reader_added_with_one_registry_line(tmp_path: Path, monkeypatch: pyte
     # the registry line
     line = registry.Reader("tiny", "jobs", str(data), "a two-job test format", "tiny_reader:read_tiny",
                            header=frozenset({"tiny_job", "tiny_gpus"}))
-    monkeypatch.setattr(registry, "READERS", (line,))
+    monkeypatch.setattr(registry, "READERS", (*registry.READERS, line))
     assert [e.name for e in registry.list_traces()][-1] == "tiny"
     by_name = registry.load_trace("tiny")
     by_path = registry.load_trace(str(data))  # recognised by its header
     assert list(by_name.names) == list(by_path.names) == ["a", "b"]
     assert by_name.gpus_per_worker.tolist() == [1, 2]
+
+
+def test_variants_of_an_added_reader_are_named_listed_and_checked(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``name:<variant>`` forms come from the same line: files found by a glob in the shared folder."""
+    from kant.traces import registry
+
+    for vc, gpus in (("a", 1), ("b", 4)):
+        (tmp_path / "tiny").mkdir(exist_ok=True)
+        (tmp_path / "tiny" / f"{vc}.csv").write_text(f"name,submit,duration,gpus_per_worker\n{vc}1,0,5,{gpus}\n")
+    monkeypatch.setenv("KANT_TRACES_DIR", str(tmp_path))
+    line = registry.Reader("tiny", "jobs", "tiny/a.csv", "tiny jobs", "kant.traces.registry:read_path",
+                           variants=registry.Variants("tiny/{v}.csv", "tiny jobs of {v}", found="*"))
+    monkeypatch.setattr(registry, "READERS", (*registry.READERS, line))
+    assert [e.name for e in registry.list_traces()][-3:] == ["tiny", "tiny:a", "tiny:b"]
+    assert [e.name for e in registry.list_traces(variants=False)][-1] == "tiny"
+    assert registry.resolve_name("tiny:b") == registry.TraceEntry("tiny:b", "jobs", "tiny/b.csv", "tiny jobs of b")
+    assert registry.load_trace("tiny:b").gpus_per_worker.tolist() == [4]
+    with pytest.raises(InputError, match="unknown variant; expected one of tiny:a, tiny:b"):
+        load_any("tiny:c")
+    # the built-in traces are lines of the same table
+    assert [r.name for r in registry.READERS][:3] == ["philly", "philly-pollux", "gavel"]

@@ -258,20 +258,25 @@ class Scheduler:
         self._set_flags(node, self.node_flags(node) & ~DOWN)
 
     # --- the cycle -----------------------------------------------------------------------------
+    def _new_context(self, now: float) -> CycleContext:
+        """The cycle context, made once (each later cycle resets its fields: cheaper than a new one)."""
+        ctx = self._ctx = CycleContext(
+            env=self.env,
+            state=self.state,
+            queue=self.queue,
+            now=now,
+            running=self.running,
+            statement=Statement(self.state),
+            reasons=self._reasons,
+        )
+        return ctx
+
     def cycle(self, now: float) -> CycleResult:
         """Run the policy's actions once and commit what they decided."""
         self.cycles += 1
         ctx = self._ctx
         if ctx is None:
-            ctx = self._ctx = CycleContext(
-                env=self.env,
-                state=self.state,
-                queue=self.queue,
-                now=now,
-                running=self.running,
-                statement=Statement(self.state),
-                reasons=self._reasons,
-            )
+            ctx = self._new_context(now)
         else:  # the same object each cycle (its fields are cheaper to reset than a new one to build)
             ctx.now = now
             ctx.state, ctx.queue, ctx.running, ctx.reasons = self.state, self.queue, self.running, self._reasons
@@ -290,6 +295,31 @@ class Scheduler:
                 self._bind_failures.pop(job, None)
         self._after.keep(self.state, self.state.version, None)
         return CycleResult(started=ctx.started, evicted=ctx.evicted, wakeups=ctx.wakeups)
+
+    def offer(self, job: int, now: float) -> Placement | Status:
+        """Offer ``job`` (a row of the store, not queued) to placement once, at ``now``, outside any
+        cycle: if the policy's placement (resource fit, its filters and scores, or its ``Place``
+        plugin) finds room for the whole gang on the free capacity, the job is allocated and starts
+        there (listeners hear it, the binder binds it, it runs until :meth:`finish` or
+        :meth:`cancel`) and its placement is returned; otherwise nothing changes and the returned
+        Status says why. No queue, no admission plugin, no action, no retry: for drivers that place
+        each arrival once and drop what does not fit (the FGD experiment, as its artifact does)."""
+        if job >= len(self.queue.shape_of):
+            self._sync_jobs()
+        ctx = self._ctx
+        if ctx is None:
+            ctx = self._new_context(now)
+        else:
+            ctx.now = now
+            ctx.state, ctx.queue, ctx.running, ctx.reasons = self.state, self.queue, self.running, self._reasons
+        result = self.framework.place(ctx, job)
+        if isinstance(result, Placement):
+            self.state.allocate(job, result)
+            self.framework.job_started(job, now, result)
+            self.running[job] = RunningJob(now, now + self.env.estimate(job))
+            if self.binder is not None:
+                self.binder.bind(job, result)
+        return result
 
     # --- introspection -------------------------------------------------------------------------
     def why_pending(self, job: int) -> str:

@@ -31,11 +31,11 @@ from kant.metrics.summary import (
     DAY,
     Dist,
     Metrics,
-    Timeline,
-    job_waits,
     json_safe,
     summary_rows,
 )
+from kant.metrics.timeline import Timeline
+from kant.metrics.waits import job_waits
 from kant.text import format_duration
 
 if TYPE_CHECKING:

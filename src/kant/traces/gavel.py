@@ -39,7 +39,7 @@ from kant.traces._csv import Problems
 from kant.traces.mapping import float_column, int_column, read_raw, split_gangs, text_column
 from kant.traces.schema import Coded, build_job_table, encode
 
-__all__ = ["GAVEL_COLUMNS", "PHILLY_MEDIAN_DURATION_S", "GavelTrace", "gavel_files", "read_gavel",
+__all__ = ["GAVEL_COLUMNS", "PHILLY_MEDIAN_DURATION_S", "GavelTrace", "gavel_files", "is_gavel", "read_gavel",
            "read_gavel_detail"]
 
 #: field names of Gavel's 7-field trace format
@@ -73,6 +73,14 @@ def gavel_files(path: str | Path) -> list[Path]:
             raise InputError(str(p), "no Gavel trace files (*.trace.tsv) in this folder")
         return files
     return [p]
+
+
+def is_gavel(path: Path, first_line: str | None) -> bool:
+    """Is ``path`` a Gavel trace: a folder with ``*.trace.tsv`` / ``*.trace`` files (``first_line``
+    None), or a file whose first line has the format's 7 tab-separated fields?"""
+    if first_line is None:
+        return bool(list(path.glob("*.trace.tsv")) or list(path.glob("*.trace")))
+    return "\t" in first_line and len(first_line.split("\t")) == len(GAVEL_COLUMNS)
 
 
 def _vc_name(path: Path) -> str:

@@ -23,10 +23,20 @@ from kant.model.cluster import DEFAULT_LEAVES_PER_SPINE, DEFAULT_NODES_PER_LEAF,
 from kant.traces._csv import Problems
 from kant.traces.mapping import int_column, read_raw, text_column
 
-__all__ = ["PAI_MACHINE_COLUMNS", "read_pai_machines"]
+__all__ = ["PAI_MACHINE_COLUMNS", "is_pai_machines", "read_pai_machines"]
 
 #: columns of pai_machine_spec.csv (the file itself has no header line)
 PAI_MACHINE_COLUMNS = ("machine", "gpu_type", "cap_cpu", "cap_mem", "cap_gpu")
+
+
+def is_pai_machines(path: Path, first_line: str | None) -> bool:
+    """Does the file's first line look like a row of ``pai_machine_spec.csv`` (it has no header): five
+    fields, an alphanumeric GPU type, then numbers?"""
+    if first_line is None:
+        return False
+    fields = first_line.split(",")
+    return len(fields) == len(PAI_MACHINE_COLUMNS) and fields[1].strip().isalnum() and all(
+        f.strip().replace(".", "").isdigit() for f in fields[2:])
 
 
 def read_pai_machines(

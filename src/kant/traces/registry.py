@@ -1,29 +1,17 @@
 """Resolve a trace argument — a known trace name or a file path — to a job table, cluster or load series.
 
-Names (see :func:`list_traces`; the files live in the shared traces folder, see
-:func:`shared_traces_dir`, except ``philly``, which ships inside the package):
-
-==========================  =====  ==========================================================
-name                        kind   what
-==========================  =====  ==========================================================
-``philly``                  jobs   82,247 Philly jobs (bundled copy)
-``philly-pollux``           jobs   the same file, read from the shared folder
-``gavel`` / ``gavel:<vc>``  jobs   Gavel's Philly-derived traces, all 15 VCs or one
-``openb[:<variant>]``       jobs   openb pod lists (``default``, ``cpu050``, ``gpushare40``, ...)
-``tiresias``                jobs   Tiresias 60-job sample
-``dlrm``                    jobs   DLRM serving instances (kind INFERENCE)
-``openb-nodes[:all]``       nodes  openb GPU nodes (``:all`` keeps the CPU-only ones)
-``pai-machines``            nodes  PAI v2020 machine inventory
-``tiresias-cluster[:<n>]``  nodes  Tiresias cluster specs (``n32g4``, ``n256g8``, ...)
-``azure[:code|conv]``       load   Azure LLM inference requests (both files, or one)
-``servegen:<model>``        load   ServeGen per-client rates (``language-m-small``, ...)
-``genai[:requests|qps]``    load   GenAI requests, or QPS samples
-``synthetic:<k=v,...>``     jobs   a seeded synthetic trace (:func:`kant.traces.synthetic.parse_synthetic`)
-==========================  =====  ==========================================================
+Every name comes from one table, :data:`READERS`: one :class:`Reader` line per trace format (the
+built-in ones and any added one alike), with its ``:variant`` forms (``gavel:<vc>``,
+``openb:<variant>``, ``openb-nodes:all``, ``tiresias-cluster:<spec>``, ``azure:code|conv``,
+``servegen:<model>``, ``genai:requests|qps``), the header columns that recognise its files, and
+generated traces (``synthetic:<k=v,...>``, :func:`kant.traces.synthetic.parse_synthetic`). The files
+live in the shared traces folder (:func:`shared_traces_dir`), except ``philly``'s, which ships inside
+the package. ``kant trace list`` shows the table.
 
 A path is read by its format: a ``.yaml`` mapping file (bring your own trace), a kant Parquet
-file, a Gavel trace folder or ``.tsv``, or a CSV recognised by its header (every shipped layout,
-kant's own inventory columns, or a CSV with the job schema's column names).
+file, a file or folder a reader of the table recognises (its header columns, or its ``sniff``:
+Gavel's 7-field TSV files and folders, PAI's headerless machine list), or a CSV with kant's own
+inventory columns or the job schema's column names.
 """
 
 from __future__ import annotations
@@ -31,11 +19,11 @@ from __future__ import annotations
 import gzip
 import os
 import zlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -44,15 +32,16 @@ from kant.model.cluster import Cluster
 from kant.model.job import JobTable
 from kant.traces._csv import Problems
 from kant.traces.load import LoadSeries
-from kant.traces.philly import bundled_philly_path, read_philly
+from kant.traces.philly import bundled_philly_path
 
 __all__ = [
     "READERS",
-    "TRACE_NAMES",
     "Reader",
     "Trace",
     "TraceEntry",
     "TraceKind",
+    "Variant",
+    "Variants",
     "list_traces",
     "load_any",
     "load_load",
@@ -67,22 +56,79 @@ __all__ = [
 TraceKind = Literal["jobs", "nodes", "load"]
 Trace = JobTable | Cluster | LoadSeries
 
-#: base trace names (variants are written ``name:variant``)
-TRACE_NAMES = ("philly", "philly-pollux", "gavel", "openb", "tiresias", "dlrm", "openb-nodes", "pai-machines",
-               "tiresias-cluster", "azure", "servegen", "genai", "synthetic")
 
-_OPENB = "alibaba-openb-gpu-v2023"
-_SERVEGEN_MODELS = ("language-m-large", "language-m-mid", "language-m-small", "multimodal-mm-image",
-                    "reason-deepseek-r1")
+def _resolve(ref: str) -> Any:
+    module, _, name = ref.partition(":")
+    return getattr(import_module(module), name)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One ``name:<variant>`` form of a trace: its file (relative to the shared traces folder), its
+    description and, where they differ from the trace's, the reader (``"module:function"``), the
+    keyword arguments it is called with, and the CSV header columns that identify the variant's
+    files when a path is given."""
+
+    name: str
+    path: str
+    description: str
+    read: str = ""
+    args: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    header: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Variants:
+    """Variants that share a file pattern, read like the plain name: ``path`` and ``description``
+    with ``{v}`` for the variant; the names are ``names`` (fixed, or ``"module:attribute"`` naming
+    a tuple, imported only when listing), or the files matching ``path`` with ``{v}`` as the glob
+    ``found`` in the shared folder (``"*"``: every such file), sorted."""
+
+    path: str
+    description: str
+    names: tuple[str, ...] | str = ()
+    found: str = ""
+
+    def expand(self, base: Path | None) -> tuple[Variant, ...]:
+        """The variants, given the shared folder (None when there is none: found variants are none)."""
+        if self.found:
+            names = self._found(base)
+        elif isinstance(self.names, str):
+            names = list(_resolve(self.names))
+        else:
+            names = list(self.names)
+        return tuple(Variant(v, self.path.format(v=v), self.description.format(v=v)) for v in names)
+
+    def _found(self, base: Path | None) -> list[str]:
+        if base is None:
+            return []
+        folder, _, pattern = self.path.rpartition("/")
+        head, _, tail = pattern.partition("{v}")
+        where = base / folder
+        if not where.is_dir():
+            return []
+        return sorted(f.name[len(head):len(f.name) - len(tail)] for f in where.glob(head + self.found + tail))
 
 
 @dataclass(frozen=True)
 class Reader:
-    """A trace format added with one line in :data:`READERS`: its name (``--trace NAME``, ``kant
-    trace list``), kind, file (relative to the shared traces folder, or absolute), a one-line
-    description, the reader as ``"module:function"`` (called ``function(path, problems=problems)``,
-    imported on first use) and, optionally, the CSV header columns that identify the format when a
-    path is given instead of the name (checked before the generic job-schema and inventory layouts)."""
+    """A trace format, one line of :data:`READERS` (see docs/architecture.md, "Adding a trace reader").
+
+    ``name`` is the trace's name (``--trace NAME``, ``kant trace list``), ``kind`` what it gives,
+    ``path`` its file or folder (relative to the shared traces folder, or absolute), ``description``
+    one line for the listing, and ``read`` the reader as ``"module:function"``, imported on first
+    use and called ``function(path, problems=problems, **args)``. Optional:
+
+    * ``header``: the CSV header columns that identify the format when a path is given instead of
+      the name (checked in table order, before the generic job-schema and inventory layouts);
+      ``sniff``: ``"module:function"`` of ``(path, first_line)`` for files recognised otherwise
+      (``first_line`` None: a folder, asked only of readers with a ``folder`` text, which names such
+      folders in the error for any other);
+    * ``variants``: the ``name:<variant>`` forms, as :class:`Variant` records or one :class:`Variants`;
+    * ``limit``: the reader takes ``limit=`` (build only the first jobs by submit time);
+    * ``generated``: no file: ``read`` is called with the whole name (``synthetic:jobs=100``), any
+      ``:`` suffix is accepted, and the name is not listed.
+    """
 
     name: str
     kind: TraceKind
@@ -90,19 +136,94 @@ class Reader:
     description: str
     read: str
     header: frozenset[str] = frozenset()
+    variants: tuple[Variant, ...] | Variants = ()
+    sniff: str = ""
+    folder: str = ""
+    limit: bool = False
+    generated: bool = False
 
-    def load(self, path: Path, problems: Problems | None) -> Trace:
-        module, _, func = self.read.partition(":")
-        reader: Callable[..., Trace] = getattr(import_module(module), func)
-        return reader(path, problems=problems)
+    def entry(self, variant: Variant | None = None) -> TraceEntry:
+        """The listing entry of the plain name, or of one variant."""
+        if variant is None:
+            return TraceEntry(self.name, self.kind, self.path, self.description)
+        return TraceEntry(f"{self.name}:{variant.name}", self.kind, variant.path, variant.description)
 
-    def entry(self) -> TraceEntry:
-        return TraceEntry(self.name, self.kind, self.path, self.description)
+    def variant_list(self, base: Path | None) -> tuple[Variant, ...]:
+        """The variants, given the shared folder (see :class:`Variants`)."""
+        return self.variants.expand(base) if isinstance(self.variants, Variants) else self.variants
+
+    def load(self, path: Path, problems: Problems | None, limit: int | None = None,
+             variant: Variant | None = None) -> Trace:
+        """Read ``path`` with this format's reader (the variant's, where it has one)."""
+        ref = variant.read if variant is not None and variant.read else self.read
+        kwargs: dict[str, Any] = dict(variant.args) if variant is not None else {}
+        if self.limit:
+            kwargs["limit"] = limit
+        reader: Callable[..., Trace] = _resolve(ref)
+        return reader(path, problems=problems, **kwargs)
+
+    def headers(self) -> list[tuple[frozenset[str], Variant | None]]:
+        """The header column sets that identify this format's files, with the variant each reads as."""
+        out: list[tuple[frozenset[str], Variant | None]] = [(self.header, None)] if self.header else []
+        if not isinstance(self.variants, Variants):
+            out.extend((v.header, v) for v in self.variants if v.header)
+        return out
 
 
-#: Trace formats added as one line each (see docs/architecture.md, "Adding a trace reader"); the
-#: older readers are wired into list_traces, _load_entry and _csv_readers below.
-READERS: tuple[Reader, ...] = ()
+_OPENB = "alibaba-openb-gpu-v2023"
+_GENAI = "alibaba-genai-v2026"
+
+#: Every trace format, in the order ``kant trace list`` shows them and header sniffing tries them.
+#: A new format is one line here (see docs/architecture.md, "Adding a trace reader").
+READERS: tuple[Reader, ...] = (
+    Reader("philly", "jobs", str(bundled_philly_path()), "Microsoft Philly jobs, bundled copy",
+           "kant.traces.philly:read_philly", frozenset({"timestamp", "duration", "num_gpus", "cluster"}),
+           limit=True),
+    Reader("philly-pollux", "jobs", "philly-jobs-pollux/philly.csv.gz",
+           "Microsoft Philly jobs (Pollux CSV), shared copy", "kant.traces.philly:read_philly", limit=True),
+    Reader("gavel", "jobs", "gavel-philly-vc/seed0", "Gavel Philly-derived jobs, all VCs",
+           "kant.traces.gavel:read_gavel",
+           variants=Variants("gavel-philly-vc/seed0/{v}.trace.tsv", "Gavel Philly-derived jobs of VC {v}", found="*"),
+           sniff="kant.traces.gavel:is_gavel", folder="a Gavel trace folder (*.trace.tsv files)"),
+    Reader("openb", "jobs", f"{_OPENB}/openb_pod_list_default.csv", "openb pods (default list)",
+           "kant.traces.openb:read_openb_pods", frozenset({"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}),
+           variants=Variants(f"{_OPENB}/openb_pod_list_{{v}}.csv", "openb pods ({v} list)",
+                             "kant.traces.openb:OPENB_VARIANTS")),
+    Reader("tiresias", "jobs", "tiresias-sample/60_job.csv", "Tiresias 60-job sample",
+           "kant.traces.tiresias:read_tiresias", frozenset({"job_id", "num_gpu", "submit_time", "duration"})),
+    Reader("dlrm", "jobs", "alibaba-dlrm-gpu-v2025/disaggregated_DLRM_trace.csv.gz",
+           "Alibaba DLRM serving instances (inference)", "kant.traces.dlrm:read_dlrm",
+           frozenset({"instance_sn", "role", "app_name", "gpu_request"})),
+    Reader("openb-nodes", "nodes", f"{_OPENB}/openb_node_list_gpu_node.csv", "openb GPU nodes",
+           "kant.traces.openb:read_openb_nodes", frozenset({"sn", "cpu_milli", "memory_mib", "gpu", "model"}),
+           variants=(Variant("all", f"{_OPENB}/openb_node_list_all_node.csv", "openb nodes incl. CPU-only",
+                             args={"gpu_nodes_only": False}),)),
+    Reader("pai-machines", "nodes", "alibaba-pai-gpu-v2020/pai_machine_spec.csv", "Alibaba PAI v2020 machines",
+           "kant.traces.pai:read_pai_machines", sniff="kant.traces.pai:is_pai_machines"),
+    Reader("tiresias-cluster", "nodes", "tiresias-sample/cluster_spec.csv", "Tiresias cluster spec",
+           "kant.traces.tiresias:read_tiresias_cluster",
+           frozenset({"num_switch", "num_node_p_switch", "num_gpu_p_node"}),
+           variants=Variants("tiresias-sample/{v}.csv", "Tiresias cluster spec {v}", found="n*g*")),
+    Reader("azure", "load", "azure-llm-inference-2023", "Azure LLM requests, code + conv",
+           "kant.traces.azure:read_azure", frozenset({"TIMESTAMP", "ContextTokens", "GeneratedTokens"}),
+           variants=Variants("azure-llm-inference-2023/AzureLLMInferenceTrace_{v}.csv", "Azure LLM requests ({v})",
+                             "kant.traces.azure:AZURE_WORKLOADS")),
+    Reader("servegen", "load", "servegen/language-m-small-rates.csv.gz", "ServeGen client rates (language-m-small)",
+           "kant.traces.servegen:read_servegen_rates", frozenset({"client_id", "window_start_s", "rate_rps"}),
+           variants=Variants("servegen/{v}-rates.csv.gz", "ServeGen client rates ({v})",
+                             ("language-m-large", "language-m-mid", "language-m-small", "multimodal-mm-image",
+                              "reason-deepseek-r1"))),
+    Reader("genai", "load", f"{_GENAI}/lora_request_trace.csv.gz", "Alibaba GenAI Stable Diffusion requests",
+           "kant.traces.genai:read_genai_requests",
+           frozenset({"gmt_create", "exec_time_seconds", "checkpoint_model_version_id"}),
+           variants=(Variant("requests", f"{_GENAI}/lora_request_trace.csv.gz",
+                             "Alibaba GenAI Stable Diffusion requests"),
+                     Variant("qps", f"{_GENAI}/qps.csv.gz", "Alibaba GenAI QPS samples",
+                             "kant.traces.genai:read_genai_qps",
+                             header=frozenset({"timestamp_anon", "value", "request_type"})))),
+    Reader("synthetic", "jobs", "", "a seeded synthetic trace (synthetic:jobs=N,seed=S,...)",
+           "kant.traces.synthetic:read_synthetic", generated=True),
+)
 
 
 def _reader(name: str) -> Reader | None:
@@ -142,82 +263,37 @@ class TraceEntry:
         return None if base is None else base / p
 
 
-def _vc_names(base: Path | None) -> list[str]:
-    if base is None:
-        return []
-    folder = base / "gavel-philly-vc" / "seed0"
-    return sorted(f.name.removesuffix(".trace.tsv") for f in folder.glob("*.trace.tsv")) if folder.is_dir() else []
-
-
-def _tiresias_specs(base: Path | None) -> list[str]:
-    if base is None:
-        return []
-    folder = base / "tiresias-sample"
-    if not folder.is_dir():
-        return []
-    return sorted(f.stem for f in folder.glob("n*g*.csv"))
-
-
 def list_traces(*, variants: bool = True) -> list[TraceEntry]:
-    """Every named trace (with every ``:variant`` when ``variants``), bundled ones first."""
-    from kant.traces.openb import OPENB_VARIANTS
-
-    base = shared_traces_dir()
-    out = [_bundled_philly()]
-    out.append(TraceEntry("philly-pollux", "jobs", "philly-jobs-pollux/philly.csv.gz",
-                          "Microsoft Philly jobs (Pollux CSV), shared copy"))
-    out.append(TraceEntry("gavel", "jobs", "gavel-philly-vc/seed0", "Gavel Philly-derived jobs, all VCs"))
-    if variants:
-        out.extend(TraceEntry(f"gavel:{vc}", "jobs", f"gavel-philly-vc/seed0/{vc}.trace.tsv",
-                              f"Gavel Philly-derived jobs of VC {vc}") for vc in _vc_names(base))
-    out.append(TraceEntry("openb", "jobs", f"{_OPENB}/openb_pod_list_default.csv", "openb pods (default list)"))
-    if variants:
-        out.extend(TraceEntry(f"openb:{v}", "jobs", f"{_OPENB}/openb_pod_list_{v}.csv", f"openb pods ({v} list)")
-                   for v in OPENB_VARIANTS)
-    out.append(TraceEntry("tiresias", "jobs", "tiresias-sample/60_job.csv", "Tiresias 60-job sample"))
-    out.append(TraceEntry("dlrm", "jobs", "alibaba-dlrm-gpu-v2025/disaggregated_DLRM_trace.csv.gz",
-                          "Alibaba DLRM serving instances (inference)"))
-    out.append(TraceEntry("openb-nodes", "nodes", f"{_OPENB}/openb_node_list_gpu_node.csv", "openb GPU nodes"))
-    if variants:
-        out.append(TraceEntry("openb-nodes:all", "nodes", f"{_OPENB}/openb_node_list_all_node.csv",
-                              "openb nodes incl. CPU-only"))
-    out.append(TraceEntry("pai-machines", "nodes", "alibaba-pai-gpu-v2020/pai_machine_spec.csv",
-                          "Alibaba PAI v2020 machines"))
-    out.append(TraceEntry("tiresias-cluster", "nodes", "tiresias-sample/cluster_spec.csv", "Tiresias cluster spec"))
-    if variants:
-        out.extend(TraceEntry(f"tiresias-cluster:{s}", "nodes", f"tiresias-sample/{s}.csv",
-                              f"Tiresias cluster spec {s}") for s in _tiresias_specs(base))
-    out.append(TraceEntry("azure", "load", "azure-llm-inference-2023", "Azure LLM requests, code + conv"))
-    if variants:
-        out.extend(TraceEntry(f"azure:{k}", "load", f"azure-llm-inference-2023/AzureLLMInferenceTrace_{k}.csv",
-                              f"Azure LLM requests ({k})") for k in ("code", "conv"))
-    out.append(TraceEntry("servegen", "load", "servegen/language-m-small-rates.csv.gz",
-                          "ServeGen client rates (language-m-small)"))
-    if variants:
-        out.extend(TraceEntry(f"servegen:{m}", "load", f"servegen/{m}-rates.csv.gz", f"ServeGen client rates ({m})")
-                   for m in _SERVEGEN_MODELS)
-    out.append(TraceEntry("genai", "load", "alibaba-genai-v2026/lora_request_trace.csv.gz",
-                          "Alibaba GenAI Stable Diffusion requests"))
-    if variants:
-        out.append(TraceEntry("genai:requests", "load", "alibaba-genai-v2026/lora_request_trace.csv.gz",
-                              "Alibaba GenAI Stable Diffusion requests"))
-        out.append(TraceEntry("genai:qps", "load", "alibaba-genai-v2026/qps.csv.gz", "Alibaba GenAI QPS samples"))
-    out.extend(r.entry() for r in READERS)
+    """Every named trace of :data:`READERS` (with every ``:variant`` when ``variants``), in table order."""
+    base = shared_traces_dir() if variants else None
+    out = []
+    for reader in READERS:
+        if reader.generated:
+            continue
+        out.append(reader.entry())
+        if variants:
+            out.extend(reader.entry(v) for v in reader.variant_list(base))
     return out
 
 
-def _bundled_philly() -> TraceEntry:
-    return TraceEntry("philly", "jobs", str(bundled_philly_path()), "Microsoft Philly jobs, bundled copy")
+def _lookup(name: str) -> tuple[Reader, Variant | None] | None:
+    """The reader of a listed name, and its variant (None for the plain name)."""
+    base, sep, variant = name.partition(":")
+    reader = _reader(base)
+    if reader is None or reader.generated:
+        return None
+    if not sep:
+        return reader, None
+    found = next((v for v in reader.variant_list(shared_traces_dir()) if v.name == variant), None)
+    return None if found is None else (reader, found)
 
 
 def resolve_name(name: str) -> TraceEntry | None:
-    """The entry for a trace name, or None if it is not a known name."""
-    if name == "philly":  # the default trace: no listing (which imports every reader and scans folders)
-        return _bundled_philly()
-    for entry in list_traces():
-        if entry.name == name:
-            return entry
-    return None
+    """The entry for a trace name, or None if it is not a known name. A plain name is a lookup in
+    the table (the default trace, ``philly``, lists nothing, imports no reader and scans no folder);
+    only a ``:variant`` lists its own trace's variants."""
+    found = _lookup(name)
+    return None if found is None else found[0].entry(found[1])
 
 
 def _need(entry: TraceEntry) -> Path:
@@ -227,65 +303,6 @@ def _need(entry: TraceEntry) -> Path:
     if not loc.exists():
         raise InputError(str(loc), f"file of trace {entry.name!r} not found")
     return loc
-
-
-def _load_entry(entry: TraceEntry, problems: Problems | None, limit: int | None = None) -> Trace:
-    name, _, variant = entry.name.partition(":")
-    if name == "philly":
-        return read_philly(problems=problems, limit=limit)
-    from kant.traces import azure, dlrm, gavel, genai, openb, pai, servegen, tiresias
-
-    loc = _need(entry)
-    if name == "philly-pollux":
-        return read_philly(loc, problems=problems, limit=limit)
-    if name == "gavel":
-        return gavel.read_gavel(loc, problems=problems)
-    if name == "openb":
-        return openb.read_openb_pods(loc, problems=problems)
-    if name == "tiresias":
-        return tiresias.read_tiresias(loc, problems=problems)
-    if name == "dlrm":
-        return dlrm.read_dlrm(loc, problems=problems)
-    if name == "openb-nodes":
-        return openb.read_openb_nodes(loc, gpu_nodes_only=variant != "all", problems=problems)
-    if name == "pai-machines":
-        return pai.read_pai_machines(loc, problems=problems)
-    if name == "tiresias-cluster":
-        return tiresias.read_tiresias_cluster(loc)
-    if name == "azure":
-        if variant:
-            return azure.read_azure(loc, problems=problems)
-        parts = [azure.read_azure(loc / f"AzureLLMInferenceTrace_{k}.csv", problems=problems) for k in ("code", "conv")]
-        return _concat_requests(parts, source=str(loc))
-    if name == "servegen":
-        return servegen.read_servegen_rates(loc, problems=problems)
-    if name == "genai":
-        if variant == "qps":
-            return genai.read_genai_qps(loc, problems=problems)
-        return genai.read_genai_requests(loc, problems=problems)
-    reader = _reader(name)
-    if reader is not None:
-        return reader.load(loc, problems)
-    raise InputError(entry.name, "no reader for this trace")  # pragma: no cover - list and loader agree
-
-
-def _concat_requests(parts: list[LoadSeries], source: str) -> LoadSeries:
-    """One request series from several with absolute origins (streams kept apart)."""
-    from kant.traces.schema import build_load_series
-
-    origins = [p.origin_epoch or 0.0 for p in parts]
-    origin = min(origins)
-    streams = np.concatenate([np.asarray(p.stream_names, dtype=object)[p.stream] for p in parts])
-    return build_load_series(
-        kind="requests",
-        time=np.concatenate([p.time + (o - origin) for p, o in zip(parts, origins, strict=True)]),
-        stream=streams,
-        input_tokens=np.concatenate([p.input_tokens for p in parts]),
-        output_tokens=np.concatenate([p.output_tokens for p in parts]),
-        duration=np.concatenate([p.duration for p in parts]),
-        source=source,
-        origin_epoch=origin if all(p.origin_epoch is not None for p in parts) else None,
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -310,31 +327,12 @@ def _first_line(path: Path) -> str:
     return raw.decode("utf-8", errors="replace").lstrip("\ufeff").rstrip("\r\n")
 
 
-_Reader = Callable[[Path, Problems | None], Trace]
-
-
-def _csv_readers() -> list[tuple[frozenset[str], _Reader]]:
-    from kant.traces import azure, dlrm, genai, openb, servegen, tiresias
+def _generic_layouts() -> list[tuple[frozenset[str], Callable[[Path, Problems | None], Trace]]]:
+    """CSV layouts that are no trace format of their own, tried after every reader's header: the job
+    schema's own column names, and kant's node inventory."""
     from kant.traces.inventory import read_inventory
 
     return [
-        (frozenset({"timestamp", "duration", "num_gpus", "cluster"}), lambda p, pr: read_philly(p, problems=pr)),
-        (frozenset({"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}),
-         lambda p, pr: openb.read_openb_pods(p, problems=pr)),
-        (frozenset({"sn", "cpu_milli", "memory_mib", "gpu", "model"}),
-         lambda p, pr: openb.read_openb_nodes(p, problems=pr)),
-        (frozenset({"instance_sn", "role", "app_name", "gpu_request"}), lambda p, pr: dlrm.read_dlrm(p, problems=pr)),
-        (frozenset({"job_id", "num_gpu", "submit_time", "duration"}),
-         lambda p, pr: tiresias.read_tiresias(p, problems=pr)),
-        (frozenset({"num_switch", "num_node_p_switch", "num_gpu_p_node"}),
-         lambda p, pr: tiresias.read_tiresias_cluster(p)),
-        (frozenset({"TIMESTAMP", "ContextTokens", "GeneratedTokens"}), lambda p, pr: azure.read_azure(p, problems=pr)),
-        (frozenset({"client_id", "window_start_s", "rate_rps"}),
-         lambda p, pr: servegen.read_servegen_rates(p, problems=pr)),
-        (frozenset({"gmt_create", "exec_time_seconds", "checkpoint_model_version_id"}),
-         lambda p, pr: genai.read_genai_requests(p, problems=pr)),
-        (frozenset({"timestamp_anon", "value", "request_type"}), lambda p, pr: genai.read_genai_qps(p, problems=pr)),
-        *((r.header, r.load) for r in READERS if r.header),
         (frozenset({"name", "submit", "duration"}), _read_schema_csv),
         (frozenset({"name", "gpu_type", "gpus"}), lambda p, pr: read_inventory(p, problems=pr)),
     ]
@@ -359,16 +357,19 @@ def _read_schema_csv(path: Path, problems: Problems | None) -> JobTable:
 
 
 def read_path(arg: str | Path, *, problems: Problems | None = None) -> Trace:
-    """Read a trace file or folder, choosing the reader from its name and first line."""
-    from kant.traces import gavel, pai
+    """Read a trace file or folder, choosing the reader from its name and first line: a mapping
+    YAML, kant Parquet, then each reader of :data:`READERS` in order by its header columns or its
+    ``sniff``, then the generic CSV layouts."""
     from kant.traces.mapping import sniff_format
     from kant.traces.schema import read_parquet
 
     path = Path(arg)
     if path.is_dir():
-        if list(path.glob("*.trace.tsv")) or list(path.glob("*.trace")):
-            return gavel.read_gavel(path, problems=problems)
-        raise InputError(str(path), "a folder is only read as a Gavel trace folder (*.trace.tsv files)")
+        for reader in READERS:
+            if reader.folder and _resolve(reader.sniff)(path, None):
+                return reader.load(path, problems)
+        folders = " or ".join(r.folder for r in READERS if r.folder)
+        raise InputError(str(path), f"a folder is only read as {folders}")
     if not path.exists():
         raise InputError(str(path), "file not found")
     suffix = path.suffix.lower()
@@ -382,16 +383,16 @@ def read_path(arg: str | Path, *, problems: Problems | None = None) -> Trace:
     first = _first_line(path)
     if not first.strip():
         raise InputError(str(path), "file is empty (no header line)", line=1)
-    if "\t" in first and len(first.split("\t")) == 7:
-        return gavel.read_gavel(path, problems=problems)
     header = {h.strip().strip('"') for h in first.split(",")}
-    for columns, reader in _csv_readers():
+    for reader in READERS:
+        for columns, variant in reader.headers():
+            if columns <= header:
+                return reader.load(path, problems, variant=variant)
+        if reader.sniff and _resolve(reader.sniff)(path, first):
+            return reader.load(path, problems)
+    for columns, read in _generic_layouts():
         if columns <= header:
-            return reader(path, problems)
-    fields = first.split(",")
-    if len(fields) == 5 and fields[1].strip().isalnum() and all(f.strip().replace(".", "").isdigit()
-                                                                for f in fields[2:]):
-        return pai.read_pai_machines(path, problems=problems)
+            return read(path, problems)
     raise InputError(str(path), f"unrecognised trace layout (first line: {first[:100]!r}); write a mapping file "
                      "for it (see docs/traces.md)", line=1)
 
@@ -417,25 +418,24 @@ def _read_yaml(path: Path, problems: Problems | None) -> Trace:
 def load_any(arg: str, *, problems: Problems | None = None, limit: int | None = None) -> Trace:
     """Resolve a trace name (see the module docstring) or path to a job table, cluster or load series.
 
-    ``limit`` (job traces only) is a hint: the Philly reader then builds only the first ``limit`` jobs by
-    submit time; other readers ignore it (:func:`load_trace` takes the rows)."""
-    if arg.startswith("synthetic"):
-        from kant.traces.synthetic import generate_jobs, parse_synthetic
-
-        head, _, _ = arg.partition(":")
-        if head == "synthetic":
-            return generate_jobs(parse_synthetic(arg))
-    entry = resolve_name(arg)
-    if entry is not None:
-        return _load_entry(entry, problems, limit)
+    ``limit`` (job traces only) is a hint: a reader that takes it (Philly's) then builds only the first
+    ``limit`` jobs by submit time; other readers ignore it (:func:`load_trace` takes the rows)."""
     base, sep, _ = arg.partition(":")
-    if sep and base in TRACE_NAMES and not Path(arg).exists():
-        choices = [e.name for e in list_traces() if e.name.startswith(base + ":")]
+    reader = _reader(base)
+    if reader is not None and reader.generated:
+        generate: Callable[[str], Trace] = _resolve(reader.read)
+        return generate(arg)
+    found = _lookup(arg)
+    if found is not None:
+        reader, variant = found
+        return reader.load(_need(reader.entry(variant)), problems, limit, variant)
+    if sep and reader is not None and not Path(arg).exists():
+        choices = [reader.entry(v).name for v in reader.variant_list(shared_traces_dir())]
         raise InputError(arg, f"unknown variant; expected one of {', '.join(choices) or base}")
     path = Path(arg)
     if path.exists():
         return read_path(path, problems=problems)
-    names = ", ".join((*TRACE_NAMES, *(r.name for r in READERS)))
+    names = ", ".join(r.name for r in READERS)
     raise InputError(arg, f"unknown trace; expected a file path or one of {names} "
                      "(see `kant trace list`)")
 

@@ -25,7 +25,7 @@ from kant.traces.mapping import split_gangs
 from kant.traces.schema import Coded, build_job_table
 
 __all__ = ["PHILLY_DURATION_P50_S", "PHILLY_DURATION_P90_S", "PHILLY_GANG_MIX", "SyntheticSpec", "generate_jobs",
-           "parse_synthetic"]
+           "parse_synthetic", "read_synthetic"]
 
 #: Philly gang sizes and job counts (philly-jobs-pollux README)
 PHILLY_GANG_MIX: dict[int, float] = {1: 76627, 2: 1818, 4: 1870, 8: 1643, 12: 7, 16: 199, 24: 7, 32: 67, 64: 6,
@@ -200,3 +200,8 @@ def parse_synthetic(arg: str) -> SyntheticSpec:
     spec = replace(SyntheticSpec(), **kwargs)
     spec.validate()
     return spec
+
+
+def read_synthetic(name: str) -> JobTable:
+    """The trace a name ``synthetic[:key=value,...]`` stands for (how the trace registry reads it)."""
+    return generate_jobs(parse_synthetic(name))

@@ -73,8 +73,11 @@ def read_tiresias(path: str | Path, *, max_gpus_per_worker: int = 8, problems: P
     )
 
 
-def read_tiresias_cluster(path: str | Path, *, gpu_type: str = "GPU") -> Cluster:
-    """Read a Tiresias cluster spec (one row) into a :class:`Cluster` with switch topology."""
+def read_tiresias_cluster(path: str | Path, *, gpu_type: str = "GPU", problems: Problems | None = None) -> Cluster:
+    """Read a Tiresias cluster spec (one row) into a :class:`Cluster` with switch topology.
+
+    ``problems`` is taken for the form every reader is called in (:mod:`kant.traces.registry`) and
+    not used: the spec's one row is never skipped, a bad value raises."""
     p = Path(path)
     raw = read_raw(p)
     raw.require(TIRESIAS_SPEC_COLUMNS)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from kant.metrics.html import gar_axes, new_figure, page, png, table, write_page
-from kant.metrics.summary import Timeline
+from kant.metrics.timeline import Timeline
 from kant.text import format_duration
 from kant.twin.snapshot import TwinSnapshot
 from kant.twin.whatif import ScenarioResult

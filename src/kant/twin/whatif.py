@@ -23,7 +23,7 @@ import numpy as np
 from kant.config.policy import Policy
 from kant.errors import KantError
 from kant.metrics.recorder import SimResult
-from kant.metrics.summary import Timeline
+from kant.metrics.timeline import Timeline
 from kant.model.cluster import Cluster, NodeSpec
 from kant.plugins.quota import with_tenant_quotas
 from kant.scheduler import CORDONED

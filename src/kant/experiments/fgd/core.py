@@ -8,8 +8,10 @@ Each experiment policy is a core plugin (:data:`CORE_POLICIES`): ``random`` -> `
 ``e-binpack`` with ``share_aware: true``; and ``best-fit-core`` -> the core ``best-fit`` score (whole
 free GPUs left, not the CPU+GPU weighted residual). Ties go to a uniform pick from the run's policy
 stream (``tie: random``, the experiment's default; ``--arg '*.tie=first'``: the lowest node index).
-Each arriving pod is offered once to ``Framework.place``; a pod that does not fit is dropped (no
-queue, nothing leaves), as in the FGD artifact.
+:func:`run_core` builds a :class:`~kant.scheduler.Scheduler` with the policy's one plugin
+(:func:`core_policy`) and offers each arriving pod once to its placement
+(:meth:`~kant.scheduler.Scheduler.offer`); a pod that does not fit is dropped (no queue, nothing
+leaves), as in the FGD artifact.
 """
 
 from __future__ import annotations
@@ -22,20 +24,17 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import ValidationError
 
+from kant.config.policy import PluginEntry, Policy
 from kant.errors import ConfigError
 from kant.experiments.fgd.model import Inventory, Workload
 from kant.experiments.fgd.run import Order, RunResult, make_arrivals, never_fits
-from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import Plugin
-from kant.framework.queue import PendingQueue, ShapeIndex
-from kant.framework.runner import Framework
-from kant.framework.statement import Statement
 from kant.model.cluster import Cluster
 from kant.model.job import JobTable
-from kant.model.state import ClusterState, Placement
-from kant.model.store import JobStore
+from kant.model.state import Placement
+from kant.scheduler import Scheduler
 
-__all__ = ["CORE_POLICIES", "POLICY_NAMES", "core_plugin", "load_cluster_and_pods", "run_core"]
+__all__ = ["CORE_POLICIES", "POLICY_NAMES", "core_plugin", "core_policy", "load_cluster_and_pods", "run_core"]
 
 #: experiment policy name -> (core plugin name, its arguments the experiment sets)
 CORE_POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -52,8 +51,9 @@ CORE_POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
 POLICY_NAMES: tuple[str, ...] = tuple(p for p in CORE_POLICIES if p != "best-fit-core")
 
 
-def core_plugin(name: str, args: dict[str, Any] | None) -> Plugin:
-    """The core plugin for experiment policy ``name``; bad names or args raise :class:`ConfigError`."""
+def _core_entry(name: str, args: dict[str, Any] | None) -> PluginEntry:
+    """The core plugin class and parsed arguments for experiment policy ``name``; bad names or args
+    raise :class:`ConfigError`."""
     from kant.framework.registry import plugin_class
 
     entry = CORE_POLICIES.get(name)
@@ -72,7 +72,19 @@ def core_plugin(name: str, args: dict[str, Any] | None) -> Plugin:
         err = exc.errors()[0]
         path = ".".join(str(p) for p in (name, "args", *err["loc"]))
         raise ConfigError("fgd experiment", path, err["msg"]) from None
-    return cls(parsed)
+    return PluginEntry(cls, parsed, 1.0)
+
+
+def core_plugin(name: str, args: dict[str, Any] | None) -> Plugin:
+    """The core plugin for experiment policy ``name``; bad names or args raise :class:`ConfigError`."""
+    return _core_entry(name, args).build()
+
+
+def core_policy(name: str, args: dict[str, Any] | None) -> Policy:
+    """The scheduler policy of experiment policy ``name``: its one core plugin and no action (pods are
+    offered to placement one by one, never queued; see :meth:`Scheduler.offer`)."""
+    entry = _core_entry(name, args)
+    return Policy(f"fgd-{name}", f"FGD experiment policy {name}: core plugin {entry.cls.NAME}", (), (entry,))
 
 
 @lru_cache(maxsize=32)
@@ -98,31 +110,25 @@ def run_core(cluster: Cluster, pods: JobTable, workload: Workload, policy: str, 
     wl_seq, pol_seq = np.random.SeedSequence(seed).spawn(2)
     arr = make_arrivals(workload, inventory.total_gpu_milli, inflate, order, np.random.default_rng(wl_seq))
     jobs = pods.take(arr.rows)
-    env = SchedulerEnv(cluster, JobStore.from_table(jobs), seed=seed, trace=pods)
-    env.rng = np.random.default_rng(pol_seq)  # random picks and ties: the experiment's policy stream
-    fw = Framework(env, [core_plugin(policy, policy_args)])
-    state = ClusterState(cluster)
-    queue = PendingQueue(env.jobs, ShapeIndex(), fw.static_key)
-    ctx = CycleContext(env, state, queue, 0.0, {}, Statement(state))
+    sched = Scheduler(core_policy(policy, policy_args), cluster, jobs, seed=seed, trace=pods)
+    sched.env.rng = np.random.default_rng(pol_seq)  # random picks and ties: the experiment's policy stream
     n = len(jobs)
     placed = np.zeros(n, dtype=bool)
     where = np.full(n, -1, dtype=np.int64)
     t0 = time.perf_counter()
     for job in range(n):
-        result = fw.place(ctx, job)
+        result = sched.offer(job, 0.0)
         if isinstance(result, Placement):
-            state.allocate(job, result)
-            fw.job_started(job, 0.0, result)
             placed[job] = True
             where[job] = result.nodes[0]
     elapsed = time.perf_counter() - t0
     if check:
-        state.check()
+        sched.state.check()
     if never is None:
         never = never_fits(inventory, workload)
     return RunResult(
         pods=pods_label, policy=policy, seed=seed, capacity_milli=inventory.total_gpu_milli,
         gpu_milli=workload.gpu_milli[arr.rows], placed=placed, node=where, never=never[arr.rows],
         sampled=arr.sampled, time_s=elapsed, n_list=len(workload),
-        extra={"allocated_milli": state.allocated_milli},
+        extra={"allocated_milli": sched.state.allocated_milli},
     )
