@@ -59,8 +59,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kant.actions.allocate import Allocate
 from kant.actions.common import evict_job, start_job
+from kant.framework.action import Action
 from kant.framework.context import CycleContext, SchedulerEnv
-from kant.framework.plugin import Action, Plugin, Rank
+from kant.framework.plugin import Plugin, Rank
 from kant.framework.registry import register_action
 from kant.framework.runner import Framework
 from kant.framework.statement import Statement
@@ -188,7 +189,7 @@ def _slots(ctx: CycleContext, job: int, free: IntArray, free_cpu: IntArray, free
     :func:`kant.model.fit.worker_slots`; a GPU share also counts the open GPU slots of the state)."""
     env, jobs = ctx.env, ctx.env.jobs
     g, milli = int(jobs.gpus_per_worker[job]), int(jobs.gpu_milli[job])
-    share = ctx.state.share_slots(milli) if is_share(g, milli) and ctx.state.share_free else None
+    share = ctx.state.shares.workers(milli) if is_share(g, milli) and ctx.state.shares.slots else None
     return worker_slots(g, milli, int(jobs.cpu_milli[job]), int(jobs.memory_mib[job]), free, free_cpu, free_mem,
                         env.cpu_unmodelled, env.mem_unmodelled, share_free=share, limit=int(jobs.workers[job]),
                         ok=ok)

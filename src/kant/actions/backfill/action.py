@@ -14,9 +14,9 @@ from kant.actions.backfill.easy import EasyCycle, LongBlocked, ReservationKeeper
 from kant.actions.backfill.fit import BoolArray, Capacity, FloatArray
 from kant.actions.backfill.releases import Releases
 from kant.actions.common import start_job
+from kant.framework.action import Action
 from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.memo import FailedRequests
-from kant.framework.plugin import Action
 from kant.framework.registry import register_action
 from kant.framework.runner import Framework
 from kant.model.state import ClusterState, Placement
@@ -115,7 +115,7 @@ class Backfill(Action):
     def exhausted(self, state: ClusterState) -> bool:
         """No GPU is free, none holds shares with room and no queued job asks for none: nothing more
         can start this cycle."""
-        return self.capacity.free_gpus(state) <= 0 and not self._cpu_jobs and not state.share_open
+        return self.capacity.free_gpus(state) <= 0 and not self._cpu_jobs and not state.shares.open
 
     def type_mask(self, env: SchedulerEnv, job: int) -> BoolArray | None:
         t = self.job_type[job]
@@ -152,7 +152,7 @@ class Backfill(Action):
         state = ctx.state
         if not len(ctx.queue) or (
             self.capacity.total_gpus - state.allocated_gpus - state.down_gpus <= 0 and not self._cpu_jobs
-            and not state.share_open  # exhausted
+            and not state.shares.open  # exhausted
         ):
             return
         if self.args.mode == "easy":

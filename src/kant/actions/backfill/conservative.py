@@ -206,7 +206,7 @@ class Conservative:
 
 def share_token(state: ClusterState) -> int:
     """Changes whenever the GPU-share books change (0 while no share was ever booked)."""
-    return int(state.share_version.sum()) if state.share_free else 0
+    return int(state.shares.version.sum()) if state.shares.slots else 0
 
 
 def _queue_prefix(queue: PendingQueue, jobs: list[int]) -> dict[int, int] | None:
@@ -302,7 +302,7 @@ class Profile:
         only). A reservation after now then checks and places on whole GPUs only (the caller)."""
         if len(req) <= len(self.modelled) or self._state is None:
             return None
-        return self._state.share_slots(share_milli(req, len(self.modelled)))
+        return self._state.shares.workers(share_milli(req, len(self.modelled)))
 
     def _count(self, a: int, b: int, req: tuple[int, ...], tmask: BoolArray | None) -> IntArray:
         slots = worker_slots(self.avail[:, a:b, :], req, tmask, self.modelled, self.share_free(req))

@@ -192,7 +192,7 @@ def compute_reservation(bf: Backfill, ctx: CycleContext, fw: Framework, job: int
         sel = slice(None) if tmask is None else tmask[node]
         e_t = t[sel]
         first = first_enough(free_now[0], node[sel], amt[sel, 0], g, w, tmask, milli,
-                             ctx.state.share_slots(milli) if share else None)
+                             ctx.state.shares.workers(milli) if share else None)
         if first < 0:
             return None
         pool = e_t[first:] if len(e_t) else t
@@ -255,7 +255,7 @@ class LongBlocked:
         slot without freeing a GPU)."""
         if res is None:  # no long jobs this pass: the set is not looked at
             return
-        shares = int(state.share_version.sum()) if state.share_free else 0
+        shares = int(state.shares.version.sum()) if state.shares.slots else 0
         if res.serial != self._serial or shares != self._shares:
             self._serial = res.serial
             self._shares = shares
@@ -323,7 +323,7 @@ class Leftover:
             if n is None:
                 assert self._state is not None
                 n = self._slots[key] = self._capacity.gpu_slots(self.free[0], g, tmask, milli,
-                                                                self._state.share_slots(milli))
+                                                                self._state.shares.workers(milli))
             return n
         n = self._slots.get((g, type_code))
         if n is None:
