@@ -342,7 +342,9 @@ def _csv_readers() -> list[tuple[frozenset[str], _Reader]]:
 
 def _read_schema_csv(path: Path, problems: Problems | None) -> JobTable:
     """A CSV whose columns are the job schema's own names (as ``kant trace convert`` documents)."""
-    from kant.traces.mapping import TraceMapping, read_mapped, read_raw
+    from kant.traces.mapped import read_mapped
+    from kant.traces.mapping import TraceMapping
+    from kant.traces.raw import read_raw
 
     header = read_raw(path).header
     fields = {"name", "submit", "duration", "workers", "gpus_per_worker", "gpu_milli", "gpu_type", "priority",
@@ -361,7 +363,7 @@ def _read_schema_csv(path: Path, problems: Problems | None) -> JobTable:
 def read_path(arg: str | Path, *, problems: Problems | None = None) -> Trace:
     """Read a trace file or folder, choosing the reader from its name and first line."""
     from kant.traces import gavel, pai
-    from kant.traces.mapping import sniff_format
+    from kant.traces.raw import sniff_format
     from kant.traces.schema import read_parquet
 
     path = Path(arg)
@@ -401,7 +403,7 @@ def _read_yaml(path: Path, problems: Problems | None) -> Trace:
 
     from kant.errors import ConfigError
     from kant.traces.inventory import load_cluster
-    from kant.traces.mapping import read_with_mapping
+    from kant.traces.mapped import read_with_mapping
 
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -25,8 +25,7 @@ import numpy.typing as npt
 from kant.errors import ConfigError, InputError
 from kant.model.cluster import Cluster, NodeSpec
 from kant.model.job import FULL_GPU_MILLI, JobTable
-from kant.traces._csv import Problems
-from kant.traces.mapping import split_gangs
+from kant.traces._csv import Problems, split_gangs
 from kant.traces.schema import Coded, build_job_table, gpu_type_compatibility
 
 __all__ = [
