@@ -272,8 +272,8 @@ def test_mutated_mapping_yaml_gives_config_errors() -> None:
 
 
 def test_mutated_parquet_columns_give_input_errors() -> None:
+    from kant.traces.parquet import jobs_to_arrow, read_parquet
     from kant.traces.philly import read_philly
-    from kant.traces.schema import jobs_to_arrow, read_parquet
 
     table = jobs_to_arrow(read_philly().take(np.arange(30)))
     columns = table.column_names

@@ -19,9 +19,9 @@ from kant.traces._csv import Problems, split_gangs
 from kant.traces.load import LoadSeries
 from kant.traces.mapped import read_with_mapping
 from kant.traces.mapping import load_mapping
+from kant.traces.parquet import clusters_equal
 from kant.traces.raw import read_raw
 from kant.traces.registry import load_any, load_nodes, load_trace, shared_traces_dir
-from kant.traces.schema import clusters_equal
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "mappings"
 

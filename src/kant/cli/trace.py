@@ -140,7 +140,7 @@ def convert_cmd(name: str, out: Path, skip_invalid: bool, window_: str | None, s
     from kant.model.cluster import Cluster
     from kant.model.job import JobTable
     from kant.traces import transforms as tf
-    from kant.traces.schema import write_parquet
+    from kant.traces.parquet import write_parquet
 
     try:
         obj, problems = _load(name, skip_invalid)

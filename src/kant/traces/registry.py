@@ -363,8 +363,8 @@ def _read_schema_csv(path: Path, problems: Problems | None) -> JobTable:
 def read_path(arg: str | Path, *, problems: Problems | None = None) -> Trace:
     """Read a trace file or folder, choosing the reader from its name and first line."""
     from kant.traces import gavel, pai
+    from kant.traces.parquet import read_parquet
     from kant.traces.raw import sniff_format
-    from kant.traces.schema import read_parquet
 
     path = Path(arg)
     if path.is_dir():
