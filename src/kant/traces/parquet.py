@@ -28,6 +28,7 @@ from kant.model.cluster import Cluster
 from kant.model.job import FULL_GPU_MILLI, JOB_COLUMNS, JobTable
 from kant.traces._csv import Problems
 from kant.traces.load import LOAD_COLUMNS, LoadSeries
+from kant.traces.raw import read_parquet_table
 from kant.traces.schema import JOB_SCHEMA, LOAD_SCHEMA, NODE_SCHEMA, SCHEMA_VERSION, Coded, RowCheck, encode
 
 __all__ = [
@@ -421,13 +422,7 @@ def read_parquet(path: str | Path, *, problems: Problems | None = None) -> JobTa
     """Read a Parquet file in one of kant's schemas; the kind comes from the metadata or the columns."""
     p = Path(path)
     source = str(p)
-    try:
-        table = pq.read_table(p)
-    except FileNotFoundError:
-        raise InputError(source, "file not found") from None
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise InputError(source, f"not a readable Parquet file: {str(exc).splitlines()[0] if str(exc) else exc}") \
-            from None
+    table = read_parquet_table(p)
     kind = _read_meta(table).get("table")
     cols = set(table.column_names)
     if kind is None:

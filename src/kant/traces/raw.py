@@ -30,7 +30,7 @@ from kant.errors import InputError
 from kant.traces._csv import Problems
 from kant.traces.schema import RowCheck
 
-__all__ = ["RawTable", "decode_utf8", "read_bytes", "read_raw", "sniff_format"]
+__all__ = ["RawTable", "decode_utf8", "read_bytes", "read_parquet_table", "read_raw", "sniff_format"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -314,15 +314,21 @@ def _json_text(v: Any) -> str:
     return json.dumps(v)
 
 
+def read_parquet_table(path: Path) -> pa.Table:
+    """The Arrow table of a Parquet file; a missing or unreadable file raises
+    :class:`~kant.errors.InputError` naming it."""
+    try:
+        return pq.read_table(path)
+    except FileNotFoundError:
+        raise InputError(str(path), "file not found") from None
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(str(path), f"not a readable Parquet file: {str(exc).splitlines()[0] if str(exc) else exc}") \
+            from None
+
+
 def _parquet_raw(path: Path) -> RawTable:
     source = str(path)
-    try:
-        table = pq.read_table(path)
-    except FileNotFoundError:
-        raise InputError(source, "file not found") from None
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise InputError(source, f"not a readable Parquet file: {str(exc).splitlines()[0] if str(exc) else exc}") \
-            from None
+    table = read_parquet_table(path)
     cols: dict[str, pa.Array] = {}
     for name in table.column_names:
         col = table.column(name)
