@@ -11,18 +11,19 @@ hand: the graph is the code's. Three rules are checked on it:
    above. A *room* is a top-level package or module of ``src/kant``; the layers, from the ground up,
    are declared once, in :data:`LAYERS`::
 
-       0  errors, text, stamp, policies   the ground: no kant imports (policies: bundled YAML files)
-       1  model                           domain types: cluster, jobs, job store, cluster state
-       2  framework                       the contract for plugins and actions, the runner, the registry
-       3  config                          policy files: actions and plugins by name, typed arguments
-       4  plugins, actions, traces        policies; cycle algorithms; trace readers and the schema
-       5  scheduler, metrics              one scheduling cycle; the recorder and the summaries
-       6  sim                             event kernel, execution model, the Simulator
-       7  inference                       services, traffic, autoscaler, the unified driver
-       8  runs                            use cases: one simulation run as the CLI and sweeps ask for it
-       9  twin, sweep, experiments        the digital twin, studies, the FGD reproduction
-       10 service                         ``kant serve``: database, loop, executors, REST API, dashboard
-       11 cli                             ``kant ...`` commands
+       0  errors                          the error types every room raises
+       1  text, stamp, policies           small helpers (text, the version-stamped cache); bundled YAML
+       2  model                           domain types: cluster, jobs, job store, cluster state
+       3  framework                       the contract for plugins and actions, the runner, the registry
+       4  config                          policy files: actions and plugins by name, typed arguments
+       5  plugins, actions, traces        policies; cycle algorithms; trace readers and the schema
+       6  scheduler, metrics              one scheduling cycle; the recorder and the summaries
+       7  sim                             event kernel, execution model, the Simulator
+       8  inference                       services, traffic, autoscaler, the unified driver
+       9  runs                            use cases: one simulation run as the CLI and sweeps ask for it
+       10 twin, sweep, experiments        the digital twin, studies, the FGD reproduction
+       11 service                         ``kant serve``: database, loop, executors, REST API, dashboard
+       12 cli                             ``kant ...`` commands
 
    Why this order: ``config`` loads a policy by resolving names through ``framework``'s registry, and
    plugins may build policies (``quota.with_tenant_quotas``), so it sits between the two; ``traces``
@@ -53,7 +54,8 @@ import kant
 
 #: the rooms of src/kant, from the ground up (see the module docstring); one layer per tuple
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "text", "stamp", "policies"),
+    ("errors",),
+    ("text", "stamp", "policies"),
     ("model",),
     ("framework",),
     ("config",),
