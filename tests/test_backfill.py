@@ -19,7 +19,7 @@ import kant.actions.backfill.conservative as conservative_module
 import kant.actions.backfill.fit as fit_module
 import kant.actions.backfill.releases as releases_module
 from kant.actions.backfill import Backfill, backfill_action, backfill_stats
-from kant.actions.backfill.easy import ReservationKeeper
+from kant.actions.backfill.reservation import ReservationKeeper
 from kant.config.policy import load_policy, parse_policy
 from kant.errors import ConfigError
 from kant.model.cluster import Cluster, NodeSpec

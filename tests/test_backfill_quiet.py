@@ -22,7 +22,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kant.actions.backfill.easy import EasyReservation, LongBlocked, QuietWalk
+from kant.actions.backfill.easy import QuietWalk
+from kant.actions.backfill.leftover import LongBlocked
+from kant.actions.backfill.reservation import EasyReservation
 from kant.config.policy import parse_policy
 from kant.model.cluster import Cluster
 from kant.model.job import JobTable, JobTableBuilder

@@ -10,13 +10,13 @@ from hypothesis import strategies as st
 from kant.errors import SchedulingError
 from kant.model import Cluster, ClusterState, Placement
 from kant.model.fit import FULL_GPU_MILLI, Request, gpu_slots, is_share, worker_slots
-from kant.model.state import SLOT_CLOSED
+from kant.model.shares import SLOT_CLOSED
 
 
 def _snapshot(s: ClusterState) -> tuple[object, ...]:
     return (s.free.tolist(), s.free_cpu.tolist(), s.free_mem.tolist(), s.leaf_free.tolist(), s.spine_free.tolist(),
             s.allocated_gpus, s.partial_nodes, s.free_on_partial, s.empty_nodes, s.free_hist.tolist(),
-            s.allocated_milli, s.share_max.tolist(), s.share_open, s.share_used_milli,
+            s.allocated_milli, s.shares.best.tolist(), s.shares.open, s.shares.used_milli,
             [[s.gpu_free_milli(n)] for n in range(s.cluster.n_nodes)])
 
 
@@ -26,7 +26,7 @@ def test_shares_pack_one_gpu_and_release_restores() -> None:
     s.allocate(1, Placement((0,), 1, gpu_milli=500))
     s.allocate(2, Placement((0,), 1, gpu_milli=300))  # best fit: the same GPU (500 free)
     assert s.gpu_free_milli(0) == [1000, 200]
-    assert int(s.free[0]) == 1 and s.share_open == 1 and s.allocated_milli == 800 and s.allocated_gpus == 1
+    assert int(s.free[0]) == 1 and s.shares.open == 1 and s.allocated_milli == 800 and s.allocated_gpus == 1
     s.allocate(3, Placement((0,), 1, gpu_milli=300))  # 200 free is too little: opens the second GPU
     assert s.gpu_free_milli(0) == [700, 200]
     with pytest.raises(SchedulingError, match="cannot hold"):
@@ -119,7 +119,7 @@ def test_share_invariants(ops: list[tuple[int, int, bool, int]]) -> None:
                     assert int(s.free[node]) == free_before - gpus * len(p.nodes)
         s.check()
         for n in range(cluster.n_nodes):
-            shares = s.share_free.get(n, [])
+            shares = s.shares.slots.get(n, [])
             assert all(v == SLOT_CLOSED or 0 <= v < FULL_GPU_MILLI for v in shares)
             assert len([v for v in shares if v != SLOT_CLOSED]) + int(s.free[n]) <= 3
     for j in sorted(live):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from kant.actions.preempt import Candidates, choose_victims, work_lost
+from kant.actions.victims import Candidates, choose_victims, work_lost
 from kant.config import parse_policy
 from kant.errors import ConfigError
 from kant.framework.context import CycleContext, RunningJob

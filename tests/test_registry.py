@@ -11,7 +11,8 @@ import pytest
 from kant.config import parse_policy
 from kant.errors import ConfigError
 from kant.framework import registry
-from kant.framework.plugin import Action, Plugin
+from kant.framework.action import Action
+from kant.framework.plugin import Plugin
 
 
 def _defined_in(package: str) -> dict[str, str]:

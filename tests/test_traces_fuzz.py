@@ -215,7 +215,7 @@ def test_mutated_rows_raise_only_kant_errors(src: Source) -> None:
 
 
 def test_mutated_jsonl_through_the_example_mapping() -> None:
-    from kant.traces.mapping import read_with_mapping
+    from kant.traces.mapped import read_with_mapping
 
     lines = (EXAMPLES / "philly-2000.jsonl").read_text().splitlines()[:ROWS]
     yaml_text = (EXAMPLES / "philly-jsonl.yaml").read_text()
@@ -250,7 +250,7 @@ def test_mutated_jsonl_through_the_example_mapping() -> None:
 
 
 def test_mutated_mapping_yaml_gives_config_errors() -> None:
-    from kant.traces.mapping import read_with_mapping
+    from kant.traces.mapped import read_with_mapping
 
     base = (EXAMPLES / "philly-jsonl.yaml").read_text().splitlines()
     with tempfile.TemporaryDirectory() as tmp:
@@ -272,8 +272,8 @@ def test_mutated_mapping_yaml_gives_config_errors() -> None:
 
 
 def test_mutated_parquet_columns_give_input_errors() -> None:
+    from kant.traces.parquet import jobs_to_arrow, read_parquet
     from kant.traces.philly import read_philly
-    from kant.traces.schema import jobs_to_arrow, read_parquet
 
     table = jobs_to_arrow(read_philly().take(np.arange(30)))
     columns = table.column_names
@@ -339,8 +339,8 @@ def test_random_mappings_give_only_kant_errors() -> None:
     defaults and value maps ends in a result or a KantError."""
     import yaml
 
-    from kant.traces.mapping import _FIELDS as FIELDS_BY_KIND
-    from kant.traces.mapping import read_with_mapping
+    from kant.traces.mapped import read_with_mapping
+    from kant.traces.mapping import FIELDS as FIELDS_BY_KIND
 
     required = {"jobs": ["submit", "duration"], "nodes": ["gpus", "gpu_type"], "requests": ["time"],
                 "rate": ["time", "rate"]}

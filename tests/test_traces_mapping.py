@@ -15,11 +15,13 @@ import pytest
 from kant.errors import ConfigError, InputError
 from kant.model.cluster import Cluster
 from kant.model.job import JobKind, JobTable
-from kant.traces._csv import Problems
+from kant.traces._csv import Problems, split_gangs
 from kant.traces.load import LoadSeries
-from kant.traces.mapping import load_mapping, read_raw, read_with_mapping, split_gangs
+from kant.traces.mapped import read_with_mapping
+from kant.traces.mapping import load_mapping
+from kant.traces.parquet import clusters_equal
+from kant.traces.raw import read_raw
 from kant.traces.registry import load_any, load_nodes, load_trace, shared_traces_dir
-from kant.traces.schema import clusters_equal
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "mappings"
 

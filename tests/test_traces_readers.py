@@ -134,8 +134,8 @@ def _general_philly(monkeypatch: pytest.MonkeyPatch, *args: object, **kw: object
 
 def test_philly_fast_path_reads_the_bundled_file_as_the_general_reader(monkeypatch: pytest.MonkeyPatch) -> None:
     from kant.traces._philly_fast import read_philly_fast
+    from kant.traces.parquet import jobs_equal
     from kant.traces.philly import PHILLY_COLUMNS, bundled_philly_path, read_philly
-    from kant.traces.schema import jobs_equal
 
     fast = read_philly_fast(bundled_philly_path(), PHILLY_COLUMNS, 8)
     assert fast is not None  # the bundled file is well-formed: the CLI's default never pays the general reader
@@ -171,8 +171,8 @@ _PHILLY_ROWS = "2017-10-09 07:01:55,66.0,1,66.0,vc1\n2017-10-09 06:13:03,2951.0,
 def test_philly_fast_path_equals_general_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str,
                                                 fast: bool) -> None:
     from kant.traces._philly_fast import read_philly_fast
+    from kant.traces.parquet import jobs_equal
     from kant.traces.philly import PHILLY_COLUMNS, read_philly
-    from kant.traces.schema import jobs_equal
 
     path = tmp_path / "philly.csv"
     path.write_bytes((_PHILLY_HEADER + body).encode("utf-8"))
@@ -199,8 +199,8 @@ def test_philly_bad_rows_go_to_the_general_reader(tmp_path: Path, monkeypatch: p
     """A file the fast path does not take gets the general reader's error (file, line, column), or the
     same rows dropped with --skip-invalid."""
     from kant.traces._philly_fast import read_philly_fast
+    from kant.traces.parquet import jobs_equal
     from kant.traces.philly import PHILLY_COLUMNS, read_philly
-    from kant.traces.schema import jobs_equal
 
     path = tmp_path / "philly.csv"
     path.write_text(_PHILLY_HEADER + body)
@@ -340,7 +340,7 @@ def test_openb_bad_pods(tmp_path: Path, edit: object, message: str) -> None:
 @needs_shared
 def test_openb_nodes_equal_inventory_reader() -> None:
     from kant.traces.inventory import read_inventory
-    from kant.traces.schema import clusters_equal
+    from kant.traces.parquet import clusters_equal
 
     for name, gpu_only in (("openb_node_list_gpu_node.csv", True), ("openb_node_list_all_node.csv", False)):
         p = shared(f"{OPENB}/{name}")

@@ -17,14 +17,8 @@ from kant.model.cluster import Cluster, NodeSpec
 from kant.model.job import InferenceService, JobKind, JobTable, JobTableBuilder
 from kant.traces._csv import Problems
 from kant.traces.load import LoadSeries
-from kant.traces.registry import list_traces, load_any, shared_traces_dir
-from kant.traces.schema import (
-    JOB_SCHEMA,
-    LOAD_SCHEMA,
-    NODE_SCHEMA,
-    build_load_series,
+from kant.traces.parquet import (
     clusters_equal,
-    gpu_type_compatibility,
     jobs_equal,
     jobs_from_arrow,
     jobs_to_arrow,
@@ -32,6 +26,8 @@ from kant.traces.schema import (
     read_parquet,
     write_parquet,
 )
+from kant.traces.registry import list_traces, load_any, shared_traces_dir
+from kant.traces.schema import JOB_SCHEMA, LOAD_SCHEMA, NODE_SCHEMA, build_load_series, gpu_type_compatibility
 
 NAMES = [e.name for e in list_traces()] if shared_traces_dir() is not None else ["philly"]
 

@@ -11,7 +11,7 @@ from kant.errors import ConfigError, InputError
 from kant.model.cluster import Cluster, NodeSpec
 from kant.model.job import JobTable, JobTableBuilder
 from kant.traces._csv import Problems
-from kant.traces.schema import jobs_equal
+from kant.traces.parquet import jobs_equal
 from kant.traces.synthetic import SyntheticSpec, generate_jobs, parse_synthetic
 from kant.traces.transforms import (
     ACME_KALOS_MEAN_GPUS,

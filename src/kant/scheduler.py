@@ -26,8 +26,9 @@ from typing import Any, TypeVar
 
 from kant.config.policy import Policy
 from kant.errors import SchedulingError
+from kant.framework.action import Action
 from kant.framework.context import CycleContext, RunningJob, SchedulerEnv
-from kant.framework.plugin import Action, Plugin
+from kant.framework.plugin import Plugin
 from kant.framework.queue import PendingQueue, ShapeIndex
 from kant.framework.runner import Framework
 from kant.framework.statement import Binder, Statement

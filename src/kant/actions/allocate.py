@@ -14,9 +14,9 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
 from kant.actions.common import start_job
+from kant.framework.action import Action
 from kant.framework.context import CycleContext
 from kant.framework.memo import FailedRequests
-from kant.framework.plugin import Action
 from kant.framework.queue import PendingQueue
 from kant.framework.registry import register_action
 from kant.framework.runner import Framework
@@ -105,7 +105,7 @@ class Allocate(Action):
             request = requests[job]
             status = failed.get(request)
             if status is None:
-                if state.free_gpus <= 0 and gpus[job] > 0 and not (state.share_open and fw.is_share(job)):
+                if state.free_gpus <= 0 and gpus[job] > 0 and not (state.shares.open and fw.is_share(job)):
                     status = _CLUSTER_FULL
                     failed.add(ctx.env, request, job, status, 0)
                 else:

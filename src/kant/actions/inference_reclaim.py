@@ -5,7 +5,7 @@ submit, then lower row. A replica that passes admission and now fits without evi
 started as is (earlier reclaims in the cycle may have freed more than they needed). Otherwise the
 *candidates* are the training jobs that were running when the cycle began and have not been evicted
 in it (inference never evicts inference); the victims are chosen by
-:func:`kant.actions.preempt.choose_victims` with rank = ``JobTable.priority``: lowest priority first,
+:func:`kant.actions.victims.choose_victims` with rank = ``JobTable.priority``: lowest priority first,
 then the fewest victims, then the least work lost (GPU-seconds since the last checkpoint:
 ``GPUs x (run time mod checkpoint_interval_s)``, the whole run without checkpoints), then lower rows;
 for a one-worker replica this choice is exact. If no set of candidates makes room, nothing is evicted
@@ -35,7 +35,8 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from kant.actions.common import start_job
-from kant.actions.preempt import BoolArray, Candidates, EvictingAction, Skip, Walk, running_jobs
+from kant.actions.evicting import EvictingAction, Skip, Walk
+from kant.actions.victims import BoolArray, Candidates, running_jobs
 from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import CoScheduling
 from kant.framework.registry import register_action

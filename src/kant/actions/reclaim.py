@@ -7,7 +7,7 @@ may reclaim when ``t`` is under its guarantee with ``p`` included (``U_t + r_p <
 ``p`` passes admission. The *candidates* are jobs of other tenants that were running when the cycle
 began and have borrowed GPUs recorded (``quota.job_borrowed > 0``: the part of a tenant's use above
 its guarantee; see :mod:`kant.plugins.quota`). Victims are chosen among them with
-:func:`kant.actions.preempt.choose_victims`: lowest ``JobTable.priority`` first, then the fewest
+:func:`kant.actions.victims.choose_victims`: lowest ``JobTable.priority`` first, then the fewest
 victims, then the least work lost (GPU-seconds since the last checkpoint, see ``checkpoint_interval_s``),
 then lower job rows; if no subset of candidates makes ``p`` fit, nothing is evicted. The plan is
 simulated on a private statement first; then the victims are evicted with
@@ -33,16 +33,8 @@ from itertools import chain
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from kant.actions.preempt import (
-    BoolArray,
-    Candidates,
-    EvictingAction,
-    IntArray,
-    Skip,
-    Walk,
-    in_queue_order,
-    placement_entries,
-)
+from kant.actions.evicting import EvictingAction, Skip, Walk, in_queue_order
+from kant.actions.victims import BoolArray, Candidates, IntArray, placement_entries
 from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import Guarantee
 from kant.framework.registry import register_action

@@ -54,7 +54,7 @@ def list_cmd() -> None:
 
 
 def _load(name: str, skip_invalid: bool) -> tuple[Any, Any]:
-    from kant.traces._csv import Problems
+    from kant.traces import Problems
     from kant.traces.registry import load_any
 
     problems = Problems(skip=skip_invalid)
@@ -125,7 +125,7 @@ def convert_cmd(name: str, out: Path, skip_invalid: bool, window_: str | None, s
     from kant.model.cluster import Cluster
     from kant.model.job import JobTable
     from kant.traces import transforms as tf
-    from kant.traces.schema import write_parquet
+    from kant.traces.parquet import write_parquet
 
     try:
         obj, problems = _load(name, skip_invalid)

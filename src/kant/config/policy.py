@@ -29,8 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from kant.config.validation import validate, validate_document
 from kant.config.yaml_file import read_yaml
 from kant.errors import ConfigError
-from kant.framework.plugin import Action, Place, Plugin
-from kant.framework.registry import action_class, action_names, plugin_class, plugin_names
+from kant.framework.action import Action
+from kant.framework.plugin import Place, Plugin
+from kant.framework.registry import action_class, action_names, plugin_class, plugin_classes, plugin_names
 
 __all__ = ["Policy", "PluginEntry", "ActionEntry", "load_policy", "parse_policy", "bundled_policies"]
 
@@ -145,10 +146,21 @@ def _check_combination(policy: Policy) -> None:
         raise ConfigError(policy.source, f"plugins[{placers[1]}]", f"at most one gang placement plugin, got {names}")
     classes = [p.cls for p in policy.plugins]
     for i, action in enumerate(policy.actions):
-        problem = action.cls.check_plugins(action.args, classes)
+        problem = _missing_need(action.cls, classes) or action.cls.check_plugins(action.args, classes)
         if problem is not None:
             key, why = problem
             raise ConfigError(policy.source, f"actions[{i}]{'.' + key if key else ''}", why)
+
+
+def _missing_need(action: type[Action], plugins: list[type[Plugin]]) -> tuple[str, str] | None:
+    """The first plugin kind of ``action.NEEDS`` that none of ``plugins`` is, as (key path below
+    the action's entry, reason) with the registered plugins of that kind as a hint; None if none."""
+    for kind in action.NEEDS:
+        if not any(issubclass(p, kind) for p in plugins):
+            have = [p.NAME for p in plugin_classes() if issubclass(p, kind)]
+            hint = f" (one of: {', '.join(have)})" if have else ""
+            return "", f"the {action.NAME} action needs a {kind.__name__} plugin in the policy{hint}"
+    return None
 
 
 def bundled_policies() -> dict[str, Path]:

@@ -17,11 +17,10 @@ from kant import lazy_exports
 TYPE_CHECKING = False
 if TYPE_CHECKING:
 
+    from kant.framework.action import Action, ActionLookup
     from kant.framework.context import CycleContext, RunningJob, SchedulerEnv
     from kant.framework.plugin import (
         MAX_SCORE,
-        Action,
-        ActionLookup,
         Admit,
         BoolArray,
         ClassScore,
@@ -33,6 +32,7 @@ if TYPE_CHECKING:
         JobListener,
         NoArgs,
         Place,
+        Placer,
         Plugin,
         PluginLookup,
         QueueSort,
@@ -66,6 +66,7 @@ __all__ = [
     "NoArgs",
     "Place",
     "Placement",
+    "Placer",
     "Plugin",
     "PluginLookup",
     "QueueSort",
@@ -83,9 +84,10 @@ _PLUGIN = "kant.framework.plugin"
 #: public name -> the module that defines it
 _WHERE = {
     **dict.fromkeys(["CycleContext", "RunningJob", "SchedulerEnv"], "kant.framework.context"),
-    **dict.fromkeys(["MAX_SCORE", "Action", "ActionLookup", "Admit", "BoolArray", "ClassScore", "CoScheduling",
-                     "Filter", "FloatArray", "Guarantee", "IntArray", "JobListener", "NoArgs", "Place", "Plugin",
-                     "PluginLookup", "QueueSort", "Rank", "Score"], _PLUGIN),
+    **dict.fromkeys(["Action", "ActionLookup"], "kant.framework.action"),
+    **dict.fromkeys(["MAX_SCORE", "Admit", "BoolArray", "ClassScore", "CoScheduling", "Filter", "FloatArray",
+                     "Guarantee", "IntArray", "JobListener", "NoArgs", "Place", "Placer", "Plugin", "PluginLookup",
+                     "QueueSort", "Rank", "Score"], _PLUGIN),
     **dict.fromkeys(["register_action", "register_plugin"], "kant.framework.registry"),
     "Framework": "kant.framework.runner",
     **dict.fromkeys(["Binder", "Statement"], "kant.framework.statement"),

@@ -22,7 +22,7 @@ from kant.model.state import Placement
 
 if TYPE_CHECKING:
     from kant.framework.context import CycleContext, SchedulerEnv
-    from kant.framework.runner import Framework
+    from kant.model.classes import ClassGroups, NodeClasses
 
 __all__ = [
     "MAX_SCORE",
@@ -38,9 +38,8 @@ __all__ = [
     "Rank",
     "Guarantee",
     "CoScheduling",
-    "Action",
+    "Placer",
     "PluginLookup",
-    "ActionLookup",
 ]
 
 MAX_SCORE = 100.0
@@ -139,17 +138,57 @@ class ClassScore(Score):
         raise NotImplementedError
 
 
+class Placer(Protocol):
+    """What a :class:`Place` plugin may use of the runner that calls it (the runner,
+    :class:`kant.framework.runner.Framework`, is one; plugins sit below it and see only this)."""
+
+    #: the policy's Filter plugins, in policy order
+    filters: list[Filter]
+    #: per-job request columns (the store's lists, read one at a time): GPUs per worker, workers,
+    #: GPU type code, CPU milli, memory MiB, milli-GPU per worker
+    job_gpus: list[int]
+    job_workers: list[int]
+    job_type: list[int]
+    job_cpu: list[int]
+    job_mem: list[int]
+    job_milli: list[int]
+    #: no node models CPU / memory
+    cpu_all_unmodelled: bool
+    mem_all_unmodelled: bool
+
+    def place_workers(self, ctx: CycleContext, job: int, restrict: BoolArray | None = None) -> Placement | Status:
+        """The standard greedy filter+score placement of every worker, within ``restrict``."""
+        ...
+
+    def candidate_mask(self, ctx: CycleContext, job: int, restrict: BoolArray | None = None) -> BoolArray:
+        """Nodes where one worker fits now, within ``restrict``, narrowed by the Filter plugins."""
+        ...
+
+    def is_share(self, job: int) -> bool:
+        """Does ``job`` ask for a share of one GPU per worker?"""
+        ...
+
+    def class_groups(self, classes: NodeClasses, gpus: int, gpu_type: int) -> ClassGroups | None:
+        """The node classes a worker fits, grouped by equal weighted score, best group first."""
+        ...
+
+    def best_of_classes(self, classes: NodeClasses, groups: ClassGroups) -> int:
+        """Lowest-index node of the best non-empty group of classes, or -1."""
+        ...
+
+
 class Place(Plugin):
     """Places a whole gang (topology-aware and packing strategies). Return a placement, or a
     :class:`Status` saying why not. ``fw.place_workers`` offers the standard filter+score greedy
-    placement restricted to a node mask, for strategies that first choose a group of nodes.
+    placement restricted to a node mask, for strategies that first choose a group of nodes; ``fw``
+    is the runner as a :class:`Placer`.
     ``REQUEST_ONLY`` as for :class:`Filter`."""
 
     REQUEST_ONLY: ClassVar[bool] = True
     #: the plugin places GPU-share requests too; else the runner places them by filter+score
     SHARES: ClassVar[bool] = False
 
-    def place(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
+    def place(self, ctx: CycleContext, job: int, fw: Placer) -> Placement | Status:
         raise NotImplementedError
 
     def feasible(self, env: SchedulerEnv, job: int) -> Status:
@@ -208,68 +247,7 @@ class CoScheduling(Plugin):
         return True
 
 
-class Action:
-    """A cycle-level algorithm (allocate, backfill, preempt). Actions run in the configured order."""
-
-    NAME: ClassVar[str] = ""
-    Args: ClassVar[type[BaseModel]] = NoArgs
-    #: the action may stop running jobs and queue them again (preempt, reclaim): how much of an
-    #: interrupted run's work survives is then the execution model's business (checkpoints)
-    EVICTS: ClassVar[bool] = False
-
-    #: plugin kinds the action cannot run without (e.g. reclaim: a :class:`Guarantee`); a policy
-    #: that lists the action without one is rejected when it is loaded
-    NEEDS: ClassVar[tuple[type[Plugin], ...]] = ()
-
-    def __init__(self, args: BaseModel | None = None) -> None:
-        self.args = args if args is not None else self.Args()
-
-    @classmethod
-    def check_plugins(cls, args: BaseModel, plugins: Sequence[type[Plugin]]) -> tuple[str, str] | None:
-        """Can the action run with these arguments next to the policy's plugin classes (in policy
-        order)? None if it can, else (key path below the action's entry, e.g. ``args.rank_by``; a
-        one-line reason). Called when a policy is loaded; the default checks :attr:`NEEDS`."""
-        from kant.framework.registry import plugin_classes
-
-        for kind in cls.NEEDS:
-            if not any(issubclass(p, kind) for p in plugins):
-                have = [p.NAME for p in plugin_classes() if issubclass(p, kind)]
-                hint = f" (one of: {', '.join(have)})" if have else ""
-                return "", f"the {cls.NAME} action needs a {kind.__name__} plugin in the policy{hint}"
-        return None
-
-    def attach(self, fw: Framework) -> None:
-        """Called once when the scheduler is built, after every plugin's setup: find the plugins the
-        action works with here (:meth:`Framework.plugin <kant.framework.runner.Framework.plugin>`),
-        never per cycle or per job. Default: nothing."""
-
-    def notes(self) -> list[str]:
-        """Caveats about the run so far, one line each, for its report (e.g. an approximation the
-        action had to make); the simulator puts them in ``SimResult.info["notes"]``. Default: none."""
-        return []
-
-    def setup(self, env: SchedulerEnv) -> None:
-        pass
-
-    def jobs_added(self, env: SchedulerEnv, start: int) -> None:
-        """As :meth:`Plugin.jobs_added`: jobs ``start ..`` were added to the store."""
-
-    def execute(self, ctx: CycleContext, fw: Framework) -> None:
-        raise NotImplementedError
-
-    def idle(self, ctx: CycleContext) -> bool:
-        """Optional fast path, for a policy whose only action this is (and that has no admission
-        plugin and a static order): called instead of :meth:`execute` when the cluster state has not
-        changed since the last cycle (jobs may have joined or left the queue). Return True only if
-        ``execute`` would now start nothing and change nothing but ``ctx.reasons`` (which this call
-        must then leave as ``execute`` would); False runs the full cycle. ``ctx`` has this cycle's
-        time, state, queue and reasons, but its statement and started/evicted/wakeup lists are the
-        last cycle's: do not change the state or use them. The default never claims idleness."""
-        return False
-
-
 P = TypeVar("P", bound=Plugin)
-A = TypeVar("A", bound=Action)
 
 
 class PluginLookup(Protocol):
@@ -277,10 +255,3 @@ class PluginLookup(Protocol):
     a :class:`~kant.scheduler.Scheduler` or a :class:`~kant.sim.simulator.Simulator`."""
 
     def plugin(self, kind: type[P], name: str | None = None) -> P | None: ...
-
-
-class ActionLookup(Protocol):
-    """Anything that finds a policy's actions by kind: a :class:`~kant.scheduler.Scheduler` or a
-    :class:`~kant.sim.simulator.Simulator` (``sim.action(Backfill)``)."""
-
-    def action(self, kind: type[A]) -> A | None: ...

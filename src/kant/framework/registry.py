@@ -13,7 +13,8 @@ import importlib
 import pkgutil
 from typing import TypeVar
 
-from kant.framework.plugin import Action, Plugin
+from kant.framework.action import Action
+from kant.framework.plugin import Plugin
 
 __all__ = ["register_plugin", "register_action", "plugin_class", "action_class", "plugin_names", "action_names",
            "plugin_classes", "BUILTIN_PLUGINS", "BUILTIN_ACTIONS"]

@@ -19,16 +19,15 @@ from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import Admit, ClassScore, Filter, JobListener, Place, Plugin, QueueSort, Score
 from kant.framework.queue import QueueOrder
 from kant.framework.status import SUCCESS, Status
+from kant.model.classes import ClassGroups, NodeClasses
 from kant.model.fit import FULL_GPU_MILLI, gpu_slots, worker_slots
-from kant.model.state import ClusterState, NodeClasses, Placement
+from kant.model.state import ClusterState, Placement
 from kant.stamp import Stamped
 
 __all__ = ["Framework"]
 
 BoolArray = npt.NDArray[np.bool_]
 SortKey = tuple[float, ...]
-#: class ids in tie groups, best group first (see Framework._class_groups)
-ClassGroups = list[list[int]]
 P = TypeVar("P", bound=Plugin)
 
 
@@ -157,7 +156,7 @@ class Framework:
         g = int(jobs.gpus_per_worker[job])
         milli = self.job_milli[job]
         if milli < FULL_GPU_MILLI and g == 1 and milli > 0:  # a GPU share: a free GPU or an open slot with room
-            mask = (state.free >= 1) | ((state.share_max >= milli) & state.up)
+            mask = (state.free >= 1) | ((state.shares.best >= milli) & state.up)
         else:
             mask = state.free >= g if g > 0 else state.up.copy()
         t = int(jobs.gpu_type[job])
@@ -214,8 +213,8 @@ class Framework:
                 for k in range(1, width):
                     room += hist[base + k] * gpu_slots(k, 1, milli)
             # open GPU slots: their free milli in total over ``milli`` bounds what they hold (an upper
-            # bound, O(1); the exact count, ClusterState.share_slots, is O(nodes with shares))
-            room += (state.share_open * FULL_GPU_MILLI - state.share_used_milli) // milli
+            # bound, O(1); the exact count, ShareBooks.workers, is O(nodes with shares))
+            room += (state.shares.open * FULL_GPU_MILLI - state.shares.used_milli) // milli
             self._room.value[key] = room
         return room
 
@@ -282,11 +281,11 @@ class Framework:
 
     def _place_share_workers(self, ctx: CycleContext, job: int, restrict: BoolArray | None) -> Placement | Status:
         """:meth:`place_workers` for a GPU share: filters and scores see the state with the earlier
-        workers' shares tentatively booked (on the arrays they read: ``free`` and ``share_max``)."""
+        workers' shares tentatively booked (on the arrays they read: ``free`` and ``shares.best``)."""
         state = ctx.state
         milli, c, m, w = self.job_milli[job], self.job_cpu[job], self.job_mem[job], self.job_workers[job]
         chosen: list[int] = []
-        touched: dict[int, tuple[int, int, list[int]]] = {}  # node -> (free, share_max, slot copy)
+        touched: dict[int, tuple[int, int, list[int]]] = {}  # node -> (free, shares.best, slot copy)
         try:
             for _ in range(w):
                 nodes = np.flatnonzero(self.candidate_mask(ctx, job, restrict))
@@ -297,8 +296,8 @@ class Framework:
                 if w == 1:
                     break
                 if best not in touched:
-                    touched[best] = (state.free.item(best), state.share_max.item(best),
-                                     list(state.share_free.get(best, ())))
+                    touched[best] = (state.free.item(best), state.shares.best.item(best),
+                                     list(state.shares.slots.get(best, ())))
                 slots = touched[best][2]
                 fit = [v for v in slots if v >= milli]
                 if fit:
@@ -306,13 +305,13 @@ class Framework:
                 else:
                     state.free[best] -= 1
                     slots.append(FULL_GPU_MILLI - milli)
-                state.share_max[best] = max([*slots, 0])
+                state.shares.best[best] = max([*slots, 0])
                 state.free_cpu[best] -= c
                 state.free_mem[best] -= m
         finally:
             for n, (free, smax, _) in touched.items():
                 state.free[n] = free
-                state.share_max[n] = smax
+                state.shares.best[n] = smax
             for n in chosen if w > 1 else ():
                 state.free_cpu[n] += c
                 state.free_mem[n] += m

@@ -11,7 +11,7 @@ A :class:`Statement` is Volcano's name, but not a full transaction. What it is, 
   listeners (quota usage, attained service) heard, and the state's change counters (``version``,
   the release log: a discarded trial counts as changes there). So discard is for side-effect-free
   *trials* that touch nothing but the state, such as the preempt action's plan simulation
-  (:func:`kant.actions.preempt.choose_victims`): evict candidates, try to place, discard;
+  (:func:`kant.actions.victims.choose_victims`): evict candidates, try to place, discard;
 * :meth:`Statement.commit` ends the log and is where binds happen: a driver that runs work (the
   live service) passes a :class:`Binder`, which hears every start and eviction in order.
 

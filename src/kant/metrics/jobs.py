@@ -5,7 +5,7 @@ how to load them with pandas or Polars are in ``docs/results.md``. Times are tra
 that does not exist (the start of a job that never started, the end of one that did not finish, the
 span of one never placed, the reason of one that could run) is null, never NaN or 0.
 
-The columns are built from NumPy through Arrow buffers (:mod:`kant.traces._arrow`), never with
+The columns are built from NumPy through Arrow buffers (:mod:`kant.traces.arrow`), never with
 ``pyarrow.array``, which imports pandas when it is installed (0.4-0.6 s of a short run's CPU).
 """
 
@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from kant.metrics.recorder import JobStatus, SimResult
 from kant.model.job import JobKind
-from kant.traces._arrow import numbers, strings, strings_from_codes
+from kant.traces.arrow import numbers, strings, strings_from_codes
 
 __all__ = ["JOB_COLUMNS", "jobs_table", "parquet_bytes", "planned_estimates", "write_jobs"]
 

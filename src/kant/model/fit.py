@@ -80,7 +80,7 @@ def worker_slots(gpus: int, gpu_milli: int, cpu_milli: int, memory_mib: int, fre
                  share_free: IntArray | None = None, limit: int, ok: BoolArray | None = None) -> IntArray:
     """Workers of the request each node holds, given per-node completely free GPUs ``free``, free
     CPU and memory; for a GPU share, plus ``share_free`` (per node, the workers its partly used GPUs
-    hold: :meth:`kant.model.state.ClusterState.share_slots`). A request for no GPU holds ``limit``
+    hold: :meth:`kant.model.shares.ShareBooks.workers`). A request for no GPU holds ``limit``
     workers where CPU and memory allow. 0 off ``ok``. Never negative. The free arrays may have more
     dimensions than the per-node masks (rows x nodes: capacity over time, as backfill's profile has
     it); masks broadcast over the last axis."""

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["JobKind", "JobTable", "InferenceService", "JobTableBuilder", "describe_request", "split_gang"]
+__all__ = ["JOB_COLUMNS", "JobKind", "JobTable", "InferenceService", "JobTableBuilder", "describe_request",
+           "split_gang"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -90,7 +91,7 @@ class JobTable:
 
     def __post_init__(self) -> None:
         n = len(self.names)
-        for name in _COLUMNS:
+        for name in JOB_COLUMNS:
             arr = getattr(self, name)
             if arr.shape != (n,):
                 raise ValueError(f"JobTable.{name} has shape {arr.shape}, expected ({n},)")
@@ -113,7 +114,7 @@ class JobTable:
     def take(self, rows: npt.ArrayLike) -> JobTable:
         """A new table with the given rows, in the given order (names kept)."""
         idx = np.asarray(rows, dtype=np.int64)
-        cols = {name: getattr(self, name)[idx].copy() for name in _COLUMNS}
+        cols = {name: getattr(self, name)[idx].copy() for name in JOB_COLUMNS}
         return JobTable(
             names=tuple(self.names[i] for i in idx.tolist()),
             gpu_type_names=self.gpu_type_names,
@@ -132,7 +133,8 @@ class JobTable:
         return self.take(order)
 
 
-_COLUMNS = (
+#: the per-job array columns of a JobTable (names and vocabularies aside)
+JOB_COLUMNS = (
     "submit",
     "duration",
     "workers",
@@ -189,7 +191,7 @@ class JobTableBuilder:
         self.source = source
         self.origin_epoch = origin_epoch
         self._names: list[str] = []
-        self._cols: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
+        self._cols: dict[str, list[Any]] = {c: [] for c in JOB_COLUMNS}
         self._vocab: dict[str, dict[str, int]] = {"gpu_type": {}, "tenant": {}, "user": {}}
 
     def _code(self, vocab: str, name: str) -> int:

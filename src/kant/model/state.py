@@ -11,19 +11,17 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from heapq import heappop, heappush
 
 import numpy as np
 import numpy.typing as npt
 
 from kant.errors import SchedulingError
+from kant.model.classes import NodeClasses
 from kant.model.cluster import Cluster
 from kant.model.fit import FULL_GPU_MILLI
+from kant.model.shares import ShareBooks
 
-__all__ = ["SLOT_CLOSED", "ClusterState", "NodeClasses", "Placement"]
-
-#: the value of an unused GPU slot in :attr:`ClusterState.share_free`
-SLOT_CLOSED = -1
+__all__ = ["ClusterState", "Placement"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,94 +59,6 @@ class Placement:
             return (1, 1, 1)
         leaf, spine = cluster.leaf, cluster.spine
         return (len(nodes), len({int(leaf[n]) for n in nodes}), len({int(spine[n]) for n in nodes}))
-
-
-class NodeClasses:
-    """Index of nodes by *class*: (GPU type, GPU capacity, free GPUs). Up GPU nodes only.
-
-    Class ids are dense: each (type, capacity) pair present in the cluster owns the ids
-    ``base .. base + capacity`` and a node with ``f`` free GPUs is in class ``base + f``. Every score
-    that depends only on a node's capacity and free GPUs ranks whole classes, so the best node for
-    such a score is the lowest-index node of the best class: :meth:`head` gives it in O(log nodes)
-    amortised (a min-heap per class with lazy deletion: an entry is valid while the node is still in
-    that class). ``leaf_count[c, leaf]`` counts the nodes of class ``c`` under each leaf switch.
-    Kept in step by :class:`ClusterState`; see ``docs/architecture.md`` (fast placement paths).
-    """
-
-    def __init__(self, cluster: Cluster) -> None:
-        caps = cluster.gpus.tolist()
-        types = cluster.gpu_type.tolist()
-        pairs = sorted({(t, c) for t, c in zip(types, caps, strict=True) if c > 0})
-        base: dict[tuple[int, int], int] = {}
-        ctype: list[int] = []
-        ccap: list[int] = []
-        cfree: list[int] = []
-        for t, c in pairs:
-            base[(t, c)] = len(ctype)
-            ctype += [t] * (c + 1)
-            ccap += [c] * (c + 1)
-            cfree += list(range(c + 1))
-        self.n_classes = len(ctype)
-        self.class_type = np.asarray(ctype, dtype=np.int64)
-        self.class_cap = np.asarray(ccap, dtype=np.int64)
-        self.class_free = np.asarray(cfree, dtype=np.int64)
-        #: class id of a node with 0 free GPUs (add its free GPUs for its class); -1 for GPU-less nodes
-        self.node_base: list[int] = [base[(t, c)] if c > 0 else -1 for t, c in zip(types, caps, strict=True)]
-        #: class id of each node now; -1 = in no class (no GPUs, or down)
-        self.node_class: list[int] = [-1] * cluster.n_nodes
-        self.count: list[int] = [0] * self.n_classes
-        self.heaps: list[list[int]] = [[] for _ in range(self.n_classes)]
-        self.node_leaf: list[int] = cluster.leaf.tolist()
-        self.leaf_count = np.zeros((self.n_classes, cluster.n_leaves), dtype=np.int64)
-        for node, b in enumerate(self.node_base):
-            if b >= 0:  # nodes in ascending order: each heap is a sorted list, a valid heap
-                c = b + caps[node]
-                self.node_class[node] = c
-                self.count[c] += 1
-                self.heaps[c].append(node)
-        np.add.at(self.leaf_count, (np.asarray([max(c, 0) for c in self.node_class], dtype=np.int64), cluster.leaf),
-                  np.asarray([c >= 0 for c in self.node_class], dtype=np.int64))
-        self._n_leaves = cluster.n_leaves
-        self._leaf_count_flat = self.leaf_count.reshape(-1)  # a view: writes go to leaf_count
-        self._leaf_counts: list[int] = self._leaf_count_flat.tolist()  # the same numbers, cheap to read
-
-    def move(self, node: int, cls: int) -> None:
-        """Node ``node`` is now in class ``cls`` (-1: in none)."""
-        nc = self.node_class
-        old = nc[node]
-        if old == cls:
-            return
-        leaf = self.node_leaf[node]
-        counts = self._leaf_counts
-        flat = self._leaf_count_flat
-        n_leaves = self._n_leaves
-        if old >= 0:
-            self.count[old] -= 1
-            i = old * n_leaves + leaf
-            flat[i] = counts[i] = counts[i] - 1
-        nc[node] = cls
-        if cls >= 0:
-            n = self.count[cls] = self.count[cls] + 1
-            i = cls * n_leaves + leaf
-            flat[i] = counts[i] = counts[i] + 1
-            heap = self.heaps[cls]
-            heappush(heap, node)
-            if len(heap) > 2 * n + 32:  # mostly stale entries: rebuild from the valid ones
-                heap[:] = sorted({x for x in heap if nc[x] == cls})
-
-    def head(self, cls: int) -> int:
-        """Lowest node index in class ``cls``, or -1 if the class is empty."""
-        if not self.count[cls]:
-            return -1
-        heap = self.heaps[cls]
-        nc = self.node_class
-        while nc[heap[0]] != cls:
-            heappop(heap)
-        return heap[0]
-
-    def nodes(self, cls: int) -> list[int]:
-        """Every node in class ``cls``, ascending (O(heap); for checks and tests)."""
-        return sorted({x for x in self.heaps[cls] if self.node_class[x] == cls})
 
 
 class ClusterState:
@@ -203,19 +113,9 @@ class ClusterState:
         #: nodes by (GPU type, capacity, free GPUs), for the class-based placement paths; None on a
         #: planning copy (:meth:`what_if`), which then uses the vectorised paths
         self.classes: NodeClasses | None = NodeClasses(cluster)
-        # GPU shares (see docs/gpu-sharing.md). ``free`` counts completely free GPUs only; a GPU that
-        # holds shares is taken from it (a GPU slot of its node, opened) and comes back when its last
-        # share leaves. Only share requests touch these.
-        #: per node with shares: free milli of each GPU slot (SLOT_CLOSED: an unused slot)
-        self.share_free: dict[int, list[int]] = {}
-        #: per node: the largest free milli of an open GPU slot (0: none)
-        self.share_max: npt.NDArray[np.int64] = np.zeros(cluster.n_nodes, dtype=np.int64)
-        #: per share job: the GPU slot of each worker (in placement order)
-        self.share_slots_of: dict[int, tuple[int, ...]] = {}
-        #: per node: bumped on every change of its GPU slots (a reader may cache per-GPU views)
-        self.share_version: npt.NDArray[np.int64] = np.zeros(cluster.n_nodes, dtype=np.int64)
-        self.share_open = 0  # open GPU slots (GPUs holding shares), counted in allocated_gpus
-        self.share_used_milli = 0  # milli held by shares on them
+        #: the GPU-share books (docs/gpu-sharing.md): ``free`` counts completely free GPUs only; a GPU
+        #: that holds shares is taken from it (an open GPU slot there) until its last share leaves
+        self.shares = ShareBooks(cluster.names, self._up)
 
     def _mirror(self) -> None:
         """Python-list copies of the leaf and spine free GPUs (only this class writes them), so a change
@@ -249,25 +149,14 @@ class ClusterState:
     @property
     def allocated_milli(self) -> int:
         """GPU capacity held by jobs, in milli-GPU (a GPU that holds shares counts what they hold)."""
-        return (self.allocated_gpus - self.share_open) * FULL_GPU_MILLI + self.share_used_milli
-
-    def share_slots(self, milli: int) -> npt.NDArray[np.int64]:
-        """Per node, the workers of ``milli`` its open GPU slots hold (0 on nodes taking no work)."""
-        out = np.zeros(self.cluster.n_nodes, dtype=np.int64)
-        up = self._up
-        for node, slots in self.share_free.items():
-            if up[node]:
-                out[node] = sum(v // milli for v in slots if v > 0)
-        return out
+        shares = self.shares
+        return (self.allocated_gpus - shares.open) * FULL_GPU_MILLI + shares.used_milli
 
     def share_fits(self, node: int, milli: int, cpu_milli: int = 0, memory_mib: int = 0, count: int = 1) -> bool:
         """Do ``count`` workers of a ``milli`` GPU share (with CPU and memory) fit on ``node`` now?"""
         if not self._up[node]:
             return False
-        room = self.free.item(node) * (FULL_GPU_MILLI // milli)
-        slots = self.share_free.get(node)
-        if slots:
-            room += sum(v // milli for v in slots if v > 0)
+        room = self.free.item(node) * (FULL_GPU_MILLI // milli) + self.shares.room(node, milli)
         return bool(
             room >= count
             and (not self._has_cpu[node] or self.free_cpu[node] >= cpu_milli * count)
@@ -278,7 +167,7 @@ class ClusterState:
         """Free milli of each GPU of ``node``, largest first (0 for a GPU held whole)."""
         cap = self._cap[node]
         whole = self.free.item(node) if self._up[node] else self._idle_off[node]
-        shares = sorted((v for v in self.share_free.get(node, ()) if v >= 0), reverse=True)
+        shares = self.shares.free_milli(node)
         return [FULL_GPU_MILLI] * whole + shares + [0] * (cap - whole - len(shares))
 
     def __contains__(self, job: int) -> bool:
@@ -349,7 +238,7 @@ class ClusterState:
             placement = self.allocations.pop(job)
         except KeyError:
             raise SchedulingError(f"job {job} holds no allocation") from None
-        if job in self.share_slots_of:
+        if job in self.shares.of_job:
             self._release_share(job, placement)
         else:
             self._apply(placement, +1)
@@ -379,7 +268,7 @@ class ClusterState:
                 self._give_share(node, slot, m)
             raise
         self._share_cpu_mem(placement, -1)
-        self.share_slots_of[job] = tuple(taken)
+        self.shares.of_job[job] = tuple(taken)
         self.allocations[job] = placement
         self.version += 1
 
@@ -391,56 +280,23 @@ class ClusterState:
                 self.free_mem[node] += sign * placement.memory_mib * count
 
     def _take_share(self, job: int, node: int, m: int, pick: int) -> int:
-        """Book ``m`` milli on a GPU slot of ``node`` (the one with free milli ``pick``, or best fit
-        for ``pick`` -1: the least free that holds it, else a completely free GPU); returns the slot."""
-        slots = self.share_free.get(node)
-        if slots is None:
-            slots = self.share_free[node] = []
-        best = -1
-        if pick < 0:
-            for i, v in enumerate(slots):
-                if v >= m and (best < 0 or v < slots[best]):
-                    best = i
-        elif pick < FULL_GPU_MILLI:
-            if pick < m or pick not in slots:
-                raise SchedulingError(f"job {job}: node {self.cluster.names[node]} has no GPU with {pick} milli "
-                                      f"free for {m} milli")
-            best = slots.index(pick)
-        if best < 0:  # open a completely free GPU
-            if self.free.item(node) < 1:
-                raise SchedulingError(f"job {job}: node {self.cluster.names[node]} has no free GPU for a share")
+        """Book ``m`` milli on a GPU slot of ``node`` (:meth:`ShareBooks.take`); a GPU it opens
+        leaves the completely free GPUs. Returns the slot."""
+        slot, opened = self.shares.take(job, node, m, pick, self.free.item(node))
+        if opened:
             self._apply(Placement((node,), 1), -1)
-            self.share_open += 1
-            if SLOT_CLOSED in slots:
-                best = slots.index(SLOT_CLOSED)
-                slots[best] = FULL_GPU_MILLI - m
-            else:
-                best = len(slots)
-                slots.append(FULL_GPU_MILLI - m)
-        else:
-            slots[best] -= m
-        self.share_used_milli += m
-        self.share_max[node] = max(max(slots), 0)
-        self.share_version[node] += 1
-        return best
+        return slot
 
     def _give_share(self, node: int, slot: int, m: int) -> None:
-        slots = self.share_free[node]
-        v = slots[slot] = slots[slot] + m
-        self.share_used_milli -= m
-        if v == FULL_GPU_MILLI:  # its last share left: the GPU is completely free again
-            slots[slot] = SLOT_CLOSED
-            self.share_open -= 1
+        if self.shares.give(node, slot, m):  # its last share left: the GPU is completely free again
             self._apply(Placement((node,), 1), +1)
         elif self._up[node]:  # capacity came back without a whole GPU: log it for the failure memo
             f = self.free.item(node)
             self._log_release(node, f, f)
-        self.share_max[node] = max(max(slots), 0)
-        self.share_version[node] += 1
 
     def _release_share(self, job: int, placement: Placement) -> None:
         m = placement.gpu_milli
-        for node, slot in zip(placement.nodes, self.share_slots_of.pop(job), strict=True):
+        for node, slot in zip(placement.nodes, self.shares.of_job.pop(job), strict=True):
             self._give_share(node, slot, m)
         self._share_cpu_mem(placement, +1)
         self.version += 1
@@ -596,42 +452,11 @@ class ClusterState:
         width = self.free_hist.shape[1]
         flat = cluster.gpu_type[gpu_up] * width + f[gpu_up]
         view.free_hist = np.bincount(flat, minlength=self.free_hist.size).reshape(self.free_hist.shape)
-        if not shares and self.share_free:
-            view.share_free, view.share_slots_of = {}, {}
-            view.share_max = np.zeros_like(self.share_max)
-            view.share_version = self.share_version.copy()
-            view.share_open = view.share_used_milli = 0
-        elif self.share_free:  # a planning copy must not book shares on the live state's GPU slots
-            view.share_free = {n: list(v) for n, v in self.share_free.items()}
-            view.share_max = self.share_max.copy()
-            view.share_version = self.share_version.copy()
-            view.share_slots_of = dict(self.share_slots_of)
+        view.shares = self.shares.copy(keep=shares)  # a planning copy books nothing on the live books
         view._mirror()
         return view
 
     # --- checking ----------------------------------------------------------------------------
-    def _check_shares(self, slot_used: dict[tuple[int, int], int]) -> None:
-        """The GPU-share books against the share allocations (``slot_used``: milli per GPU slot)."""
-        if set(self.share_slots_of) - set(self.allocations):
-            raise SchedulingError("share slots of a job that holds no allocation")
-        for (node, slot), milli in slot_used.items():
-            slots = self.share_free.get(node, [])
-            if milli > FULL_GPU_MILLI:
-                raise SchedulingError(f"node {self.cluster.names[node]} GPU slot {slot} over-shared: {milli} milli")
-            if slot >= len(slots) or slots[slot] != FULL_GPU_MILLI - milli:
-                raise SchedulingError(f"node {self.cluster.names[node]} GPU slot {slot} free milli out of step")
-        n_open = 0
-        for node, slots in self.share_free.items():
-            for slot, v in enumerate(slots):
-                if v != SLOT_CLOSED:
-                    n_open += 1
-                    if (node, slot) not in slot_used:
-                        raise SchedulingError(f"node {self.cluster.names[node]} GPU slot {slot} open with no share")
-            if int(self.share_max[node]) != max([*slots, 0]):
-                raise SchedulingError(f"node {self.cluster.names[node]} share_max out of step")
-        if n_open != self.share_open or sum(slot_used.values()) != self.share_used_milli:
-            raise SchedulingError("share aggregates out of step")
-
     def check(self) -> None:
         """Recompute everything from the allocations and compare; raises on any mismatch.
 
@@ -641,14 +466,14 @@ class ClusterState:
         used = np.zeros(cluster.n_nodes, dtype=np.int64)
         slot_used: dict[tuple[int, int], int] = {}
         for job, p in self.allocations.items():
-            share = self.share_slots_of.get(job)
+            share = self.shares.of_job.get(job)
             if share is not None:
                 for node, slot in zip(p.nodes, share, strict=True):
                     slot_used[(node, slot)] = slot_used.get((node, slot), 0) + p.gpu_milli
                 continue
             for node, count in p.per_node.items():
                 used[node] += p.gpus * count
-        self._check_shares(slot_used)
+        self.shares.check(self.allocations, slot_used)
         for node, _ in slot_used:
             used[node] += 1
         if np.any(used > cluster.gpus):
@@ -684,24 +509,5 @@ class ClusterState:
         np.add.at(hist, (cluster.gpu_type[gpu_up], (cap - used)[gpu_up]), 1)
         if not np.array_equal(hist, self.free_hist):
             raise SchedulingError("free_hist aggregate out of step")
-        classes = self.classes
-        if classes is not None:
-            want = [classes.node_base[n] + int(f) if u and b >= 0 else -1
-                    for n, (b, f, u) in enumerate(zip(classes.node_base, (cap - used).tolist(), self.up.tolist(),
-                                                      strict=True))]
-            if classes.node_class != want:
-                raise SchedulingError("node class index out of step")
-            members_of: list[list[int]] = [[] for _ in range(classes.n_classes)]
-            for n, k in enumerate(want):
-                if k >= 0:
-                    members_of[k].append(n)
-            leaf_count = np.zeros_like(classes.leaf_count)
-            for c, members in enumerate(members_of):
-                if classes.count[c] != len(members) or classes.nodes(c) != members:
-                    raise SchedulingError(f"node class {c} index out of step")
-                if classes.head(c) != (members[0] if members else -1):
-                    raise SchedulingError(f"node class {c} head out of step")
-                np.add.at(leaf_count[c], cluster.leaf[members], 1)
-            if not np.array_equal(classes.leaf_count, leaf_count) \
-                    or classes._leaf_counts != leaf_count.reshape(-1).tolist():
-                raise SchedulingError("node class leaf counts out of step")
+        if self.classes is not None:
+            self.classes.check((cap - used).tolist(), self.up.tolist(), cluster.leaf)

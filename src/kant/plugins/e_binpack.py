@@ -60,10 +60,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from kant.framework.context import CycleContext, SchedulerEnv
-from kant.framework.plugin import IntArray, Place
+from kant.framework.plugin import IntArray, Place, Placer
 from kant.framework.registry import register_plugin
 from kant.framework.status import SUCCESS, Status
-from kant.model.state import NodeClasses, Placement
+from kant.model.classes import NodeClasses
+from kant.model.state import Placement
 from kant.plugins.topology import (
     CLUSTER,
     SPINE,
@@ -79,7 +80,6 @@ from kant.plugins.topology import (
 from kant.stamp import Stamped
 
 if TYPE_CHECKING:
-    from kant.framework.runner import Framework
     from kant.plugins.share_place import NodeRows
 
 __all__ = ["EMPTY", "EXACT", "PARTIAL", "EBinpack", "EBinpackArgs", "ebinpack_key", "fill_in_order", "node_class"]
@@ -179,7 +179,7 @@ class EBinpack(Place):
         assert isinstance(self.args, EBinpackArgs)
         return self.args
 
-    def _place_share_aware(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
+    def _place_share_aware(self, ctx: CycleContext, job: int, fw: Placer) -> Placement | Status:
         from kant.plugins.share_place import MILLI, NodeRows, ebinpack_share_key
 
         nodes = np.flatnonzero(fw.candidate_mask(ctx, job))
@@ -390,7 +390,7 @@ class EBinpack(Place):
         keys: IntArray = state.leaf_free * m_leaf + state.spine_free[state.cluster.leaf_spine] * m_spine
         return cached.keep(state, state.version, keys)
 
-    def place(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
+    def place(self, ctx: CycleContext, job: int, fw: Placer) -> Placement | Status:
         if self._args.share_aware and fw.job_workers[job] == 1:
             return self._place_share_aware(ctx, job, fw)
         if fw.is_share(job):

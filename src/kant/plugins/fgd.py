@@ -19,7 +19,7 @@ with delta per unit of target weight. Gangs of
 several workers are placed by the runner's filter+score greedy (``fw.place_workers``).
 
 The plugin keeps every node's sorted free milli per GPU, its per-share-size counts and its F, and
-refreshes the nodes whose free GPUs, free CPU, GPU slots (``ClusterState.share_version``) or up
+refreshes the nodes whose free GPUs, free CPU, GPU slots (``ClusterState.shares.version``) or up
 state changed since the last placement (one vectorised comparison per placement); the increase is
 cached per (node, request shape) until the node changes.
 """
@@ -34,9 +34,8 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from kant.framework.context import CycleContext, SchedulerEnv
-from kant.framework.plugin import Place
+from kant.framework.plugin import Place, Placer
 from kant.framework.registry import register_plugin
-from kant.framework.runner import Framework
 from kant.framework.status import Status
 from kant.model.fit import FULL_GPU_MILLI
 from kant.model.state import ClusterState, Placement
@@ -237,7 +236,7 @@ class Fgd(Place):
             changed = np.ones(len(self._at_free), dtype=bool)
         else:
             changed = ((state.free != self._at_free) | (state.free_cpu != self._at_cpu)
-                       | (state.share_version != self._at_share) | (state.up != self._at_up))
+                       | (state.shares.version != self._at_share) | (state.up != self._at_up))
         nodes = np.flatnonzero(changed)
         if not nodes.size:
             return
@@ -253,7 +252,7 @@ class Fgd(Place):
         self._stamp[nodes] += 1
         self._at_free[nodes] = state.free[nodes]
         self._at_cpu[nodes] = state.free_cpu[nodes]
-        self._at_share[nodes] = state.share_version[nodes]
+        self._at_share[nodes] = state.shares.version[nodes]
         self._at_up[nodes] = state.up[nodes]
 
     def artifact_key(self, delta: IntArray) -> npt.NDArray[np.float64]:
@@ -262,7 +261,7 @@ class Fgd(Place):
         key: npt.NDArray[np.float64] = -np.floor(100.0 / (1.0 + np.exp(x)))
         return key
 
-    def place(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
+    def place(self, ctx: CycleContext, job: int, fw: Placer) -> Placement | Status:
         if fw.job_workers[job] != 1:
             return fw.place_workers(ctx, job)
         nodes = np.flatnonzero(fw.candidate_mask(ctx, job))

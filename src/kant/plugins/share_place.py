@@ -32,9 +32,8 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from kant.framework.context import CycleContext, SchedulerEnv
-from kant.framework.plugin import JobListener, Place
+from kant.framework.plugin import JobListener, Place, Placer
 from kant.framework.registry import register_plugin
-from kant.framework.runner import Framework
 from kant.framework.status import Status
 from kant.model.fit import FULL_GPU_MILLI
 from kant.model.state import ClusterState, Placement
@@ -73,7 +72,7 @@ def load_kind(ngpu: int, milli: int) -> int:
 
 class NodeRows:
     """Every node's free milli per GPU (largest first, 0-padded to the cluster's most GPUs per node),
-    refreshed for the nodes whose free GPUs, GPU slots (``share_version``) or up state changed since
+    refreshed for the nodes whose free GPUs, GPU slots (``state.shares.version``) or up state changed since
     the last look (one vectorised comparison per call), and the aggregates the keys read."""
 
     def __init__(self, env: SchedulerEnv) -> None:
@@ -93,7 +92,7 @@ class NodeRows:
             self._seen = state
             changed = np.ones(len(self._at_free), dtype=bool)
         else:
-            changed = ((state.free != self._at_free) | (state.share_version != self._at_share)
+            changed = ((state.free != self._at_free) | (state.shares.version != self._at_share)
                        | (state.up != self._at_up))
         nodes = np.flatnonzero(changed)
         if not nodes.size:
@@ -106,7 +105,7 @@ class NodeRows:
         self.total[nodes] = r.sum(axis=1)
         self.full[nodes] = (r == MILLI).sum(axis=1)
         self._at_free[nodes] = state.free[nodes]
-        self._at_share[nodes] = state.share_version[nodes]
+        self._at_share[nodes] = state.shares.version[nodes]
         self._at_up[nodes] = state.up[nodes]
 
     def idle(self, nodes: IntArray) -> BoolArray:
@@ -164,7 +163,7 @@ class KeyPlace(Place):
         out: IntArray = np.where(self._mem_unmodelled[nodes], BIG, state.free_mem[nodes]).astype(np.int64)
         return out
 
-    def key(self, ctx: CycleContext, fw: Framework, job: int, nodes: IntArray) -> npt.NDArray[np.generic]:
+    def key(self, ctx: CycleContext, fw: Placer, job: int, nodes: IntArray) -> npt.NDArray[np.generic]:
         raise NotImplementedError
 
     def pick(self, ctx: CycleContext, node: int, milli: int) -> int:
@@ -174,7 +173,7 @@ class KeyPlace(Place):
         """The node with the smallest ``key``; ties per ``tie``."""
         return int(nodes[smallest(ctx, key, self.args.tie == "random")])  # type: ignore[attr-defined]
 
-    def place(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
+    def place(self, ctx: CycleContext, job: int, fw: Placer) -> Placement | Status:
         if fw.job_workers[job] != 1:
             return fw.place_workers(ctx, job)
         nodes = np.flatnonzero(fw.candidate_mask(ctx, job))
@@ -188,11 +187,11 @@ class KeyPlace(Place):
             return Placement((node,), 1, c, m, milli, (self.pick(ctx, node, milli),))
         return Placement((node,), g, c, m)
 
-    def choose(self, ctx: CycleContext, fw: Framework, job: int, nodes: IntArray) -> int:
+    def choose(self, ctx: CycleContext, fw: Placer, job: int, nodes: IntArray) -> int:
         return self.best(ctx, nodes, self.key(ctx, fw, job, nodes))
 
 
-def _milli(fw: Framework, job: int) -> int:
+def _milli(fw: Placer, job: int) -> int:
     """The milli per GPU of ``job`` (1000 for whole GPUs, 0 without GPU)."""
     if fw.job_gpus[job] <= 0:
         return 0
@@ -225,7 +224,7 @@ class RandomPick(KeyPlace, JobListener):
             slots = self._slots[node] = row
         return slots
 
-    def choose(self, ctx: CycleContext, fw: Framework, job: int, nodes: IntArray) -> int:
+    def choose(self, ctx: CycleContext, fw: Placer, job: int, nodes: IntArray) -> int:
         return int(nodes[int(ctx.env.rng.integers(nodes.size))])
 
     def pick(self, ctx: CycleContext, node: int, milli: int) -> int:
@@ -300,7 +299,7 @@ class ResidualFit(KeyPlace):
         self._wg = a.gpu_weight / (self.max_gpus * MILLI)
         self._wm = a.mem_weight / self.mem_max
 
-    def key(self, ctx: CycleContext, fw: Framework, job: int, nodes: IntArray) -> npt.NDArray[np.generic]:
+    def key(self, ctx: CycleContext, fw: Placer, job: int, nodes: IntArray) -> npt.NDArray[np.generic]:
         st = ctx.state
         demand = fw.job_gpus[job] * _milli(fw, job)
         key = self._wc * (self.cpu_free(st, nodes) - fw.job_cpu[job]) + self._wg * (self.rows.total[nodes] - demand)
@@ -337,7 +336,7 @@ class DotProduct(KeyPlace):
         self._gmax = float(self.max_gpus * MILLI)
         self._sign = 1.0 if a.prefer == "min" else -1.0
 
-    def key(self, ctx: CycleContext, fw: Framework, job: int, nodes: IntArray) -> npt.NDArray[np.generic]:
+    def key(self, ctx: CycleContext, fw: Placer, job: int, nodes: IntArray) -> npt.NDArray[np.generic]:
         cm = self._cmax
         dot = (self.cpu_free(ctx.state, nodes) / cm) * (fw.job_cpu[job] / cm)
         g = fw.job_gpus[job]
@@ -366,7 +365,7 @@ class GpuPacking(KeyPlace):
 
     NAME = "gpu-packing"
 
-    def key(self, ctx: CycleContext, fw: Framework, job: int, nodes: IntArray) -> npt.NDArray[np.generic]:
+    def key(self, ctx: CycleContext, fw: Placer, job: int, nodes: IntArray) -> npt.NDArray[np.generic]:
         g = fw.job_gpus[job]
         if g <= 0:
             return np.zeros(nodes.size)
@@ -417,7 +416,7 @@ class GpuClustering(KeyPlace, JobListener):
     def job_stopped(self, env: SchedulerEnv, job: int, now: float, placement: Placement, finished: bool) -> None:
         self._book(env, job, placement, -1)
 
-    def key(self, ctx: CycleContext, fw: Framework, job: int, nodes: IntArray) -> npt.NDArray[np.generic]:
+    def key(self, ctx: CycleContext, fw: Placer, job: int, nodes: IntArray) -> npt.NDArray[np.generic]:
         g = fw.job_gpus[job]
         if g <= 0:
             return np.zeros(nodes.size)

@@ -50,19 +50,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from kant.framework.context import CycleContext, SchedulerEnv
-from kant.framework.plugin import MAX_SCORE, BoolArray, FloatArray, IntArray, Place, Score
+from kant.framework.plugin import MAX_SCORE, BoolArray, FloatArray, IntArray, Place, Placer, Score
 from kant.framework.registry import register_plugin
 from kant.framework.status import SUCCESS, Status
 from kant.model.state import Placement
-
-if TYPE_CHECKING:
-    from kant.framework.runner import Framework
 
 __all__ = [
     "CLUSTER",
@@ -257,7 +254,7 @@ class Topology(Place):
             return SUCCESS
         return tier_feasible(env, job, self._home.get(env, job), TIERS.index(self._args.max_tier), NAME)
 
-    def place(self, ctx: CycleContext, job: int, fw: Framework) -> Placement | Status:
+    def place(self, ctx: CycleContext, job: int, fw: Placer) -> Placement | Status:
         w = int(ctx.env.jobs.workers[job])
         if w <= 1:
             return fw.place_workers(ctx, job)

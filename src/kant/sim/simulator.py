@@ -25,7 +25,8 @@ import numpy.typing as npt
 
 from kant.config.policy import Policy
 from kant.errors import KantError, SchedulingError
-from kant.framework.plugin import Action, Plugin
+from kant.framework.action import Action
+from kant.framework.plugin import Plugin
 from kant.framework.status import Status
 from kant.metrics.recorder import JobStatus, Recorder, SimResult
 from kant.model.cluster import Cluster

@@ -68,8 +68,8 @@ def prepare_trace(trace: TraceInput, folder: Path) -> InputFile:
 
     from kant.traces import Problems
     from kant.traces import transforms as tf
+    from kant.traces.parquet import write_parquet
     from kant.traces.registry import load_trace
-    from kant.traces.schema import write_parquet
 
     jobs = load_trace(trace.name, problems=Problems(skip=trace.skip_invalid))
     if trace.window is not None:

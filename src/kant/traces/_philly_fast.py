@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 
 from kant.model.job import JobTable
-from kant.traces._arrow import numbers_of
 from kant.traces._csv import split_gangs
+from kant.traces.arrow import numbers_of
 from kant.traces.schema import Coded, build_job_table
 
 __all__ = ["read_philly_fast"]

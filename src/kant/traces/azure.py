@@ -17,8 +17,9 @@ import numpy as np
 
 from kant.errors import InputError
 from kant.traces._csv import Problems
+from kant.traces.columns import int_column, time_column
 from kant.traces.load import LoadSeries
-from kant.traces.mapping import int_column, read_raw, time_column
+from kant.traces.raw import read_raw
 from kant.traces.schema import build_load_series
 
 __all__ = ["AZURE_COLUMNS", "AZURE_WORKLOADS", "read_azure"]

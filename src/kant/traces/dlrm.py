@@ -33,7 +33,8 @@ import numpy as np
 from kant.errors import InputError
 from kant.model.job import FULL_GPU_MILLI, JobKind, JobTable
 from kant.traces._csv import Problems
-from kant.traces.mapping import float_column, read_raw, text_column
+from kant.traces.columns import float_column, text_column
+from kant.traces.raw import read_raw
 from kant.traces.schema import build_job_table
 
 __all__ = ["DLRM_COLUMNS", "read_dlrm"]

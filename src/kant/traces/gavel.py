@@ -35,8 +35,9 @@ import numpy.typing as npt
 
 from kant.errors import InputError
 from kant.model.job import JobTable
-from kant.traces._csv import Problems
-from kant.traces.mapping import float_column, int_column, read_raw, split_gangs, text_column
+from kant.traces._csv import Problems, split_gangs
+from kant.traces.columns import float_column, int_column, text_column
+from kant.traces.raw import read_raw
 from kant.traces.schema import Coded, build_job_table, encode
 
 __all__ = ["GAVEL_COLUMNS", "PHILLY_MEDIAN_DURATION_S", "GavelTrace", "gavel_files", "is_gavel", "read_gavel",

@@ -29,8 +29,9 @@ import numpy as np
 
 from kant.errors import InputError
 from kant.traces._csv import Problems
+from kant.traces.columns import float_column, int_column, text_column, time_column
 from kant.traces.load import LoadSeries
-from kant.traces.mapping import float_column, int_column, read_raw, text_column, time_column
+from kant.traces.raw import read_raw
 from kant.traces.schema import build_load_series, encode
 
 __all__ = ["GENAI_QPS_COLUMNS", "GENAI_REQUEST_COLUMNS", "read_genai_qps", "read_genai_requests"]

@@ -43,7 +43,8 @@ from kant.errors import InputError
 from kant.model.cluster import DEFAULT_LEAVES_PER_SPINE, DEFAULT_NODES_PER_LEAF, Cluster, NodeSpec
 from kant.model.job import FULL_GPU_MILLI, JobTable
 from kant.traces._csv import Problems
-from kant.traces.mapping import float_column, int_column, read_raw, text_column
+from kant.traces.columns import float_column, int_column, text_column
+from kant.traces.raw import read_raw
 from kant.traces.schema import build_job_table, gpu_type_alternatives
 
 __all__ = [

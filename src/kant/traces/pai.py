@@ -21,7 +21,8 @@ import numpy as np
 from kant.errors import InputError
 from kant.model.cluster import DEFAULT_LEAVES_PER_SPINE, DEFAULT_NODES_PER_LEAF, Cluster, NodeSpec
 from kant.traces._csv import Problems
-from kant.traces.mapping import int_column, read_raw, text_column
+from kant.traces.columns import int_column, text_column
+from kant.traces.raw import read_raw
 
 __all__ = ["PAI_MACHINE_COLUMNS", "is_pai_machines", "read_pai_machines"]
 

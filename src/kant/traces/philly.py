@@ -60,7 +60,9 @@ def read_philly(
     fast = read_philly_fast(p, PHILLY_COLUMNS, max_gpus_per_worker, limit)
     if fast is not None:  # a well-formed file (the bundled one): the same table, without compute imports
         return fast
-    from kant.traces.mapping import float_column, int_column, read_raw, split_gangs, text_column, time_column
+    from kant.traces._csv import split_gangs
+    from kant.traces.columns import float_column, int_column, text_column, time_column
+    from kant.traces.raw import read_raw
     from kant.traces.schema import build_job_table
 
     source = str(p)

@@ -340,7 +340,9 @@ def _generic_layouts() -> list[tuple[frozenset[str], Callable[[Path, Problems | 
 
 def _read_schema_csv(path: Path, problems: Problems | None) -> JobTable:
     """A CSV whose columns are the job schema's own names (as ``kant trace convert`` documents)."""
-    from kant.traces.mapping import TraceMapping, read_mapped, read_raw
+    from kant.traces.mapped import read_mapped
+    from kant.traces.mapping import TraceMapping
+    from kant.traces.raw import read_raw
 
     header = read_raw(path).header
     fields = {"name", "submit", "duration", "workers", "gpus_per_worker", "gpu_milli", "gpu_type", "priority",
@@ -360,8 +362,8 @@ def read_path(arg: str | Path, *, problems: Problems | None = None) -> Trace:
     """Read a trace file or folder, choosing the reader from its name and first line: a mapping
     YAML, kant Parquet, then each reader of :data:`READERS` in order by its header columns or its
     ``sniff``, then the generic CSV layouts."""
-    from kant.traces.mapping import sniff_format
-    from kant.traces.schema import read_parquet
+    from kant.traces.parquet import read_parquet
+    from kant.traces.raw import sniff_format
 
     path = Path(arg)
     if path.is_dir():
@@ -402,7 +404,7 @@ def _read_yaml(path: Path, problems: Problems | None) -> Trace:
 
     from kant.errors import ConfigError
     from kant.traces.inventory import load_cluster
-    from kant.traces.mapping import read_with_mapping
+    from kant.traces.mapped import read_with_mapping
 
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -30,8 +30,9 @@ import numpy.typing as npt
 
 from kant.errors import InputError
 from kant.traces._csv import Problems
+from kant.traces.columns import float_column, int_column
 from kant.traces.load import LoadSeries
-from kant.traces.mapping import _decode, _read_bytes, float_column, int_column, read_raw
+from kant.traces.raw import decode_utf8, read_bytes, read_raw
 from kant.traces.schema import build_load_series
 
 __all__ = ["SERVEGEN_RATE_COLUMNS", "TokenDistribution", "read_servegen_rates", "read_servegen_tokens"]
@@ -107,7 +108,7 @@ def read_servegen_tokens(
     source = str(p)
     problems = problems if problems is not None else Problems()
     errors: list[InputError] = []
-    text = _decode(_read_bytes(p), source, errors).decode("utf-8")
+    text = decode_utf8(read_bytes(p), source, errors).decode("utf-8")
     out: list[TokenDistribution] = []
     for line_no, line in enumerate(text.split("\n"), start=1):
         if not line.strip():

@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from kant.errors import ConfigError
 from kant.model.job import JobTable
-from kant.traces.mapping import split_gangs
+from kant.traces._csv import split_gangs
 from kant.traces.schema import Coded, build_job_table
 
 __all__ = ["PHILLY_DURATION_P50_S", "PHILLY_DURATION_P90_S", "PHILLY_GANG_MIX", "SyntheticSpec", "generate_jobs",

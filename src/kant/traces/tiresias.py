@@ -26,8 +26,9 @@ import numpy.typing as npt
 from kant.errors import InputError
 from kant.model.cluster import Cluster, NodeSpec
 from kant.model.job import JobTable
-from kant.traces._csv import Problems
-from kant.traces.mapping import float_column, int_column, read_raw, split_gangs, text_column
+from kant.traces._csv import Problems, split_gangs
+from kant.traces.columns import float_column, int_column, text_column
+from kant.traces.raw import read_raw
 from kant.traces.schema import build_job_table
 
 __all__ = ["TIRESIAS_JOB_COLUMNS", "TIRESIAS_SPEC_COLUMNS", "read_tiresias", "read_tiresias_cluster",

@@ -24,9 +24,8 @@ import numpy.typing as npt
 
 from kant.errors import ConfigError, InputError
 from kant.model.cluster import Cluster, NodeSpec
-from kant.model.job import FULL_GPU_MILLI, JobTable
-from kant.traces._csv import Problems
-from kant.traces.mapping import split_gangs
+from kant.model.job import FULL_GPU_MILLI, JOB_COLUMNS, JobTable
+from kant.traces._csv import Problems, split_gangs
 from kant.traces.schema import Coded, build_job_table, gpu_type_compatibility
 
 __all__ = [
@@ -55,9 +54,7 @@ ACME_KALOS_MEAN_GPUS = 26.77
 
 def _rebuild(jobs: JobTable, **changes: object) -> JobTable:
     """A copy of ``jobs`` with some columns replaced (same rows, same vocabularies)."""
-    from kant.model.job import _COLUMNS
-
-    cols = {c: getattr(jobs, c).copy() for c in _COLUMNS}
+    cols = {c: getattr(jobs, c).copy() for c in JOB_COLUMNS}
     meta: dict[str, object] = {
         "names": jobs.names,
         "gpu_type_names": jobs.gpu_type_names,

@@ -60,7 +60,7 @@ Arguments:
     window_s: planning horizon: a job whose earliest start is later than ``now + window_s`` gets no
         reservation and does not hold back later jobs (Slurm's ``bf_window``). Default: unlimited.
     max_place_tries: placements tried for one reservation. EASY searches the release times for the
-        earliest at which the placement succeeds (:func:`~kant.actions.backfill.easy.earliest`:
+        earliest at which the placement succeeds (:func:`~kant.actions.backfill.reservation.earliest`:
         galloping then bisection, about ``2 log2`` of the release times; exact within 32 tries for up
         to 65,536 distinct ones).
         Conservative tries candidate times in order, the last try at the end of the profile (every
@@ -73,17 +73,25 @@ it really ends, and the plan is then recomputed.
 
 The package, one concern per module:
 
-* :mod:`~kant.actions.backfill.action`: the action (arguments, state kept between cycles, dispatch);
+* :mod:`~kant.actions.backfill.action`: the action (state kept between cycles, dispatch);
+* :mod:`~kant.actions.backfill.host`: the arguments and what a pass uses of the action (``Host``);
 * :mod:`~kant.actions.backfill.fit`: capacity and fit arithmetic (the one place to change for another
   capacity model);
 * :mod:`~kant.actions.backfill.releases`: the release profile of running jobs;
-* :mod:`~kant.actions.backfill.easy`: EASY (the head's reservation, kept or recomputed, and the walk);
+* :mod:`~kant.actions.backfill.reservation`: the EASY head's reservation, kept or recomputed;
+* :mod:`~kant.actions.backfill.leftover`: what the reservation leaves for long jobs;
+* :mod:`~kant.actions.backfill.easy`: the EASY walk;
 * :mod:`~kant.actions.backfill.conservative`: conservative (the availability profile and the plan);
 * :mod:`~kant.actions.backfill.stats`: :func:`backfill_stats`.
+
+Imports run one way, down this list: ``action`` imports the passes (``easy``, ``conservative``), which
+see the action only as a ``Host``; ``easy`` imports ``leftover`` and ``reservation``; everything
+imports ``host``, ``fit`` and ``releases``.
 """
 
-from kant.actions.backfill.action import MAX_JOBS_DEFAULT, Backfill, BackfillArgs
-from kant.actions.backfill.easy import earliest
+from kant.actions.backfill.action import Backfill
+from kant.actions.backfill.host import MAX_JOBS_DEFAULT, BackfillArgs
+from kant.actions.backfill.reservation import earliest
 from kant.actions.backfill.stats import BackfillStats, backfill_action, backfill_stats
 
 __all__ = ["MAX_JOBS_DEFAULT", "Backfill", "BackfillArgs", "BackfillStats", "backfill_action", "backfill_stats",

@@ -1,44 +1,30 @@
-"""The ``backfill`` action: arguments, the state it keeps between cycles, and one cycle's dispatch
-to :class:`~kant.actions.backfill.easy.EasyCycle` or :class:`~kant.actions.backfill.conservative.Conservative`."""
+"""The ``backfill`` action: the state it keeps between cycles, and one cycle's dispatch to
+:class:`~kant.actions.backfill.easy.EasyCycle` or :class:`~kant.actions.backfill.conservative.Conservative`
+(its arguments are :class:`~kant.actions.backfill.host.BackfillArgs`)."""
 
 from __future__ import annotations
 
-import math
-from typing import Literal
-
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from kant.actions.backfill.conservative import Conservative
-from kant.actions.backfill.easy import EasyCycle, LongBlocked, ReservationKeeper
+from kant.actions.backfill.easy import EasyCycle
 from kant.actions.backfill.fit import BoolArray, Capacity, FloatArray
+from kant.actions.backfill.host import MAX_JOBS_DEFAULT, BackfillArgs
+from kant.actions.backfill.leftover import LongBlocked
 from kant.actions.backfill.releases import Releases
+from kant.actions.backfill.reservation import ReservationKeeper
 from kant.actions.common import start_job
+from kant.framework.action import Action
 from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.memo import FailedRequests
-from kant.framework.plugin import Action
 from kant.framework.registry import register_action
 from kant.framework.runner import Framework
 from kant.model.state import ClusterState, Placement
 from kant.model.store import grow
 
-__all__ = ["MAX_JOBS_DEFAULT", "Backfill", "BackfillArgs"]
+__all__ = ["Backfill"]
 
 NAME = "backfill"
-
-#: queued jobs looked at per cycle when ``max_jobs`` is not set, per mode. EASY: 300, chosen from the
-#: full Philly trace (docs/policy-backfill.md, "Backfill depth"): against 100 it cuts the median wait
-#: of both bundled EASY policies by about a quarter, leaves the big gangs' waits near where they were,
-#: and costs a few per cent more CPU. Conservative: 100 (each job looked at may get a reservation).
-MAX_JOBS_DEFAULT = {"easy": 300, "conservative": 100}
-
-
-class BackfillArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    mode: Literal["easy", "conservative"] = "easy"
-    max_jobs: int | None = Field(default=None, ge=1)  # None: MAX_JOBS_DEFAULT[mode]
-    window_s: float = Field(default=math.inf, gt=0)
-    max_place_tries: int = Field(default=32, ge=1)
 
 
 @register_action
@@ -115,7 +101,7 @@ class Backfill(Action):
     def exhausted(self, state: ClusterState) -> bool:
         """No GPU is free, none holds shares with room and no queued job asks for none: nothing more
         can start this cycle."""
-        return self.capacity.free_gpus(state) <= 0 and not self._cpu_jobs and not state.share_open
+        return self.capacity.free_gpus(state) <= 0 and not self._cpu_jobs and not state.shares.open
 
     def type_mask(self, env: SchedulerEnv, job: int) -> BoolArray | None:
         t = self.job_type[job]
@@ -152,7 +138,7 @@ class Backfill(Action):
         state = ctx.state
         if not len(ctx.queue) or (
             self.capacity.total_gpus - state.allocated_gpus - state.down_gpus <= 0 and not self._cpu_jobs
-            and not state.share_open  # exhausted
+            and not state.shares.open  # exhausted
         ):
             return
         if self.args.mode == "easy":

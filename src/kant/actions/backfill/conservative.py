@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kant.actions.backfill.fit import MANY, BoolArray, FloatArray, IntArray, share_milli, share_opens, worker_slots
+from kant.actions.backfill.host import Host
 from kant.actions.backfill.releases import events
 from kant.framework.context import CycleContext
 from kant.framework.queue import PendingQueue
@@ -23,8 +24,6 @@ from kant.model.state import ClusterState, Placement
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-
-    from kant.actions.backfill.action import Backfill
 
 __all__ = ["ConsPlan", "Conservative", "Profile"]
 
@@ -41,7 +40,7 @@ class Conservative:
         if plan is not None and (early or any(job not in plan.accounted for job, _ in added)):
             self.plan = None
 
-    def run(self, bf: Backfill, ctx: CycleContext, fw: Framework) -> None:
+    def run(self, bf: Host, ctx: CycleContext, fw: Framework) -> None:
         env, queue, now, cap = ctx.env, ctx.queue, ctx.now, bf.capacity
         shapes, requests = queue.shapes, queue.requests
         dynamic = fw.dynamic_key(now)
@@ -120,7 +119,7 @@ class Conservative:
                                      share_token(ctx.state))
 
     def _plan(
-        self, bf: Backfill, ctx: CycleContext, fw: Framework, prof: Profile, job: int, d: float, *, head: bool,
+        self, bf: Host, ctx: CycleContext, fw: Framework, prof: Profile, job: int, d: float, *, head: bool,
         can_start: bool,
     ) -> float:
         """Start ``job`` now if the profile allows, else reserve its earliest start. Returns -inf if
@@ -206,7 +205,7 @@ class Conservative:
 
 def share_token(state: ClusterState) -> int:
     """Changes whenever the GPU-share books change (0 while no share was ever booked)."""
-    return int(state.share_version.sum()) if state.share_free else 0
+    return int(state.shares.version.sum()) if state.shares.slots else 0
 
 
 def _queue_prefix(queue: PendingQueue, jobs: list[int]) -> dict[int, int] | None:
@@ -239,7 +238,7 @@ class ConsPlan:
     up: BoolArray
     shares: int  # share_token of the state the plan was made on
 
-    def still_valid(self, bf: Backfill, ctx: CycleContext) -> bool:
+    def still_valid(self, bf: Host, ctx: CycleContext) -> bool:
         """The checks left after :meth:`Backfill.sync` (which drops the plan when a job left early
         or a job the plan did not start is running)."""
         state, now = ctx.state, ctx.now
@@ -302,7 +301,7 @@ class Profile:
         only). A reservation after now then checks and places on whole GPUs only (the caller)."""
         if len(req) <= len(self.modelled) or self._state is None:
             return None
-        return self._state.share_slots(share_milli(req, len(self.modelled)))
+        return self._state.shares.workers(share_milli(req, len(self.modelled)))
 
     def _count(self, a: int, b: int, req: tuple[int, ...], tmask: BoolArray | None) -> IntArray:
         slots = worker_slots(self.avail[:, a:b, :], req, tmask, self.modelled, self.share_free(req))

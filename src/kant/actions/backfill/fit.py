@@ -8,9 +8,9 @@ GPU shares (``docs/gpu-sharing.md``): a request vector carries a share's milli a
 after the resources (``(1, cpu, mem, milli)``; a whole-GPU request has none), so caches keyed by the
 request tell a share from a whole GPU. The GPU row of the capacity arrays counts *completely free*
 GPUs only. Open GPU slots (GPUs that already hold shares) count for the capacity free *now* (the
-``share_free`` argument, from :meth:`ClusterState.share_slots`); capacity in the future is whole GPUs
-only: a running share job gives no GPU back in the release profile (its GPU may hold other shares
-past its end) and a share worker planned in the future takes a completely free GPU per ``1000 //
+``share_free`` argument, from :meth:`kant.model.shares.ShareBooks.workers`); capacity in the future
+is whole GPUs only: a running share job gives no GPU back in the release profile (its GPU may hold
+other shares past its end) and a share worker planned in the future takes a completely free GPU per ``1000 //
 milli`` workers of the job on a node. Both only make reservations later, never over-book: every
 start still goes through ``ClusterState.allocate``.
 """
@@ -150,7 +150,7 @@ def share_opens(state: ClusterState, placement: Placement) -> IntArray:
     for k, node in enumerate(placement.nodes):
         free = slots.get(node)
         if free is None:
-            free = slots[node] = [v for v in state.share_free.get(node, ()) if v > 0]
+            free = slots[node] = [v for v in state.shares.slots.get(node, ()) if v > 0]
         pick = placement.gpu_pick[k] if placement.gpu_pick else -1
         fit_ = [i for i, v in enumerate(free) if v >= m] if pick < 0 else \
             ([free.index(pick)] if FULL_GPU_MILLI > pick >= m and pick in free else [])

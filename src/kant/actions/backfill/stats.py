@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 if TYPE_CHECKING:
     from kant.actions.backfill.action import Backfill
-    from kant.framework.plugin import ActionLookup
+    from kant.framework.action import ActionLookup
 
 __all__ = ["BackfillStats", "backfill_action", "backfill_stats"]
 

@@ -1,0 +1,168 @@
+"""The skeleton shared by the evicting actions (``preempt``, ``reclaim``, ``inference-reclaim``):
+:class:`EvictingAction` walks the jobs that may start by evicting, asks the action's rule which
+running jobs may go for each, picks the victims with :func:`~kant.actions.victims.choose_victims`,
+evicts them and starts the job. Each action is its rule in the skeleton's hooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Generic, TypeVar
+
+import numpy as np
+from pydantic import BaseModel
+
+from kant.actions.allocate import Allocate
+from kant.actions.common import evict_job, start_job
+from kant.actions.victims import (
+    BoolArray,
+    Candidates,
+    FloatArray,
+    IntArray,
+    choose_victims,
+    placement_entries,
+    select,
+    work_lost,
+)
+from kant.framework.action import Action
+from kant.framework.context import CycleContext
+from kant.framework.runner import Framework
+from kant.model.state import Placement
+
+__all__ = ["EvictingAction", "Skip", "Walk", "execute_plan", "in_queue_order"]
+
+
+def execute_plan(ctx: CycleContext, fw: Framework, job: int, victims: list[int], placement: Placement) -> None:
+    """Evict ``victims`` (back to the queue) and start ``job`` on ``placement``."""
+    for v in victims:
+        evict_job(ctx, fw, v)
+    start_job(ctx, fw, job, placement)
+
+
+def in_queue_order(ctx: CycleContext, fw: Framework, jobs: IntArray) -> list[int]:
+    """Pending ``jobs`` in the policy's queue order at this cycle's time."""
+    key = fw.dynamic_key(ctx.now)
+    if key is not None:
+        return list(key.order(jobs).tolist())
+    return sorted(jobs.tolist(), key=fw.static_key)
+
+
+class Skip(Enum):
+    """What :meth:`EvictingAction.victim_pool` says instead of a candidate mask."""
+
+    FAILED = "failed"  # the job cannot start by evicting now: remember its failure key this cycle
+    DONE = "done"  # the job was dealt with without evicting (e.g. it fits as is): go on
+
+
+@dataclass(eq=False)
+class Walk:
+    """One cycle's walk of an evicting action: the jobs to try in order with their failure keys
+    (jobs with equal keys succeed or fail alike in this cycle; computed for all of them at once, as
+    the walk visits many jobs per cycle), the pool of possible victims (running since before the
+    cycle) with their rank (lower = evicted first), and the failure keys known to fail (shared
+    across cycles if the action keeps them)."""
+
+    pending: Sequence[int]
+    keys: Sequence[Hashable]
+    running: IntArray
+    rank: FloatArray
+    failed: set[Hashable]
+    checkpoint_interval_s: float | None
+    #: (pool index, node, workers there) of every node each pool job uses; computed on first need
+    entries: tuple[IntArray, IntArray, IntArray] | None = None
+    alive: BoolArray = field(init=False)  # pool jobs not evicted in this cycle
+    lost: FloatArray | None = None  # work each pool job would lose; computed on first need
+
+    def __post_init__(self) -> None:
+        self.alive = np.ones(len(self.running), dtype=bool)
+
+    def candidates(self, ctx: CycleContext, sel: BoolArray) -> Candidates:
+        """The pool jobs selected by ``sel``, with rank, work lost and placements."""
+        if self.entries is None:
+            self.entries = placement_entries(ctx, self.running)
+        if self.lost is None:
+            self.lost = work_lost(ctx, self.running, self.checkpoint_interval_s)
+        return select(self.running, self.rank, self.lost, self.entries, sel)
+
+
+W = TypeVar("W", bound=Walk)
+
+
+class EvictingAction(Action, Generic[W]):
+    """The skeleton shared by ``preempt``, ``reclaim`` and ``inference-reclaim``.
+
+    Each cycle: :meth:`begin` decides whether there is anything to do and returns the :class:`Walk`
+    (or None). For each job of the walk whose failure key is not known to fail this cycle,
+    :meth:`victim_pool` checks admission and cheap bounds and says which pool jobs may be evicted for
+    it; :func:`choose_victims` picks the victims and the job's placement (nothing is evicted if none
+    makes it fit); :meth:`planned` counts; the victims are evicted (back to the queue) and the job
+    starts. The walk stops after ``limit`` such starts or when :meth:`exhausted` says so; then, if
+    something started and ``allocate_after`` is set, one allocate pass runs, and :meth:`end` is called
+    (also on an error). Subclasses set ``limit`` and ``allocate_after`` in ``__init__``.
+    """
+
+    EVICTS = True
+
+    def __init__(self, args: BaseModel | None = None) -> None:
+        super().__init__(args)
+        self.limit: int | None = None
+        self.allocate_after = False
+        self._allocate: Allocate | None = None
+
+    def begin(self, ctx: CycleContext, fw: Framework) -> W | None:
+        raise NotImplementedError
+
+    def victim_pool(self, ctx: CycleContext, fw: Framework, walk: W, job: int) -> BoolArray | Skip:
+        """Which of ``walk.running`` may be evicted for ``job`` (a mask), or why not to try."""
+        raise NotImplementedError
+
+    def planned(self, ctx: CycleContext, walk: W, job: int, victims: list[int], cands: Candidates) -> None:
+        """``job`` will start by evicting ``victims`` (chosen from ``cands``): count it."""
+
+    def exhausted(self, walk: W) -> bool:
+        """True when no later job of the walk can evict anything (ends the walk early)."""
+        return False
+
+    def end(self, ctx: CycleContext, walk: W) -> None:
+        """After the walk (and the allocate pass), also on an error."""
+
+    def execute(self, ctx: CycleContext, fw: Framework) -> None:
+        walk = self.begin(ctx, fw)
+        if walk is None:
+            return
+        try:
+            started = self._walk(ctx, fw, walk)
+            if started and self.allocate_after:
+                if self._allocate is None:
+                    self._allocate = Allocate()
+                self._allocate.execute(ctx, fw)
+        finally:
+            self.end(ctx, walk)
+
+    def _walk(self, ctx: CycleContext, fw: Framework, walk: W) -> int:
+        failed, limit, victim_pool = walk.failed, self.limit, self.victim_pool
+        started = 0
+        for job, key in zip(walk.pending, walk.keys, strict=True):
+            if key in failed:
+                continue
+            sel = victim_pool(ctx, fw, walk, job)
+            if sel is Skip.DONE:
+                continue
+            if sel is Skip.FAILED:
+                failed.add(key)
+                continue
+            cands = walk.candidates(ctx, sel)
+            plan = choose_victims(ctx, fw, job, cands)
+            if plan is None:
+                failed.add(key)
+                continue
+            victims, placement = plan
+            self.planned(ctx, walk, job, victims, cands)
+            execute_plan(ctx, fw, job, victims, placement)
+            walk.alive &= ~np.isin(walk.running, victims)
+            started += 1
+            if (limit is not None and started >= limit) or self.exhausted(walk):
+                break
+        return started

@@ -1,0 +1,380 @@
+"""Choosing victims: which running jobs to evict so that a pending job can start.
+
+:func:`choose_victims` is shared by every evicting action (``preempt``, ``reclaim``,
+``inference-reclaim``); the action says which running jobs may go (the :class:`Candidates`, with
+their rank: lower is evicted first) and this module picks the victims, minimising, in this order:
+
+1. the highest rank among the victims (protect more important work, as Kubernetes does),
+2. the number of victims,
+3. the work they lose: GPU-seconds since their last checkpoint (:func:`work_lost`),
+
+then lower job rows. For a one-worker job this is exact (the best node is found with NumPy from
+per-node cumulative capacities; ties on 1 and 2 are broken by enumerating the few subsets of that
+size on the tied nodes). For a gang of several workers it is greedy: evict candidates in order until
+the gang fits, then give back ("reprieve") every victim, most important first, whose eviction turns
+out unnecessary, so no victim is redundant; this is done for two orders, (rank, work lost, GPUs
+freed on useful nodes descending, row) and (rank, GPUs freed descending, work lost, row), and the
+better plan by 1-3 wins. The gang's victim count is therefore not guaranteed minimal.
+
+Every plan is simulated on a private :class:`~kant.framework.statement.Statement` (victims evicted,
+the job placed by the policy's own placement) and discarded: choosing changes nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from kant.framework.context import CycleContext
+from kant.framework.runner import Framework
+from kant.framework.statement import Statement
+from kant.framework.status import Status
+from kant.model.fit import is_share, worker_slots
+from kant.model.state import Placement
+
+__all__ = [
+    "BoolArray",
+    "Candidates",
+    "FloatArray",
+    "IntArray",
+    "choose_victims",
+    "placement_entries",
+    "running_jobs",
+    "select",
+    "work_lost",
+]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+#: at most this many candidates on one node are enumerated exactly; above it the greedy plan is used
+_MAX_ENUM = 16
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Running jobs that may be evicted, with their rank (lower = evicted first) and work lost."""
+
+    jobs: IntArray
+    rank: FloatArray
+    lost: FloatArray
+    #: optional precomputed (candidate index, node, workers there) per candidate and node it uses;
+    #: see :func:`placement_entries` and :func:`select`
+    entries: tuple[IntArray, IntArray, IntArray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+
+def running_jobs(ctx: CycleContext) -> IntArray:
+    """Jobs running since before this cycle (jobs started in this cycle are never victims)."""
+    return np.fromiter(ctx.running, dtype=np.int64, count=len(ctx.running))
+
+
+def placement_entries(ctx: CycleContext, jobs: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+    """(index into ``jobs``, node, workers on that node) for every node each running job uses."""
+    e_idx: list[int] = []
+    e_node: list[int] = []
+    e_cnt: list[int] = []
+    allocations = ctx.state.allocations
+    for i, v in enumerate(jobs.tolist()):
+        for where, count in allocations[v].per_node.items():
+            e_idx.append(i)
+            e_node.append(where)
+            e_cnt.append(count)
+    return (np.asarray(e_idx, dtype=np.int64), np.asarray(e_node, dtype=np.int64),
+            np.asarray(e_cnt, dtype=np.int64))
+
+
+def select(jobs: IntArray, rank: FloatArray, lost: FloatArray, entries: tuple[IntArray, IntArray, IntArray],
+           sel: BoolArray) -> Candidates:
+    """Candidates ``jobs[sel]`` with their entries taken from ``entries`` (computed for ``jobs``)."""
+    e_idx, e_node, e_cnt = entries
+    keep = sel[e_idx]
+    new_index = np.cumsum(sel) - 1
+    return Candidates(jobs[sel], rank[sel], lost[sel], (new_index[e_idx[keep]], e_node[keep], e_cnt[keep]))
+
+
+def work_lost(ctx: CycleContext, jobs: IntArray, checkpoint_interval_s: float | None) -> FloatArray:
+    """GPU-seconds each running job would lose if evicted now: total GPUs x time since its last
+    checkpoint (estimated from the current run's length; the whole run without checkpoints)."""
+    if len(jobs) == 0:
+        return np.zeros(0, dtype=np.float64)
+    running = ctx.running
+    start = np.fromiter((running[int(j)].start for j in jobs), dtype=np.float64, count=len(jobs))
+    run_s = np.maximum(ctx.now - start, 0.0)
+    if checkpoint_interval_s is not None:
+        run_s = np.mod(run_s, checkpoint_interval_s)
+    return run_s * ctx.env.jobs.total_gpus[jobs]
+
+
+# --- victim selection ----------------------------------------------------------------------------
+def _static_ok(ctx: CycleContext, fw: Framework, job: int) -> BoolArray:
+    """Nodes that could hold one worker of ``job`` if empty (up, GPU type, capacity)."""
+    env, jobs, cluster = ctx.env, ctx.env.jobs, ctx.env.cluster
+    g = int(jobs.gpus_per_worker[job])
+    ok = ctx.state.up & (cluster.gpus >= g)
+    t = int(jobs.gpu_type[job])
+    if t >= 0:
+        ok &= env.nodes_of_type(t)
+    c = int(jobs.cpu_milli[job])
+    if c > 0:
+        ok &= env.cpu_unmodelled | (cluster.cpu_milli >= c)
+    m = int(jobs.memory_mib[job])
+    if m > 0:
+        ok &= env.mem_unmodelled | (cluster.memory_mib >= m)
+    return ok
+
+
+def _slots(ctx: CycleContext, job: int, free: IntArray, free_cpu: IntArray, free_mem: IntArray,
+           ok: BoolArray) -> IntArray:
+    """Workers of ``job`` that fit per node given free resources (0 off ``ok``; the one rule,
+    :func:`kant.model.fit.worker_slots`; a GPU share also counts the open GPU slots of the state)."""
+    env, jobs = ctx.env, ctx.env.jobs
+    g, milli = int(jobs.gpus_per_worker[job]), int(jobs.gpu_milli[job])
+    share = ctx.state.shares.workers(milli) if is_share(g, milli) and ctx.state.shares.slots else None
+    return worker_slots(g, milli, int(jobs.cpu_milli[job]), int(jobs.memory_mib[job]), free, free_cpu, free_mem,
+                        env.cpu_unmodelled, env.mem_unmodelled, share_free=share, limit=int(jobs.workers[job]),
+                        ok=ok)
+
+
+def choose_victims(ctx: CycleContext, fw: Framework, job: int, cands: Candidates) -> tuple[list[int], Placement] | None:
+    """The victims to evict so that ``job`` can start, and its placement once they are gone; None
+    if no subset of ``cands`` makes it fit. Changes nothing (the plan is simulated and undone)."""
+    if len(cands) == 0:
+        return None
+    state, jobs = ctx.state, ctx.env.jobs
+    n_nodes = len(state.free)
+    ok = _static_ok(ctx, fw, job)
+    # per (candidate, node) entries: what evicting the candidate frees on that node
+    idx, node, cnt = cands.entries if cands.entries is not None else placement_entries(ctx, cands.jobs)
+    v_rows = cands.jobs[idx]
+    gpus = cnt * jobs.gpus_per_worker[v_rows]
+    freeable = state.free + np.bincount(node, weights=gpus, minlength=n_nodes).astype(np.int64)
+    freeable_cpu, freeable_mem = state.free_cpu, state.free_mem  # only read if the job asks for them
+    if int(jobs.cpu_milli[job]) > 0:
+        cpu = cnt * jobs.cpu_milli[v_rows]
+        freeable_cpu = state.free_cpu + np.bincount(node, weights=cpu, minlength=n_nodes).astype(np.int64)
+    if int(jobs.memory_mib[job]) > 0:
+        mem = cnt * jobs.memory_mib[v_rows]
+        freeable_mem = state.free_mem + np.bincount(node, weights=mem, minlength=n_nodes).astype(np.int64)
+    slots = _slots(ctx, job, freeable, freeable_cpu, freeable_mem, ok)
+    w = int(jobs.workers[job])
+    if int(slots.sum()) < w:
+        return None
+    useful_node = slots > 0
+    useful_entry = useful_node[node]
+    if not useful_entry.any():
+        return None
+    plan: list[int] | None = None
+    simple = (w == 1 and int(jobs.gpus_per_worker[job]) > 0 and int(jobs.cpu_milli[job]) == 0
+              and int(jobs.memory_mib[job]) == 0)
+    if simple:
+        plan = _single_worker_plan(ctx, job, cands, idx[useful_entry], node[useful_entry], gpus[useful_entry])
+    if plan is not None:
+        result = _simulate(ctx, fw, job, [int(cands.jobs[i]) for i in plan])
+        if result is not None:
+            return result
+    useful_gpus = np.bincount(idx[useful_entry], weights=gpus[useful_entry], minlength=len(cands))
+    useful = np.flatnonzero(useful_gpus > 0)
+    rows, ug, lost, rank = cands.jobs[useful], -useful_gpus[useful], cands.lost[useful], cands.rank[useful]
+    best: tuple[tuple[float, int, float, tuple[int, ...]], list[int], Placement] | None = None
+    # two greedy orders within each rank: least work lost first, and most GPUs freed first (fewer victims)
+    for order in (useful[np.lexsort((rows, ug, lost, rank))], useful[np.lexsort((rows, lost, ug, rank))]):
+        result = _greedy_plan(ctx, fw, job, cands, order, ok)
+        if result is None:
+            continue
+        members, placement = result
+        key = _plan_key(cands, members)
+        if best is None or key < best[0]:
+            best = (key, members, placement)
+    if best is None:
+        return None
+    return [int(cands.jobs[i]) for i in best[1]], best[2]
+
+
+def _plan_key(cands: Candidates, members: list[int]) -> tuple[float, int, float, tuple[int, ...]]:
+    """The objective, lexicographic: (highest rank, count, work lost, sorted job rows)."""
+    if not members:  # the job fits without evicting anything
+        return (-math.inf, 0, 0.0, ())
+    sel = np.asarray(members, dtype=np.int64)
+    return (float(cands.rank[sel].max()), len(members), float(cands.lost[sel].sum()),
+            tuple(sorted(int(j) for j in cands.jobs[sel])))
+
+
+def _single_worker_plan(ctx: CycleContext, job: int, cands: Candidates, idx: IntArray, node: IntArray,
+                        gpus: IntArray) -> list[int] | None:
+    """Exact lexicographic (max rank, count, work lost, rows) victim set for a one-worker job, GPUs
+    only; returns indices into ``cands``."""
+    state = ctx.state
+    g = int(ctx.env.jobs.gpus_per_worker[job])
+    need_all = g - state.free
+    has_need = need_all[node] > 0
+    idx, node, gpus = idx[has_need], node[has_need], gpus[has_need]
+    if len(idx) == 0:
+        return None
+    rank = cands.rank[idx]
+    # 1. per node, the lowest achievable highest rank P*: take entries by rank until enough is freed
+    order = np.lexsort((rank, node))
+    n_s, r_s = node[order], rank[order]
+    start1 = _group_start(n_s)
+    cum = _cumsum_from(gpus[order], start1)
+    enough = cum >= need_all[n_s]
+    at = _first_per_group(n_s, enough)
+    if len(at) == 0:
+        return None
+    p_of_node = np.full(len(state.free), np.inf)
+    p_of_node[n_s[at]] = r_s[at]
+    # 2. with ranks <= P*, the fewest entries: largest first
+    elig = rank <= p_of_node[node]
+    n2, g2 = node[elig], gpus[elig]
+    order2 = np.lexsort((-g2, n2))
+    n2s = n2[order2]
+    start2 = _group_start(n2s)
+    cum2 = _cumsum_from(g2[order2], start2)
+    at2 = _first_per_group(n2s, cum2 >= need_all[n2s])
+    nodes2 = n2s[at2]
+    count = at2 - start2[at2] + 1
+    best = np.lexsort((count, p_of_node[nodes2]))[0]
+    best_p, best_c = p_of_node[nodes2[best]], int(count[best])
+    tied = np.zeros(len(state.free), dtype=bool)
+    tied[nodes2[(p_of_node[nodes2] == best_p) & (count == best_c)]] = True
+    # 3. least work lost among sets of that size and rank on the tied nodes
+    e_sel = elig & tied[node]
+    sel = np.flatnonzero(e_sel)
+    lost_e = cands.lost[idx[sel]]
+    rows_e = cands.jobs[idx[sel]]
+    if best_c == 1:  # any single entry that frees enough; least lost, then lowest row
+        one = sel[gpus[sel] >= need_all[node[sel]]]
+        pick = np.lexsort((cands.jobs[idx[one]], cands.lost[idx[one]]))[0]
+        return [int(idx[one[pick]])]
+    # several victims: enumerate the subsets of each tied node, cheapest lower bound first (the sum
+    # of its best_c smallest losses), and stop once no node can beat the best set found
+    order3 = np.lexsort((lost_e, node[sel]))
+    n3, s3, l3, r3 = node[sel][order3], sel[order3], lost_e[order3], rows_e[order3]
+    starts3 = np.flatnonzero(np.concatenate(([True], n3[1:] != n3[:-1])))
+    stops3 = np.concatenate((starts3[1:], [len(n3)]))
+    bounds = np.array([l3[a:a + best_c].sum() for a in starts3.tolist()])
+    best_key: tuple[float, tuple[int, ...]] | None = None
+    best_set: list[int] | None = None
+    for gi in np.argsort(bounds, kind="stable").tolist():
+        if best_key is not None and bounds[gi] > best_key[0]:
+            break
+        a, b = int(starts3[gi]), int(stops3[gi])
+        if b - a > _MAX_ENUM:
+            return None
+        combos = _combos(b - a, best_c)
+        freed = gpus[s3[a:b]][combos].sum(axis=1)
+        ok3 = freed >= need_all[int(n3[a])]
+        if not ok3.any():
+            continue
+        lost_c = l3[a:b][combos].sum(axis=1)
+        for c in np.flatnonzero(ok3 & (lost_c == lost_c[ok3].min())).tolist():
+            members = combos[c]
+            key = (float(lost_c[c]), tuple(sorted(int(x) for x in r3[a:b][members])))
+            if best_key is None or key < best_key:
+                best_key, best_set = key, [int(idx[s3[a + m]]) for m in members.tolist()]
+    return best_set
+
+
+_COMBOS: dict[tuple[int, int], IntArray] = {}
+
+
+def _combos(n: int, k: int) -> IntArray:
+    """All k-subsets of range(n) as rows of an array (cached)."""
+    arr = _COMBOS.get((n, k))
+    if arr is None:
+        arr = _COMBOS[(n, k)] = np.array(list(itertools.combinations(range(n), k)), dtype=np.int64).reshape(-1, k)
+    return arr
+
+
+def _group_start(groups: IntArray) -> IntArray:
+    """Index of the first element of each element's run of equal values (``groups`` sorted)."""
+    if len(groups) == 0:
+        return np.zeros(0, dtype=np.int64)
+    new = np.ones(len(groups), dtype=bool)
+    new[1:] = groups[1:] != groups[:-1]
+    starts: IntArray = np.flatnonzero(new)
+    out: IntArray = starts[np.cumsum(new) - 1]
+    return out
+
+
+def _cumsum_from(values: IntArray, start: IntArray) -> IntArray:
+    """Cumulative sum of ``values`` restarting at each group (``start`` from :func:`_group_start`)."""
+    cum = np.cumsum(values)
+    out: IntArray = cum - (cum[start] - values[start])
+    return out
+
+
+def _first_per_group(groups: IntArray, mask: npt.NDArray[np.bool_]) -> IntArray:
+    """Positions of the first True of ``mask`` in each run of equal values of the sorted ``groups``."""
+    pos = np.flatnonzero(mask)
+    if len(pos) == 0:
+        return pos
+    g = groups[pos]
+    first = np.ones(len(pos), dtype=bool)
+    first[1:] = g[1:] != g[:-1]
+    out: IntArray = pos[first]
+    return out
+
+
+def _simulate(ctx: CycleContext, fw: Framework, job: int, victims: list[int]) -> tuple[list[int], Placement] | None:
+    trial = Statement(ctx.state)
+    try:
+        for v in victims:
+            trial.evict(v)
+        result = fw.place(ctx, job)
+    finally:
+        trial.discard()
+    if isinstance(result, Status):
+        return None
+    return sorted(victims), result
+
+
+def _greedy_plan(ctx: CycleContext, fw: Framework, job: int, cands: Candidates, order: IntArray,
+                 ok: BoolArray) -> tuple[list[int], Placement] | None:
+    """Evict candidates (indices into ``cands``) in ``order`` until the job fits, then reprieve every
+    victim, most important first (rank, work lost, row descending), that is not needed. Returns the
+    victims (indices, ascending) and the placement; changes nothing."""
+    state, jobs = ctx.state, ctx.env.jobs
+    w = int(jobs.workers[job])
+    trial = Statement(state)
+    evicted: list[int] = []
+    placed = False
+    try:
+        for i in order.tolist():
+            evicted.append(i)
+            trial.evict(int(cands.jobs[i]))
+            if int(_slots(ctx, job, state.free, state.free_cpu, state.free_mem, ok).sum()) < w:
+                continue
+            if not isinstance(fw.place(ctx, job), Status):
+                placed = True
+                break
+        if not placed:
+            return None
+        victims = set(evicted)
+        for i in sorted(evicted, key=lambda k: (-cands.rank[k], -cands.lost[k], -int(cands.jobs[k]))):
+            v = int(cands.jobs[i])
+            trial.allocate(v, _evicted_placement(trial, v))
+            if isinstance(fw.place(ctx, job), Status):
+                trial.evict(v)
+            else:
+                victims.discard(i)
+        final = fw.place(ctx, job)
+        if isinstance(final, Status):  # pragma: no cover - the state equals the last successful trial
+            return None
+        return sorted(victims), final
+    finally:
+        trial.discard()
+
+
+def _evicted_placement(trial: Statement, job: int) -> Placement:
+    for op in reversed(trial.operations):
+        if op.job == job:
+            return op.placement
+    raise KeyError(job)  # pragma: no cover
