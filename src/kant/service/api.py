@@ -27,7 +27,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from kant.errors import KantError
 from kant.model.cluster import NodeSpec
 from kant.service.auth import Principal, bearer
-from kant.service.db import JOB_STATES, NewJob
+from kant.service.db.jobs import NewJob
+from kant.service.db.schema import JOB_STATES
 from kant.service.errors import Conflict, DatabaseError, Fenced, Invalid, NotFound
 from kant.service.loop import ServiceLoop
 from kant.service.metrics import CONTENT_TYPE
@@ -296,7 +297,7 @@ def create_app(svc: Service) -> FastAPI:
         return BatchOut(jobs=[SubmitOut(id=i, created=c) for i, c in results])
 
     def visible_job(job_id: int, p: Principal) -> Any:
-        row = svc.db.get_job(job_id)
+        row = svc.db.jobs.get(job_id)
         if row is None or (not p.admin and row.tenant != p.tenant):
             raise NotFound(f"no job {job_id}")
         return row
@@ -316,7 +317,7 @@ def create_app(svc: Service) -> FastAPI:
             if tenant is not None and tenant != p.tenant:
                 raise HTTPException(403, "a tenant lists its own jobs only")
             tenant = p.tenant
-        rows = svc.db.list_jobs(tenant=tenant, states=state, after_id=after, limit=limit + 1,
+        rows = svc.db.jobs.list(tenant=tenant, states=state, after_id=after, limit=limit + 1,
                                 descending=order == "desc")
         more = len(rows) > limit
         rows = rows[:limit]
@@ -329,7 +330,7 @@ def create_app(svc: Service) -> FastAPI:
         row = visible_job(job_id, p)
         why = svc.why(job_id) if row.state == "pending" else None
         out = JobOut.of(row, why.reason if why is not None else None)
-        events = [EventOut.of(e) for e in svc.db.job_events(job_id)]
+        events = [EventOut.of(e) for e in svc.db.events.of_job(job_id)]
         return JobDetail(**out.model_dump(), events=events, why=why)
 
     @app.get("/v1/jobs/{job_id}/why", tags=["jobs"], response_model=WhyOut)
@@ -366,11 +367,11 @@ def create_app(svc: Service) -> FastAPI:
         if row.state not in ("pending", "running"):
             raise Invalid(f"job {job_id} is {row.state}: only pending or running jobs can be cancelled")
         leader().cancel(job_id, p.scope(), p.who)
-        return JobOut.of(svc.db.get_job(job_id))  # type: ignore[arg-type]
+        return JobOut.of(svc.db.jobs.get(job_id))  # type: ignore[arg-type]
 
     # --- inference services ----------------------------------------------------------------------
     def visible_service(service_id: int, p: Principal) -> Any:
-        row = svc.db.get_service(service_id)
+        row = svc.db.services.get(service_id)
         if row is None or (not p.admin and row.tenant != p.tenant):
             raise NotFound(f"no service {service_id}")
         return row
@@ -389,15 +390,15 @@ def create_app(svc: Service) -> FastAPI:
         if not body.min_replicas <= body.replicas <= body.max_replicas:
             raise HTTPException(422, "need min_replicas <= replicas <= max_replicas")
         svc.check_request(JobSubmit(gpus_per_worker=body.gpus_per_replica, gpu_type=body.gpu_type))
-        row = svc.db.create_service(tenant=tenant, name=body.name, gpus_per_replica=body.gpus_per_replica,
+        row = svc.db.services.create(tenant=tenant, name=body.name, gpus_per_replica=body.gpus_per_replica,
                                     gpu_type=body.gpu_type, priority=body.priority, replicas=0,
                                     min_replicas=body.min_replicas, max_replicas=body.max_replicas)
         loop.scale(row.id, body.replicas)
-        return ServiceOut.of(svc.db.get_service(row.id))  # type: ignore[arg-type]
+        return ServiceOut.of(svc.db.services.get(row.id))  # type: ignore[arg-type]
 
     @app.get("/v1/services", tags=["services"], response_model=list[ServiceOut])
     def list_services(p: Who) -> list[ServiceOut]:
-        return [ServiceOut.of(r) for r in svc.db.list_services(p.scope())]
+        return [ServiceOut.of(r) for r in svc.db.services.list(p.scope())]
 
     @app.get("/v1/services/{service_id}", tags=["services"], response_model=ServiceOut)
     def get_service(service_id: Id, p: Who) -> ServiceOut:
@@ -410,15 +411,15 @@ def create_app(svc: Service) -> FastAPI:
         if not row.min_replicas <= body.replicas <= row.max_replicas:
             raise HTTPException(422, f"replicas must be within [{row.min_replicas}, {row.max_replicas}]")
         leader().scale(service_id, body.replicas)
-        return ServiceOut.of(svc.db.get_service(service_id))  # type: ignore[arg-type]
+        return ServiceOut.of(svc.db.services.get(service_id))  # type: ignore[arg-type]
 
     @app.delete("/v1/services/{service_id}", tags=["services"], response_model=ServiceOut)
     def delete_service(service_id: Id, p: Who) -> ServiceOut:
         """Stop every replica and retire the service."""
         visible_service(service_id, p)
         leader().scale(service_id, 0)
-        svc.db.update_service(service_id, state="deleted")
-        return ServiceOut.of(svc.db.get_service(service_id))  # type: ignore[arg-type]
+        svc.db.services.update(service_id, state="deleted")
+        return ServiceOut.of(svc.db.services.get(service_id))  # type: ignore[arg-type]
 
     # --- nodes ---------------------------------------------------------------------------------
     @app.get("/v1/nodes", tags=["nodes"], response_model=list[NodeOut])
@@ -427,11 +428,11 @@ def create_app(svc: Service) -> FastAPI:
         loop = svc.loop
         if loop is not None and loop.alive:
             views = loop.call(lambda lp: lp.node_views())
-            reasons = {n.name: n.reason for n in svc.db.list_nodes()}
+            reasons = {n.name: n.reason for n in svc.db.nodes.list()}
             return [NodeOut(name=v.name, gpu_type=v.gpu_type, gpus=v.gpus, used_gpus=v.used_gpus, state=v.state,
                             reason=reasons.get(v.name), leaf=v.leaf, spine=v.spine, cpu_milli=v.cpu_milli,
                             memory_mib=v.memory_mib) for v in views]
-        return [NodeOut.of_row(r) for r in svc.db.list_nodes() if r.state != "removed"]
+        return [NodeOut.of_row(r) for r in svc.db.nodes.list() if r.state != "removed"]
 
     @app.get("/v1/nodes/{name}", tags=["nodes"], response_model=NodeOut)
     def get_node(name: str, p: Who) -> NodeOut:
@@ -464,7 +465,7 @@ def create_app(svc: Service) -> FastAPI:
 
     # --- tenants and tokens ----------------------------------------------------------------------
     def tenant_out(name: str) -> TenantOut:
-        row = svc.db.get_tenant(name)
+        row = svc.db.tenants.get(name)
         if row is None:
             raise NotFound(f"no tenant {name!r}")
         view = svc.view()
@@ -475,7 +476,7 @@ def create_app(svc: Service) -> FastAPI:
     @app.get("/v1/tenants", tags=["tenants"], response_model=list[TenantOut])
     def list_tenants(p: Who) -> list[TenantOut]:
         """Every tenant (admins) or one's own, with quota and use."""
-        names = [t.name for t in svc.db.list_tenants()] if p.admin else [p.tenant]
+        names = [t.name for t in svc.db.tenants.list()] if p.admin else [p.tenant]
         return [tenant_out(n) for n in names if n is not None]
 
     @app.get("/v1/tenants/{name}", tags=["tenants"], response_model=TenantOut)
@@ -488,14 +489,14 @@ def create_app(svc: Service) -> FastAPI:
     def create_tenant(body: TenantIn, p: Admin) -> TenantOut:
         if body.guaranteed_gpus is not None and body.max_gpus is not None and body.max_gpus < body.guaranteed_gpus:
             raise HTTPException(422, "max_gpus is below guaranteed_gpus")
-        svc.db.create_tenant(body.name, guaranteed_gpus=body.guaranteed_gpus, max_gpus=body.max_gpus)
+        svc.db.tenants.create(body.name, guaranteed_gpus=body.guaranteed_gpus, max_gpus=body.max_gpus)
         svc.tenants_changed()
         return tenant_out(body.name)
 
     @app.patch("/v1/tenants/{name}", tags=["tenants"], response_model=TenantOut)
     def update_tenant(name: str, body: TenantPatch, p: Admin) -> TenantOut:
         """Set a tenant's quota (the fields given; null clears one). The scheduler applies it at once."""
-        row = svc.db.get_tenant(name)
+        row = svc.db.tenants.get(name)
         if row is None:
             raise NotFound(f"no tenant {name!r}")
         fields = body.model_dump(exclude_unset=True)
@@ -503,34 +504,34 @@ def create_app(svc: Service) -> FastAPI:
         m = fields.get("max_gpus", row.max_gpus)
         if g is not None and m is not None and m < g:
             raise HTTPException(422, "max_gpus is below guaranteed_gpus")
-        svc.db.update_tenant(name, guaranteed_gpus=g, max_gpus=m)
+        svc.db.tenants.update(name, guaranteed_gpus=g, max_gpus=m)
         svc.tenants_changed()
         return tenant_out(name)
 
     @app.post("/v1/tenants/{name}/tokens", tags=["tenants"], status_code=201, response_model=TokenCreated)
     def create_token(name: str, body: TokenIn, p: Admin) -> TokenCreated:
         """A new token for the tenant; the answer holds the token itself, this once."""
-        if svc.db.get_tenant(name) is None:
+        if svc.db.tenants.get(name) is None:
             raise NotFound(f"no tenant {name!r}")
         expires = time.time() + body.ttl_s if body.ttl_s is not None else None
-        token, row = svc.db.create_token(role="tenant", tenant=name, name=body.name, expires_wall=expires)
+        token, row = svc.db.tokens.create(role="tenant", tenant=name, name=body.name, expires_wall=expires)
         return TokenCreated(**TokenOut.of(row).model_dump(), token=token)
 
     @app.post("/v1/tokens", tags=["tenants"], status_code=201, response_model=TokenCreated)
     def create_admin_token(body: TokenIn, p: Admin) -> TokenCreated:
         """A new admin token."""
         expires = time.time() + body.ttl_s if body.ttl_s is not None else None
-        token, row = svc.db.create_token(role="admin", name=body.name, expires_wall=expires)
+        token, row = svc.db.tokens.create(role="admin", name=body.name, expires_wall=expires)
         return TokenCreated(**TokenOut.of(row).model_dump(), token=token)
 
     @app.get("/v1/tokens", tags=["tenants"], response_model=list[TokenOut])
     def list_tokens(p: Admin, tenant: Annotated[str | None, Query(max_length=64)] = None) -> list[TokenOut]:
-        return [TokenOut.of(t) for t in svc.db.list_tokens(tenant)]
+        return [TokenOut.of(t) for t in svc.db.tokens.list(tenant)]
 
     @app.delete("/v1/tokens/{token_id}", tags=["tenants"], response_model=dict[str, Any])
     def revoke_token(token_id: Id, p: Admin) -> dict[str, Any]:
         """Revoke a token (it stops working at once)."""
-        if not svc.db.revoke_token(token_id, time.time()):
+        if not svc.db.tokens.revoke(token_id, time.time()):
             raise NotFound(f"no active token {token_id}")
         return {"id": token_id, "revoked": True}
 
@@ -542,7 +543,7 @@ def create_app(svc: Service) -> FastAPI:
         leader()
         view = svc.view()
         assert view is not None
-        quotas = {t.name: t for t in svc.db.list_tenants()}
+        quotas = {t.name: t for t in svc.db.tenants.list()}
         names = set(view.pending_by_tenant) | set(view.running_gpus_by_tenant) | set(quotas)
 
         def use(name: str) -> TenantUse:

@@ -1,7 +1,7 @@
 """Bearer tokens: every API request names a token; a token belongs to one tenant or is an admin's.
 
 Tokens are random (``kant_`` + 43 URL-safe characters) and stored only as SHA-256 hashes; a lookup
-hashes what the request carries and compares hashes in constant time (:meth:`Database.verify_token`).
+hashes what the request carries and compares hashes in constant time (:meth:`kant.service.db.tokens.TokenRepo.verify`).
 A tenant sees and cancels only its own jobs (another tenant's are "not found", so their ids leak
 nothing) and reads only totals of others; only admins touch nodes, tenants, quotas and tokens.
 Tokens are never logged and never returned, except once, when created.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from fastapi import HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from kant.service.db import Database
+from kant.service.db.database import Database
 
 __all__ = ["Principal", "Authenticator", "bearer"]
 
@@ -58,7 +58,7 @@ class Authenticator:
         token = creds.credentials
         if not token or len(token) > 256:
             raise _unauthorized("invalid token")
-        row = self.db.verify_token(token, time.time())
+        row = self.db.tokens.verify(token, time.time())
         if row is None:
             raise _unauthorized("invalid, expired or revoked token")
         return Principal(row.id, row.role, row.tenant)

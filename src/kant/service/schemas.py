@@ -7,7 +7,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from kant.service.db import EventRow, JobRow, NodeRow, ServiceRow, TenantRow, TokenRow
+from kant.service.db.events import EventRow
+from kant.service.db.jobs import JobRow
+from kant.service.db.nodes import NodeRow
+from kant.service.db.services import ServiceRow
+from kant.service.db.tenants import TenantRow
+from kant.service.db.tokens import TokenRow
 
 __all__ = [
     "JobSubmit", "JobBatch", "JobOut", "JobPage", "SubmitOut", "BatchOut", "WhyOut", "EventOut", "JobDetail",

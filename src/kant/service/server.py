@@ -40,7 +40,9 @@ from kant.service.auth import Authenticator
 from kant.service.clock import make_clock
 from kant.service.dashboard import History
 from kant.service.dashboard.routes import mount as mount_dashboard
-from kant.service.db import Database, LeaderLock, NewJob
+from kant.service.db.database import Database
+from kant.service.db.jobs import NewJob
+from kant.service.db.leader import LeaderLock
 from kant.service.errors import Busy, DatabaseError, TooLong
 from kant.service.events import EventHub
 from kant.service.executors import make_executor
@@ -149,19 +151,19 @@ class Service:
         self._wait_for_database()
         self.db.migrate()
         if cfg.admin_token:
-            self.db.add_token_hash(cfg.admin_token, role="admin", name="operator")
-        if not is_loopback(cfg.host) and self.db.count_tokens() == 0:
+            self.db.tokens.add_hash(cfg.admin_token, role="admin", name="operator")
+        if not is_loopback(cfg.host) and self.db.tokens.count() == 0:
             raise KantError(f"refusing to listen on {cfg.host}, a non-loopback address, without tokens: give "
                             "KANT_ADMIN_TOKEN or --admin-token-file")
-        if self.db.count_tokens() == 0:
+        if self.db.tokens.count() == 0:
             path = cfg.token_out or Path("kant-admin.token")
-            token, _ = self.db.create_token(role="admin", name="generated")
+            token, _ = self.db.tokens.create(role="admin", name="generated")
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(token + "\n")
             log.warning("no token was configured: an admin token was written to %s (mode 600)", path)
-        self._tenants = {t.name for t in self.db.list_tenants()}
+        self._tenants = {t.name for t in self.db.tenants.list()}
         # a policy a live scheduler cannot run (an oracle, a quota derived from a trace) fails here
         Scheduler(self.policy, self._cluster or Cluster.uniform(1, 1), JobStore(tenant_names=sorted(self._tenants)))
         self.hub = EventHub(self.db)
@@ -246,7 +248,7 @@ class Service:
     def _become_leader(self, epoch: int) -> None:
         cfg = self.config
         url = cfg.advertise_url or f"http://{cfg.host}:{cfg.port}"
-        self.db.set_meta("leader_url", url)
+        self.db.meta.set("leader_url", url)
         self.clock = make_clock(cfg.clock, speed=cfg.speed, start=self._clock_start())
         self.writer.clock = self.clock
         executor = make_executor(cfg.executor, ray_address=cfg.ray_address, log_dir=cfg.log_dir,
@@ -271,7 +273,7 @@ class Service:
             return 0.0
         if cfg.clock_start is not None:
             return cfg.clock_start
-        known = [t for t in (self.db.last_event_time(), _float(self.db.get_meta(CLOCK_KEY))) if t is not None]
+        known = [t for t in (self.db.events.last_time(), _float(self.db.meta.get(CLOCK_KEY))) if t is not None]
         if known:
             return max(known)
         if cfg.demo is not None:
@@ -293,7 +295,7 @@ class Service:
         t, url = self._leader_url
         if time.monotonic() - t > 1.0:
             try:
-                url = self.db.get_meta("leader_url")
+                url = self.db.meta.get("leader_url")
             except KantError:
                 url = None
             self._leader_url = (time.monotonic(), url)
@@ -307,13 +309,13 @@ class Service:
     def tenant_exists(self, name: str) -> bool:
         if name in self._tenants:
             return True
-        if self.db.get_tenant(name) is not None:
+        if self.db.tenants.get(name) is not None:
             self._tenants.add(name)
             return True
         return False
 
     def tenants_changed(self) -> None:
-        self._tenants = {t.name for t in self.db.list_tenants()}
+        self._tenants = {t.name for t in self.db.tenants.list()}
         loop = self.loop
         if loop is not None and loop.alive:
             loop.reload()
@@ -436,7 +438,7 @@ class Service:
         for name in jobs.tenant_names:
             if not self.tenant_exists(name):
                 with contextlib.suppress(KantError):  # another service made it meanwhile
-                    self.db.create_tenant(name)
+                    self.db.tenants.create(name)
         self.tenants_changed()
         submit = jobs.submit.tolist()
         i, n = 0, len(jobs)
