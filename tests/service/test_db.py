@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import signal
@@ -20,11 +21,13 @@ import kant.service.db.tokens as tokens_module
 from kant.errors import KantError
 from kant.service.db.database import Database
 from kant.service.db.events import NewEvent
-from kant.service.db.jobs import JobUpdate, NewJob
+from kant.service.db.jobs import SUBMITTED_FIELDS, JobRow, JobUpdate, NewJob
 from kant.service.db.leader import LeaderLock
 from kant.service.db.nodes import NodeRow, NodeUpdate
 from kant.service.db.schema import UNSET, metadata
+from kant.service.db.schema import jobs as jobs_table
 from kant.service.errors import Conflict, DatabaseError, Fenced, NotFound
+from kant.service.schemas import JobOut, JobSubmit
 from service.conftest import NewPgDatabase
 
 # --- helpers --------------------------------------------------------------------------------------
@@ -242,6 +245,28 @@ def test_token_cache_costs_no_query_and_expires(db: Database, db_url: str, monke
 
 
 # --- jobs -----------------------------------------------------------------------------------------
+
+
+def test_job_model_fields_agree() -> None:
+    """The job's submitted fields are written once (NewJob); the table, the row and the API's two models
+    must name the same fields, so a field added to one and forgotten in another fails here."""
+    submitted = [f.name for f in dataclasses.fields(NewJob)]
+    assert list(SUBMITTED_FIELDS) == submitted
+    kept = [f.name for f in dataclasses.fields(JobRow)][len(submitted):]  # what the service adds
+    assert kept[0] == "id"
+    # SELECT jobs.* is decoded by position: id, the submitted fields, then the rest in JobRow's order
+    assert [c.name for c in jobs_table.columns] == ["id", *submitted, *kept[1:]]
+    assert set(JobSubmit.model_fields) == set(submitted) - {"kind", "service_id"}  # set by the service itself
+    assert set(JobOut.model_fields) == {*submitted, *kept} - {"idempotency_key", "created_wall"}
+    body = JobSubmit(name="a", user="u", workers=2, gpus_per_worker=4, gpu_milli=500, gpu_type="H100",
+                     cpu_milli=1, memory_mib=2, priority=3, estimate_s=4.0, duration_s=5.0, command="c",
+                     labels={"k": "v"}, idempotency_key="body")
+    assert body.to_new_job("acme") == NewJob(
+        tenant="acme", user="u", name="a", workers=2, gpus_per_worker=4, gpu_milli=500, gpu_type="H100",
+        cpu_milli=1, memory_mib=2, priority=3, estimate_s=4.0, duration_s=5.0, command="c", labels={"k": "v"},
+        idempotency_key="body")
+    assert JobSubmit().to_new_job("acme", "header") == NewJob(tenant="acme", user="acme", name="",
+                                                              idempotency_key="header")
 
 
 def test_insert_jobs_round_trip_and_events(db: Database) -> None:

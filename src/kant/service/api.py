@@ -270,11 +270,7 @@ def create_app(svc: Service) -> FastAPI:
             assert p.tenant is not None
             tenant = p.tenant
         svc.check_request(body)
-        return NewJob(tenant=tenant, user=body.user or tenant, name=body.name, workers=body.workers,
-                      gpus_per_worker=body.gpus_per_worker, gpu_milli=body.gpu_milli, gpu_type=body.gpu_type,
-                      cpu_milli=body.cpu_milli, memory_mib=body.memory_mib, priority=body.priority,
-                      estimate_s=body.estimate_s, duration_s=body.duration_s, command=body.command,
-                      labels=dict(body.labels), idempotency_key=key or body.idempotency_key)
+        return body.to_new_job(tenant, key)
 
     @app.post("/v1/jobs", tags=["jobs"], status_code=201, response_model=SubmitOut,
               responses={200: {"model": SubmitOut, "description": "the same idempotency key was submitted before"}})

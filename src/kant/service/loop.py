@@ -52,7 +52,7 @@ from kant.scheduler import CORDONED, DOWN, RunningRecord, Scheduler, SchedulerSn
 from kant.service.clock import Clock, ManualClock, WallClock
 from kant.service.db.database import Database
 from kant.service.db.events import NewEvent
-from kant.service.db.jobs import JobRow, JobUpdate, NewJob
+from kant.service.db.jobs import JobUpdate, NewJob
 from kant.service.db.nodes import NodeRow, NodeUpdate
 from kant.service.db.schema import UNSET
 from kant.service.db.tenants import TenantRow
@@ -269,7 +269,7 @@ class ServiceLoop:
         running: dict[int, RunningRecord] = {}
         pending: list[int] = []
         with store.batch():
-            job_rows = [self._add_to_store(store, job.id, _new_job_of(job), job.submit_time) for job in jobs]
+            job_rows = [self._add_to_store(store, job.id, job, job.submit_time) for job in jobs]
         for job, row in zip(jobs, job_rows, strict=True):
             info = self.active[job.id]
             info.runs, info.first_start, info.start = job.runs, job.first_start_time, job.start_time
@@ -998,11 +998,4 @@ def _describe_nodes(nodes: Sequence[str]) -> str:
         counts[n] = counts.get(n, 0) + 1
     return ", ".join(n if c == 1 else f"{n} x{c}" for n, c in counts.items())
 
-
-def _new_job_of(job: JobRow) -> NewJob:
-    return NewJob(tenant=job.tenant, user=job.user, name=job.name, kind=job.kind, service_id=job.service_id,
-                  workers=job.workers, gpus_per_worker=job.gpus_per_worker, gpu_milli=job.gpu_milli,
-                  gpu_type=job.gpu_type, cpu_milli=job.cpu_milli, memory_mib=job.memory_mib, priority=job.priority,
-                  estimate_s=job.estimate_s, duration_s=job.duration_s, command=job.command, labels=job.labels,
-                  idempotency_key=job.idempotency_key)
 
