@@ -35,9 +35,12 @@ _PG_ORDERED_BEGIN: Final = sa.text(
 )
 
 
+_JSON: Final = json.JSONEncoder(separators=(",", ":"), sort_keys=True)  # json.dumps would make one per call
+
+
 def json_text(value: object) -> str:
     """``value`` as compact JSON with sorted keys (how labels and placements are stored)."""
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return _JSON.encode(value)
 
 
 def pg_array_params(table: sa.Table, cols: Sequence[str], rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:

@@ -56,22 +56,27 @@ class NewJob:
     idempotency_key: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class JobRow(NewJob):
     """One stored job: its submitted fields (``labels`` decoded) and what the service keeps of it
-    (``placement``: one node name per worker)."""
+    (``placement``: one node name per worker).
 
-    id: int
-    state: str
-    reason: str | None
-    submit_time: float
-    first_start_time: float | None
-    start_time: float | None
-    end_time: float | None
-    placement: list[str] | None
-    runs: int
-    exit_code: int | None
-    created_wall: float
+    The defaults (a job just inserted) are there because a dataclass's fields after NewJob's must have
+    them; every row is built with all its fields, by position (keywords cost ~14 % more per row when a
+    start decodes every active job).
+    """
+
+    id: int = 0
+    state: str = "pending"
+    reason: str | None = None
+    submit_time: float = 0.0
+    first_start_time: float | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    placement: list[str] | None = None
+    runs: int = 0
+    exit_code: int | None = None
+    created_wall: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,9 +145,8 @@ def _job_rows(rows: Iterable[Sequence[Any]]) -> list[JobRow]:
                 flat[labels] = decoded.copy()
         out.append(JobRow(
             tenant, user, name, kind, service_id, workers, gpw, milli, gtype, cpu, mem, prio, est, dur, cmd,
-            decoded, ikey, id=id_, state=state, reason=reason, submit_time=submit, first_start_time=first,
-            start_time=start, end_time=end, placement=None if placement is None else json.loads(placement),
-            runs=runs, exit_code=code, created_wall=created,
+            decoded, ikey, id_, state, reason, submit, first, start, end,
+            None if placement is None else json.loads(placement), runs, code, created,
         ))
     return out
 
@@ -198,6 +202,7 @@ class JobRepo:
             rows: list[dict[str, Any]] = []
             slots: list[int] = []  # per input: index into rows, or -1 when the id is known
             pending: dict[tuple[str, str], int] = {}
+            added = {"state": "pending", "submit_time": now_time, "runs": 0, "created_wall": now_wall}
             for j in batch:
                 key = None if j.idempotency_key is None else (j.tenant, j.idempotency_key)
                 if key is not None and key in known:
@@ -211,7 +216,7 @@ class JobRepo:
                 slots.append(len(rows))
                 r = dict(zip(SUBMITTED_FIELDS, _submitted_values(j), strict=True))
                 r["labels"] = json_text(j.labels)
-                r.update(state="pending", submit_time=now_time, runs=0, created_wall=now_wall)
+                r |= added
                 rows.append(r)
             ids = self._new_ids(conn, len(rows))
             for id_, r in zip(ids, rows, strict=True):
