@@ -6,8 +6,8 @@
 Runs on a SQLite file in a temporary folder (WAL, synchronous=FULL: one fsync per batch) and on a
 fresh PostgreSQL database created next to the one ``--pg`` names (dropped afterwards; ``--pg ''``
 skips it). Every job has an idempotency key, so each batch also runs the key lookup. Then tops the
-table up to ``--active`` pending jobs (batches of 5,000, no keys) and times ``load_active`` over them,
-and one ``apply`` of 500 updates and 500 events. Prints figures, never asserts.
+table up to ``--active`` pending jobs (batches of 5,000, no keys) and times ``db.jobs.load_active``
+over them, and one ``db.apply`` of 500 updates and 500 events. Prints figures, never asserts.
 """
 
 from __future__ import annotations
@@ -21,13 +21,15 @@ from pathlib import Path
 import psycopg
 from sqlalchemy.engine import make_url
 
-from kant.service.db import Database, JobUpdate, NewEvent, NewJob
+from kant.service.db.database import Database
+from kant.service.db.events import NewEvent
+from kant.service.db.jobs import JobUpdate, NewJob
 
 
 def run(db: Database, n_jobs: int, batch: int, n_active: int) -> None:
     """Insert ``n_jobs`` jobs in batches and print the rates."""
     db.migrate()
-    db.create_tenant("bench")
+    db.tenants.create("bench")
     jobs = [
         NewJob(tenant="bench", user="u", name=f"job-{i}", workers=1 + i % 4, labels={"team": "a"},
                idempotency_key=f"k{i}")
@@ -36,20 +38,20 @@ def run(db: Database, n_jobs: int, batch: int, n_active: int) -> None:
     t0 = time.perf_counter()
     cpu0 = time.process_time()
     for i in range(0, n_jobs, batch):
-        db.insert_jobs(jobs[i:i + batch], now_time=float(i), now_wall=time.time())
+        db.jobs.insert(jobs[i:i + batch], now_time=float(i), now_wall=time.time())
     wall = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
-    print(f"  insert_jobs: {n_jobs} jobs in batches of {batch}: {wall:.2f} s, {n_jobs / wall:,.0f} jobs/s "
+    print(f"  jobs.insert: {n_jobs} jobs in batches of {batch}: {wall:.2f} s, {n_jobs / wall:,.0f} jobs/s "
           f"({cpu:.2f} s CPU in this process)")
     t0 = time.perf_counter()
     for i in range(n_jobs, n_active, 5000):
-        db.insert_jobs([NewJob(tenant="bench", user="u", name=f"job-{k}", labels={"team": "a"})
+        db.jobs.insert([NewJob(tenant="bench", user="u", name=f"job-{k}", labels={"team": "a"})
                         for k in range(i, min(i + 5000, n_active))], now_time=float(i), now_wall=time.time())
     if n_active > n_jobs:
-        print(f"  insert_jobs: {n_active - n_jobs} more jobs in batches of 5,000: {time.perf_counter() - t0:.2f} s")
+        print(f"  jobs.insert: {n_active - n_jobs} more jobs in batches of 5,000: {time.perf_counter() - t0:.2f} s")
     t0 = time.perf_counter()
-    active = db.load_active()
-    print(f"  load_active: {len(active)} jobs in {time.perf_counter() - t0:.3f} s")
+    active = db.jobs.load_active()
+    print(f"  jobs.load_active: {len(active)} jobs in {time.perf_counter() - t0:.3f} s")
     updates = [JobUpdate(j.id, state="running", start_time=1.0, placement=["n1"], runs=1) for j in active[:500]]
     evs = [NewEvent(1.0, time.time(), "started", job_id=u.id, tenant="bench") for u in updates]
     t0 = time.perf_counter()

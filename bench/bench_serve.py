@@ -220,19 +220,20 @@ def fig_latency(kind: str, url: str, work: Path, args: argparse.Namespace) -> di
 def _fill(url: str, n: int, *, finished: bool) -> float:
     """``n`` jobs straight into the database (pending, or finished with start and end)."""
     sys.path.insert(0, str(HERE.parent / "src"))
-    from kant.service.db import Database, JobUpdate, NewJob
+    from kant.service.db.database import Database
+    from kant.service.db.jobs import JobUpdate, NewJob
 
     db = Database(url)
     db.migrate()
     with contextlib.suppress(Exception):
-        db.create_tenant("bench")
+        db.tenants.create("bench")
     t0 = time.perf_counter()
     batch = 5000
     for k in range(0, n, batch):
         m = min(batch, n - k)
         jobs = [NewJob(tenant="bench", user="u", name=f"j{k + i}", gpus_per_worker=1 + (k + i) % 8,
                        duration_s=3600.0) for i in range(m)]
-        ids = db.insert_jobs(jobs, now_time=float(k), now_wall=time.time())
+        ids = db.jobs.insert(jobs, now_time=float(k), now_wall=time.time())
         if finished:
             db.apply([JobUpdate(i, state="finished", first_start_time=float(k), start_time=float(k),
                                 end_time=float(k) + 3600.0, placement=["h100-0"], runs=1, exit_code=0)

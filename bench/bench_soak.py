@@ -36,7 +36,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from kant.service.db import Database, NewJob  # noqa: E402
+from kant.service.db.database import Database  # noqa: E402
+from kant.service.db.jobs import NewJob  # noqa: E402
 from service.serve_proc import Server, start_server  # noqa: E402
 
 
@@ -112,11 +113,11 @@ def cmd_load(args: argparse.Namespace) -> None:
         cluster = f"{args.nodes}x8:H100"
         db = Database(url)
         db.migrate()
-        db.create_tenant("fill")
+        db.tenants.create("fill")
         n = args.pending + args.nodes // 2
         t0 = time.monotonic()
         for start in range(0, n, 10_000):
-            db.insert_jobs([NewJob(tenant="fill", user="u", name=f"f{i}", workers=2, gpus_per_worker=8,
+            db.jobs.insert([NewJob(tenant="fill", user="u", name=f"f{i}", workers=2, gpus_per_worker=8,
                                    estimate_s=1e6, duration_s=1e6) for i in range(start, min(n, start + 10_000))],
                            now_time=time.time(), now_wall=time.time())
         db.close()

@@ -46,7 +46,8 @@ from kant.model.job import JobTable
 from kant.model.store import JobStore
 from kant.scheduler import Scheduler
 from kant.service.clock import ManualClock
-from kant.service.db import Database, NewJob
+from kant.service.db.database import Database
+from kant.service.db.jobs import NewJob
 from kant.service.executors import SimulatedExecutor
 from kant.service.loop import Arrival, ServiceLoop, _Advance, _Arrivals
 from kant.traces import load_cluster, read_philly
@@ -105,7 +106,7 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
         db = Database(f"sqlite:///{tmp}/whatif.db")
         db.migrate()
         for tenant in jobs.tenant_names:
-            db.create_tenant(tenant)
+            db.tenants.create(tenant)
         loop = ServiceLoop(db, load_policy(policy), ManualClock(submit[0]), SimulatedExecutor())
         loop.load(load_cluster(cluster))
         row_of: dict[int, int] = {}  # service job id -> slice row
@@ -150,7 +151,7 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
                                     estimate_s=e if e > 0 else None, duration_s=d))
                 rows.append(i)
                 i += 1
-            ids = db.insert_jobs(batch, now_time=t, now_wall=time.time())
+            ids = db.jobs.insert(batch, now_time=t, now_wall=time.time())
             for (job_id, _), row in zip(ids, rows, strict=True):
                 row_of[job_id] = row
                 submitted.append(job_id)
@@ -166,7 +167,7 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
         loop.turn([_Advance(last + 1e9)])  # every job ends
         after = None
         while True:
-            page = db.list_jobs(limit=1000, after_id=after)
+            page = db.jobs.list(limit=1000, after_id=after)
             if not page:
                 break
             for job in page:

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from kant.service import db as dbmod
-from kant.service.db import Database
+from kant.service.db import tokens as tokens_module
+from kant.service.db.database import Database
 from service.serve_proc import Server, running_server
 
 
@@ -97,18 +97,18 @@ def test_tokens_are_never_logged_nor_returned_again(srv: Server) -> None:
 
 def test_tokens_are_compared_as_digests_in_constant_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, str]] = []
-    real = dbmod.hmac.compare_digest
+    real = tokens_module.hmac.compare_digest
 
     def spy(a: Any, b: Any) -> bool:
         calls.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(dbmod.hmac, "compare_digest", spy)
+    monkeypatch.setattr(tokens_module.hmac, "compare_digest", spy)
     db = Database(f"sqlite:///{tmp_path / 'k.db'}")
     db.migrate()
-    token, _ = db.create_token(role="admin", name="a")
-    assert db.verify_token(token, time.time()) is not None
-    assert db.verify_token(token[:-1] + ("A" if token[-1] != "A" else "B"), time.time()) is None
+    token, _ = db.tokens.create(role="admin", name="a")
+    assert db.tokens.verify(token, time.time()) is not None
+    assert db.tokens.verify(token[:-1] + ("A" if token[-1] != "A" else "B"), time.time()) is None
     db.close()
     assert calls and all(len(a) == len(b) == 64 and a == b for a, b in calls)  # SHA-256 hex digests
     assert token not in str(calls)

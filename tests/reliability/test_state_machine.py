@@ -33,7 +33,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from kant.config import parse_policy
 from kant.errors import KantError
 from kant.service.clock import ManualClock
-from kant.service.db import JOB_STATES, Database, NewJob
+from kant.service.db.database import Database
+from kant.service.db.jobs import NewJob
+from kant.service.db.schema import JOB_STATES
 from kant.service.executors import SimulatedExecutor
 from kant.service.loop import CLOCK_KEY, Arrival, ServiceLoop, _Advance, _Arrivals, _Cancel, _Command, _NodeOp
 from kant.traces import load_cluster
@@ -64,14 +66,14 @@ class LiveScheduler(RuleBasedStateMachine):
         db = Database(self.url)
         db.migrate()
         for name, (g, m) in TENANTS.items():
-            db.create_tenant(name, guaranteed_gpus=g, max_gpus=m)
+            db.tenants.create(name, guaranteed_gpus=g, max_gpus=m)
         db.close()
         self._start()
 
     def _start(self) -> None:
         self.db = Database(self.url)
-        saved = self.db.get_meta(CLOCK_KEY)
-        start = max(float(saved) if saved else 0.0, self.db.last_event_time() or 0.0)  # as kant serve resumes
+        saved = self.db.meta.get(CLOCK_KEY)
+        start = max(float(saved) if saved else 0.0, self.db.events.last_time() or 0.0)  # as kant serve resumes
         self.loop = ServiceLoop(self.db, parse_policy(POLICY, "test"), ManualClock(start), SimulatedExecutor())
         self.loop.load(load_cluster(CLUSTER))
 
@@ -101,7 +103,7 @@ class LiveScheduler(RuleBasedStateMachine):
                        gpus_per_worker=gpus, priority=priority, estimate_s=float(estimate),
                        duration_s=float(duration), labels=labels) for k in range(n)]
         STEPS["submit"] += 1
-        results = self.db.insert_jobs(jobs, now_time=self.now, now_wall=time.time(), epoch=self.loop.epoch)
+        results = self.db.jobs.insert(jobs, now_time=self.now, now_wall=time.time(), epoch=self.loop.epoch)
         self.accepted.update(i for i, _ in results)
         self.loop.turn([_Arrivals([Arrival(i, j, self.now) for (i, _), j in zip(results, jobs, strict=True)])])
 
@@ -109,7 +111,7 @@ class LiveScheduler(RuleBasedStateMachine):
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
         job = data.draw(st.sampled_from(sorted(self.accepted)))
-        before = self.db.get_job(job)
+        before = self.db.jobs.get(job)
         assert before is not None
         STEPS["cancel"] += 1
         out = self._do(_Cancel(job, None, "admin"))
@@ -145,18 +147,18 @@ class LiveScheduler(RuleBasedStateMachine):
 
     # --- invariants ----------------------------------------------------------------------------------
     def _running(self) -> dict[int, tuple[str, ...]]:
-        return {j.id: tuple(j.placement or ()) for j in self.db.list_jobs(states=["running"], limit=100_000)}
+        return {j.id: tuple(j.placement or ()) for j in self.db.jobs.list(states=["running"], limit=100_000)}
 
     @invariant()
     def invariants_hold(self) -> None:
         if not hasattr(self, "loop"):
             return
         STEPS["invariant checks"] += 1
-        rows = self.db.list_jobs(limit=100_000)
+        rows = self.db.jobs.list(limit=100_000)
         ids = [r.id for r in rows]
         assert len(ids) == len(set(ids))  # once each
         assert set(ids) == self.accepted  # every accepted job, and only those
-        nodes = {n.name: n for n in self.db.list_nodes()}
+        nodes = {n.name: n for n in self.db.nodes.list()}
         held: Counter[str] = Counter()
         by_tenant: Counter[str] = Counter()
         for r in rows:

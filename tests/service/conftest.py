@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from kant.service.db import Database
+from kant.service.db.database import Database
 
 PG_ADMIN_URL = os.environ.get("KANT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 BACKENDS = ["sqlite", "postgresql"]

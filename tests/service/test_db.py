@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import signal
@@ -16,20 +17,17 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-import kant.service.db as dbmod
+import kant.service.db.tokens as tokens_module
 from kant.errors import KantError
-from kant.service.db import (
-    UNSET,
-    Database,
-    JobUpdate,
-    LeaderLock,
-    NewEvent,
-    NewJob,
-    NodeRow,
-    NodeUpdate,
-    metadata,
-)
+from kant.service.db.database import Database
+from kant.service.db.events import NewEvent
+from kant.service.db.jobs import SUBMITTED_FIELDS, JobRow, JobUpdate, NewJob
+from kant.service.db.leader import LeaderLock
+from kant.service.db.nodes import NodeRow, NodeUpdate
+from kant.service.db.schema import UNSET, metadata
+from kant.service.db.schema import jobs as jobs_table
 from kant.service.errors import Conflict, DatabaseError, Fenced, NotFound
+from kant.service.schemas import JobOut, JobSubmit
 from service.conftest import NewPgDatabase
 
 # --- helpers --------------------------------------------------------------------------------------
@@ -161,7 +159,7 @@ def test_concurrent_migrations_on_postgresql(new_pg_db: NewPgDatabase) -> None:
         for t in threads:
             t.join()
         assert errors == []
-        assert dbs[0].list_tenants() == []
+        assert dbs[0].tenants.list() == []
         for d in dbs:
             d.close()
 
@@ -170,97 +168,119 @@ def test_concurrent_migrations_on_postgresql(new_pg_db: NewPgDatabase) -> None:
 
 
 def test_tenants(db: Database) -> None:
-    t = db.create_tenant("acme", 8, 16, now_wall=5.0)
+    t = db.tenants.create("acme", 8, 16, now_wall=5.0)
     assert (t.name, t.guaranteed_gpus, t.max_gpus, t.created_wall) == ("acme", 8, 16, 5.0)
     with pytest.raises(Conflict):
-        db.create_tenant("acme")
-    db.create_tenant("beta")
-    assert db.get_tenant("acme") == t
-    assert db.get_tenant("nope") is None
-    assert [x.name for x in db.list_tenants()] == ["acme", "beta"]
-    assert db.update_tenant("acme", max_gpus=None).max_gpus is None
-    u = db.update_tenant("acme", guaranteed_gpus=2)
+        db.tenants.create("acme")
+    db.tenants.create("beta")
+    assert db.tenants.get("acme") == t
+    assert db.tenants.get("nope") is None
+    assert [x.name for x in db.tenants.list()] == ["acme", "beta"]
+    assert db.tenants.update("acme", max_gpus=None).max_gpus is None
+    u = db.tenants.update("acme", guaranteed_gpus=2)
     assert (u.guaranteed_gpus, u.max_gpus) == (2, None)
-    assert db.update_tenant("acme") == u
+    assert db.tenants.update("acme") == u
     with pytest.raises(NotFound):
-        db.update_tenant("nope", max_gpus=1)
+        db.tenants.update("nope", max_gpus=1)
 
 
 def test_tokens(db: Database) -> None:
-    db.create_tenant("acme")
-    plain, row = db.create_token(role="tenant", tenant="acme", name="ci", now_wall=100.0)
+    db.tenants.create("acme")
+    plain, row = db.tokens.create(role="tenant", tenant="acme", name="ci", now_wall=100.0)
     assert plain.startswith("kant_") and len(plain) > 40
     assert (row.role, row.tenant, row.name, row.created_wall, row.revoked_wall) == ("tenant", "acme", "ci", 100.0, None)
     with db.engine.connect() as conn:
         stored = conn.exec_driver_sql("SELECT token_hash FROM tokens").scalars().all()
     assert stored == [hashlib.sha256(plain.encode()).hexdigest()]  # only the hash is stored
-    assert db.verify_token(plain, 200.0) == row
-    assert db.verify_token(plain + "x", 200.0) is None
-    assert db.verify_token("", 200.0) is None
+    assert db.tokens.verify(plain, 200.0) == row
+    assert db.tokens.verify(plain + "x", 200.0) is None
+    assert db.tokens.verify("", 200.0) is None
 
-    admin = db.add_token_hash("operator-secret", role="admin", name="env")
-    assert db.add_token_hash("operator-secret", role="admin", name="other") == admin  # idempotent
-    assert db.verify_token("operator-secret", 1e12) == admin
-    assert db.count_tokens() == 2
-    assert [t.id for t in db.list_tokens()] == [row.id, admin.id]
-    assert db.list_tokens("acme") == [row]
+    admin = db.tokens.add_hash("operator-secret", role="admin", name="env")
+    assert db.tokens.add_hash("operator-secret", role="admin", name="other") == admin  # idempotent
+    assert db.tokens.verify("operator-secret", 1e12) == admin
+    assert db.tokens.count() == 2
+    assert [t.id for t in db.tokens.list()] == [row.id, admin.id]
+    assert db.tokens.list("acme") == [row]
 
     with pytest.raises(ValueError):
-        db.create_token(role="admin", tenant="acme")
+        db.tokens.create(role="admin", tenant="acme")
     with pytest.raises(ValueError):
-        db.create_token(role="tenant")
+        db.tokens.create(role="tenant")
     with pytest.raises(ValueError):
-        db.create_token(role="root")
+        db.tokens.create(role="root")
     with pytest.raises(NotFound):
-        db.create_token(role="tenant", tenant="nope")
+        db.tokens.create(role="tenant", tenant="nope")
 
-    short, srow = db.create_token(role="admin", expires_wall=150.0)
-    assert db.verify_token(short, 149.0) == srow
-    assert db.verify_token(short, 150.0) is None  # expired (even while cached)
+    short, srow = db.tokens.create(role="admin", expires_wall=150.0)
+    assert db.tokens.verify(short, 149.0) == srow
+    assert db.tokens.verify(short, 150.0) is None  # expired (even while cached)
 
-    assert db.revoke_token(row.id, 300.0) is True
-    assert db.verify_token(plain, 301.0) is None  # the cache entry went with the revocation
-    assert db.revoke_token(row.id, 302.0) is False
-    assert db.revoke_token(9999, 302.0) is False
-    revoked = db.list_tokens("acme")[0]
+    assert db.tokens.revoke(row.id, 300.0) is True
+    assert db.tokens.verify(plain, 301.0) is None  # the cache entry went with the revocation
+    assert db.tokens.revoke(row.id, 302.0) is False
+    assert db.tokens.revoke(9999, 302.0) is False
+    revoked = db.tokens.list("acme")[0]
     assert revoked.revoked_wall == 300.0 and not revoked.valid_at(0.0)
 
 
 def test_token_cache_costs_no_query_and_expires(db: Database, db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    plain, row = db.create_token(role="admin")
+    plain, row = db.tokens.create(role="admin")
     statements: list[str] = []
     sa.event.listen(db.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
-    assert db.verify_token(plain, 0.0) == row
+    assert db.tokens.verify(plain, 0.0) == row
     n = len(statements)
     for _ in range(100):
-        assert db.verify_token(plain, 0.0) == row
+        assert db.tokens.verify(plain, 0.0) == row
     assert len(statements) == n  # answered from the cache
 
     # A revocation by another process is seen once the entry is older than the TTL.
-    monkeypatch.setattr(dbmod, "TOKEN_CACHE_TTL_S", 0.2)
+    monkeypatch.setattr(tokens_module, "TOKEN_CACHE_TTL_S", 0.2)
     other = Database(db_url)
-    assert other.revoke_token(row.id, 1.0)
+    assert other.tokens.revoke(row.id, 1.0)
     other.close()
-    assert db.verify_token(plain, 2.0) == row  # still cached
+    assert db.tokens.verify(plain, 2.0) == row  # still cached
     time.sleep(0.25)
-    assert db.verify_token(plain, 2.0) is None
+    assert db.tokens.verify(plain, 2.0) is None
 
 
 # --- jobs -----------------------------------------------------------------------------------------
 
 
+def test_job_model_fields_agree() -> None:
+    """The job's submitted fields are written once (NewJob); the table, the row and the API's two models
+    must name the same fields, so a field added to one and forgotten in another fails here."""
+    submitted = [f.name for f in dataclasses.fields(NewJob)]
+    assert list(SUBMITTED_FIELDS) == submitted
+    kept = [f.name for f in dataclasses.fields(JobRow)][len(submitted):]  # what the service adds
+    assert kept[0] == "id"
+    # SELECT jobs.* is decoded by position: id, the submitted fields, then the rest in JobRow's order
+    assert [c.name for c in jobs_table.columns] == ["id", *submitted, *kept[1:]]
+    assert set(JobSubmit.model_fields) == set(submitted) - {"kind", "service_id"}  # set by the service itself
+    assert set(JobOut.model_fields) == {*submitted, *kept} - {"idempotency_key", "created_wall"}
+    body = JobSubmit(name="a", user="u", workers=2, gpus_per_worker=4, gpu_milli=500, gpu_type="H100",
+                     cpu_milli=1, memory_mib=2, priority=3, estimate_s=4.0, duration_s=5.0, command="c",
+                     labels={"k": "v"}, idempotency_key="body")
+    assert body.to_new_job("acme") == NewJob(
+        tenant="acme", user="u", name="a", workers=2, gpus_per_worker=4, gpu_milli=500, gpu_type="H100",
+        cpu_milli=1, memory_mib=2, priority=3, estimate_s=4.0, duration_s=5.0, command="c", labels={"k": "v"},
+        idempotency_key="body")
+    assert JobSubmit().to_new_job("acme", "header") == NewJob(tenant="acme", user="acme", name="",
+                                                              idempotency_key="header")
+
+
 def test_insert_jobs_round_trip_and_events(db: Database) -> None:
-    db.create_tenant("acme")
-    assert db.max_job_id() == 0
-    assert db.insert_jobs([], now_time=0.0, now_wall=0.0) == []
+    db.tenants.create("acme")
+    assert db.jobs.max_id() == 0
+    assert db.jobs.insert([], now_time=0.0, now_wall=0.0) == []
     full = NewJob(
         tenant="acme", user="bob", name="train", kind=1, workers=4, gpus_per_worker=8, gpu_milli=500,
         gpu_type="H100", cpu_milli=8000, memory_mib=65536, priority=7, estimate_s=3600.0, duration_s=1800.5,
         command="python train.py", labels={"team": "nlp", "n": 3}, idempotency_key="k-1",
     )
-    [(jid, created)] = db.insert_jobs([full], now_time=12.5, now_wall=1000.25)
+    [(jid, created)] = db.jobs.insert([full], now_time=12.5, now_wall=1000.25)
     assert created and jid == 1
-    j = db.get_job(jid)
+    j = db.jobs.get(jid)
     assert j is not None
     assert (j.tenant, j.user, j.name, j.kind, j.service_id, j.workers, j.gpus_per_worker, j.gpu_milli, j.gpu_type,
             j.cpu_milli, j.memory_mib, j.priority, j.estimate_s, j.duration_s, j.command, j.labels,
@@ -268,40 +288,40 @@ def test_insert_jobs_round_trip_and_events(db: Database) -> None:
                                    1800.5, "python train.py", {"team": "nlp", "n": 3}, "k-1")
     assert (j.state, j.reason, j.submit_time, j.first_start_time, j.start_time, j.end_time, j.placement, j.runs,
             j.exit_code, j.created_wall) == ("pending", None, 12.5, None, None, None, None, 0, None, 1000.25)
-    assert db.get_job(999) is None
-    [ev] = db.job_events(jid)
+    assert db.jobs.get(999) is None
+    [ev] = db.events.of_job(jid)
     assert (ev.kind, ev.job_id, ev.tenant, ev.time, ev.wall) == ("submitted", jid, "acme", 12.5, 1000.25)
     assert "bob" in ev.message
 
 
 def test_insert_jobs_idempotent_and_ordered(db: Database, backend: str) -> None:
-    db.create_tenant("acme")
-    db.create_tenant("beta")
-    out = db.insert_jobs(
+    db.tenants.create("acme")
+    db.tenants.create("beta")
+    out = db.jobs.insert(
         [_job("a", key="x"), _job("b"), _job("c", key="x"), _job("d", key="y"), _job("e", tenant="beta", key="x")],
         now_time=1.0, now_wall=1.0,
     )
     assert out == [(1, True), (2, True), (1, False), (3, True), (4, True)]  # keys are per tenant
-    out2 = db.insert_jobs([_job("f", key="y"), _job("g", key="z"), _job("h", key="x"), _job("i", key="z")],
+    out2 = db.jobs.insert([_job("f", key="y"), _job("g", key="z"), _job("h", key="x"), _job("i", key="z")],
                           now_time=2.0, now_wall=2.0)
     assert out2 == [(3, False), (5, True), (1, False), (5, False)]
-    assert db.count_jobs() == 5 and db.max_job_id() == 5
-    assert [j.name for j in db.list_jobs()] == ["a", "b", "d", "e", "g"]
-    assert len(db.events_after(0)) == 5  # one 'submitted' event per created job
+    assert db.jobs.count() == 5 and db.jobs.max_id() == 5
+    assert [j.name for j in db.jobs.list()] == ["a", "b", "d", "e", "g"]
+    assert len(db.events.after(0)) == 5  # one 'submitted' event per created job
     with pytest.raises(NotFound, match="nope"):
-        db.insert_jobs([_job("z"), _job("z", tenant="nope")], now_time=3.0, now_wall=3.0)
+        db.jobs.insert([_job("z"), _job("z", tenant="nope")], now_time=3.0, now_wall=3.0)
     with pytest.raises(NotFound, match="service 42"):
-        db.insert_jobs([_job("z", service_id=42)], now_time=3.0, now_wall=3.0)
+        db.jobs.insert([_job("z", service_id=42)], now_time=3.0, now_wall=3.0)
     if backend == "postgresql":  # SQLite does not enforce lengths
         with pytest.raises(DatabaseError, match="too long"):
-            db.insert_jobs([_job("z"), _job("z" * 257)], now_time=3.0, now_wall=3.0)
-    assert db.count_jobs() == 5  # nothing of a failed batch is written
-    ids = [i for i, _ in db.insert_jobs([_job(f"n{k}") for k in range(60)], now_time=4.0, now_wall=4.0)]
+            db.jobs.insert([_job("z"), _job("z" * 257)], now_time=3.0, now_wall=3.0)
+    assert db.jobs.count() == 5  # nothing of a failed batch is written
+    ids = [i for i, _ in db.jobs.insert([_job(f"n{k}") for k in range(60)], now_time=4.0, now_wall=4.0)]
     assert ids == sorted(ids) and len(set(ids)) == 60 and ids[0] > 5
 
 
 def test_concurrent_inserts_from_threads(db: Database) -> None:
-    db.create_tenant("acme")
+    db.tenants.create("acme")
     results: dict[int, list[int]] = {}
     errors: list[BaseException] = []
 
@@ -310,7 +330,7 @@ def test_concurrent_inserts_from_threads(db: Database) -> None:
             mine: list[int] = []
             for b in range(10):
                 batch = [_job(f"w{w}-{b}-{k}", key=f"w{w}-{b}-{k}") for k in range(10)]
-                mine += [i for i, _ in db.insert_jobs(batch, now_time=0.0, now_wall=0.0)]
+                mine += [i for i, _ in db.jobs.insert(batch, now_time=0.0, now_wall=0.0)]
             results[w] = mine
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
@@ -322,17 +342,17 @@ def test_concurrent_inserts_from_threads(db: Database) -> None:
         t.join()
     assert errors == []
     every = [i for ids in results.values() for i in ids]
-    assert len(set(every)) == 400 == db.count_jobs()
+    assert len(set(every)) == 400 == db.jobs.count()
     for ids in results.values():
         assert ids == sorted(ids)
-    events = db.events_after(0, limit=1000)
+    events = db.events.after(0, limit=1000)
     assert [e.job_id for e in events] == sorted(every)  # ids were handed out in commit order
 
 
 def test_apply_updates_events_and_nulls(db: Database) -> None:
-    db.create_tenant("acme")
-    db.upsert_nodes([_node("n1"), _node("n2")])
-    (a, _), (b, _), (c, _) = db.insert_jobs([_job("a"), _job("b"), _job("c")], now_time=0.0, now_wall=0.0)
+    db.tenants.create("acme")
+    db.nodes.upsert([_node("n1"), _node("n2")])
+    (a, _), (b, _), (c, _) = db.jobs.insert([_job("a"), _job("b"), _job("c")], now_time=0.0, now_wall=0.0)
     db.apply(
         [JobUpdate(a, state="running", reason="placed", first_start_time=5.0, start_time=5.0,
                    placement=["n1", "n2"], runs=1),
@@ -341,152 +361,153 @@ def test_apply_updates_events_and_nulls(db: Database) -> None:
         [NewEvent(5.0, 50.0, "started", job_id=a, node="n1", tenant="acme", message="go")],
         [NodeUpdate("n2", "cordoned", "maintenance", wall=7.0)],
     )
-    ja, jb, jc = db.get_job(a), db.get_job(b), db.get_job(c)
+    ja, jb, jc = db.jobs.get(a), db.jobs.get(b), db.jobs.get(c)
     assert ja is not None and jb is not None and jc is not None
     assert (ja.state, ja.reason, ja.first_start_time, ja.start_time, ja.placement, ja.runs) == (
         "running", None, 5.0, 5.0, ["n1", "n2"], 1)
     assert (jb.state, jb.reason, jb.start_time) == ("unschedulable", "too big", None)
     assert jc.state == "pending"
-    n2 = db.get_node("n2")
+    n2 = db.nodes.get("n2")
     assert n2 is not None and (n2.state, n2.reason, n2.updated_wall, n2.position) == ("cordoned", "maintenance", 7.0, 1)
     db.apply([JobUpdate(a, state="finished", end_time=9.0, exit_code=0, placement=None),
               JobUpdate(b, reason=None, state=UNSET)], [])
-    ja, jb = db.get_job(a), db.get_job(b)
+    ja, jb = db.jobs.get(a), db.jobs.get(b)
     assert ja is not None and jb is not None
     assert (ja.state, ja.end_time, ja.exit_code, ja.placement, ja.start_time) == ("finished", 9.0, 0, None, 5.0)
     assert (jb.state, jb.reason) == ("unschedulable", None)
-    assert [e.kind for e in db.job_events(a)] == ["submitted", "started"]
+    assert [e.kind for e in db.events.of_job(a)] == ["submitted", "started"]
     with pytest.raises(ValueError):
         JobUpdate(a, state=None)  # type: ignore[arg-type]
 
 
 def test_apply_fencing(db: Database) -> None:
-    db.create_tenant("acme")
-    [(a, _)] = db.insert_jobs([_job("a")], now_time=0.0, now_wall=0.0)
+    db.tenants.create("acme")
+    [(a, _)] = db.jobs.insert([_job("a")], now_time=0.0, now_wall=0.0)
     ev = NewEvent(1.0, 1.0, "note", job_id=a, tenant="acme", message="x")
     with pytest.raises(Fenced):  # no epoch stored yet
         db.apply([JobUpdate(a, state="running")], [ev], epoch=1)
-    db.set_meta("leader_epoch", "3")
+    db.meta.set("leader_epoch", "3")
     with pytest.raises(Fenced, match="2"):
         db.apply([JobUpdate(a, state="running")], events=[ev], nodes=(), epoch=2)
-    job = db.get_job(a)
-    assert job is not None and job.state == "pending" and len(db.job_events(a)) == 1  # nothing written
+    job = db.jobs.get(a)
+    assert job is not None and job.state == "pending" and len(db.events.of_job(a)) == 1  # nothing written
     db.apply([JobUpdate(a, state="running")], [ev], epoch=3)
-    job = db.get_job(a)
-    assert job is not None and job.state == "running" and len(db.job_events(a)) == 2
+    job = db.jobs.get(a)
+    assert job is not None and job.state == "running" and len(db.events.of_job(a)) == 2
     with pytest.raises(Fenced):
-        db.insert_jobs([_job("b")], now_time=0.0, now_wall=0.0, epoch=2)
-    assert db.count_jobs() == 1
-    assert db.insert_jobs([_job("b")], now_time=0.0, now_wall=0.0, epoch=3) == [(a + 1, True)]
+        db.jobs.insert([_job("b")], now_time=0.0, now_wall=0.0, epoch=2)
+    assert db.jobs.count() == 1
+    assert db.jobs.insert([_job("b")], now_time=0.0, now_wall=0.0, epoch=3) == [(a + 1, True)]
 
 
 def test_load_active_list_count_and_pages(db: Database) -> None:
-    db.create_tenant("acme")
-    db.create_tenant("beta")
-    ids = [i for i, _ in db.insert_jobs([_job(f"j{k}", tenant="acme" if k % 2 else "beta") for k in range(12)],
+    db.tenants.create("acme")
+    db.tenants.create("beta")
+    ids = [i for i, _ in db.jobs.insert([_job(f"j{k}", tenant="acme" if k % 2 else "beta") for k in range(12)],
                                          now_time=0.0, now_wall=0.0)]
     db.apply([JobUpdate(ids[0], state="running"), JobUpdate(ids[1], state="finished"),
               JobUpdate(ids[2], state="cancelled"), JobUpdate(ids[5], state="running")], [])
-    active = db.load_active()
+    active = db.jobs.load_active()
     assert [j.id for j in active] == [i for k, i in enumerate(ids) if k not in (1, 2)]
     assert {j.state for j in active} == {"pending", "running"}
 
-    assert db.count_jobs() == 12
-    assert db.count_jobs(tenant="acme") == 6
-    assert db.count_jobs(states=["running"]) == 2
-    assert db.count_jobs(tenant="beta", states=("running", "cancelled")) == 2
+    assert db.jobs.count() == 12
+    assert db.jobs.count(tenant="acme") == 6
+    assert db.jobs.count(states=["running"]) == 2
+    assert db.jobs.count(tenant="beta", states=("running", "cancelled")) == 2
 
     pages: list[list[int]] = []
     after = None
-    while page := db.list_jobs(limit=5, after_id=after):
+    while page := db.jobs.list(limit=5, after_id=after):
         pages.append([j.id for j in page])
         after = page[-1].id
     assert pages == [ids[:5], ids[5:10], ids[10:]]
-    desc = db.list_jobs(limit=4, descending=True)
+    desc = db.jobs.list(limit=4, descending=True)
     assert [j.id for j in desc] == ids[::-1][:4]
-    assert [j.id for j in db.list_jobs(limit=4, descending=True, after_id=desc[-1].id)] == ids[::-1][4:8]
-    acme_pending = db.list_jobs(tenant="acme", states=["pending"], limit=100)
+    assert [j.id for j in db.jobs.list(limit=4, descending=True, after_id=desc[-1].id)] == ids[::-1][4:8]
+    acme_pending = db.jobs.list(tenant="acme", states=["pending"], limit=100)
     assert [j.id for j in acme_pending] == [i for k, i in enumerate(ids) if k % 2 and k not in (1, 5)]
 
 
 def test_events(db: Database) -> None:
-    db.create_tenant("acme")
-    assert db.max_event_id() == 0
-    [(a, _)] = db.insert_jobs([_job("a")], now_time=0.0, now_wall=0.0)
+    db.tenants.create("acme")
+    assert db.events.max_id() == 0
+    [(a, _)] = db.jobs.insert([_job("a")], now_time=0.0, now_wall=0.0)
     evs = [NewEvent(float(k), 100.0 + k, "tick", job_id=a, tenant="acme", message=str(k)) for k in range(5)]
     evs.append(NewEvent(9.0, 109.0, "node_down", node="n1", message="lost"))
     db.apply([], evs)
-    assert [e.message for e in db.job_events(a, limit=3)] == ["2", "3", "4"]  # the latest, oldest first
-    every = db.events_after(0)
+    assert [e.message for e in db.events.of_job(a, limit=3)] == ["2", "3", "4"]  # the latest, oldest first
+    every = db.events.after(0)
     assert [e.kind for e in every] == ["submitted", *["tick"] * 5, "node_down"]
     assert every[-1].node == "n1" and every[-1].tenant is None and every[-1].job_id is None
-    assert [e.id for e in db.events_after(every[2].id, limit=2)] == [every[3].id, every[4].id]
-    assert all(e.tenant == "acme" for e in db.events_after(0, tenant="acme"))
-    assert len(db.events_after(0, tenant="acme")) == 6
-    assert db.events_after(every[-1].id) == []
-    assert db.max_event_id() == every[-1].id
+    assert [e.id for e in db.events.after(every[2].id, limit=2)] == [every[3].id, every[4].id]
+    assert all(e.tenant == "acme" for e in db.events.after(0, tenant="acme"))
+    assert len(db.events.after(0, tenant="acme")) == 6
+    assert db.events.after(every[-1].id) == []
+    assert db.events.max_id() == every[-1].id
 
 
 # --- nodes, services, meta ------------------------------------------------------------------------
 
 
 def test_nodes(db: Database) -> None:
-    db.upsert_nodes([_node("n1", 5), _node("n2", 5)])
-    assert [(n.name, n.position) for n in db.list_nodes()] == [("n1", 0), ("n2", 1)]
-    db.upsert_nodes([_node("n3", 0), _node("n1", 0, state="down", gpus=4), _node("n3", 0, gpus=2)])
-    nodes = db.list_nodes()
+    db.nodes.upsert([_node("n1", 5), _node("n2", 5)])
+    assert [(n.name, n.position) for n in db.nodes.list()] == [("n1", 0), ("n2", 1)]
+    db.nodes.upsert([_node("n3", 0), _node("n1", 0, state="down", gpus=4), _node("n3", 0, gpus=2)])
+    nodes = db.nodes.list()
     assert [(n.name, n.position, n.state, n.gpus) for n in nodes] == [
         ("n1", 0, "down", 4), ("n2", 1, "up", 8), ("n3", 2, "up", 2)]
-    assert db.get_node("n3") == nodes[2]
-    assert db.get_node("nope") is None
+    assert db.nodes.get("n3") == nodes[2]
+    assert db.nodes.get("nope") is None
     n = nodes[0]
     assert (n.gpu_type, n.cpu_milli, n.memory_mib, n.leaf, n.spine, n.updated_wall) == (
         "H100", 64_000, 512_000, "leaf0", "spine0", 1.0)
-    db.upsert_nodes([])
+    db.nodes.upsert([])
 
 
 def test_services(db: Database) -> None:
-    db.create_tenant("acme")
-    s = db.create_service(tenant="acme", name="llm", gpus_per_replica=2, replicas=3, min_replicas=1,
+    db.tenants.create("acme")
+    s = db.services.create(tenant="acme", name="llm", gpus_per_replica=2, replicas=3, min_replicas=1,
                           max_replicas=8, gpu_type="H100", priority=5, now_wall=7.0)
     assert (s.tenant, s.name, s.gpus_per_replica, s.gpu_type, s.priority, s.replicas, s.min_replicas,
             s.max_replicas, s.state, s.created_wall) == ("acme", "llm", 2, "H100", 5, 3, 1, 8, "active", 7.0)
-    assert db.get_service(s.id) == s
-    assert db.get_service(999) is None
+    assert db.services.get(s.id) == s
+    assert db.services.get(999) is None
     with pytest.raises(Conflict):
-        db.create_service(tenant="acme", name="llm", gpus_per_replica=1, replicas=1, min_replicas=1, max_replicas=1)
+        db.services.create(tenant="acme", name="llm", gpus_per_replica=1, replicas=1, min_replicas=1, max_replicas=1)
     with pytest.raises(NotFound):
-        db.create_service(tenant="nope", name="x", gpus_per_replica=1, replicas=1, min_replicas=1, max_replicas=1)
-    assert db.update_service(s.id, replicas=5).replicas == 5
+        db.services.create(tenant="nope", name="x", gpus_per_replica=1, replicas=1, min_replicas=1, max_replicas=1)
+    assert db.services.update(s.id, replicas=5).replicas == 5
     with pytest.raises(NotFound):
-        db.update_service(999, replicas=1)
-    [(jid, _)] = db.insert_jobs([_job("replica", kind=1, service_id=s.id)], now_time=0.0, now_wall=0.0)
-    job = db.get_job(jid)
+        db.services.update(999, replicas=1)
+    [(jid, _)] = db.jobs.insert([_job("replica", kind=1, service_id=s.id)], now_time=0.0, now_wall=0.0)
+    job = db.jobs.get(jid)
     assert job is not None and job.service_id == s.id and job.kind == 1
 
-    assert db.update_service(s.id, state="deleted").state == "deleted"
-    assert db.list_services() == []
-    again = db.create_service(tenant="acme", name="llm", gpus_per_replica=1, replicas=1, min_replicas=1,
+    assert db.services.update(s.id, state="deleted").state == "deleted"
+    assert db.services.list() == []
+    again = db.services.create(tenant="acme", name="llm", gpus_per_replica=1, replicas=1, min_replicas=1,
                               max_replicas=2)  # a deleted service's name can be used again
     assert again.id != s.id
-    assert [x.id for x in db.list_services("acme", include_deleted=True)] == [s.id, again.id]
-    assert db.list_services("other") == []
+    assert [x.id for x in db.services.list("acme", include_deleted=True)] == [s.id, again.id]
+    assert db.services.list("other") == []
     with pytest.raises(Conflict):
-        db.update_service(s.id, state="active")  # two active services of one name
+        db.services.update(s.id, state="active")  # two active services of one name
 
 
 def test_meta(db: Database) -> None:
-    assert db.get_meta("k") is None
-    db.set_meta("k", "v1")
-    db.set_meta("k", "v2")
-    assert db.get_meta("k") == "v2"
+    assert db.meta.get("k") is None
+    db.meta.set("k", "v1")
+    db.meta.set("k", "v2")
+    assert db.meta.get("k") == "v2"
 
 
 # --- leader election ------------------------------------------------------------------------------
 
 _HOLD_LOCK = """
 import sys, time
-from kant.service.db import Database, LeaderLock
+from kant.service.db.database import Database
+from kant.service.db.leader import LeaderLock
 lock = LeaderLock(Database(sys.argv[1]))
 print(lock.try_acquire(), flush=True)
 time.sleep(120)
@@ -498,7 +519,7 @@ def test_leader_failover_across_processes(db_url: str) -> None:
     child = _python(_HOLD_LOCK, db_url)
     try:
         first = int(_readline(child))
-        assert db.get_meta("leader_epoch") == str(first)
+        assert db.meta.get("leader_epoch") == str(first)
         lock = LeaderLock(db)
         assert lock.try_acquire() is None  # the child holds it
         assert not lock.still_held()
@@ -513,7 +534,7 @@ def test_leader_failover_across_processes(db_url: str) -> None:
         assert time.monotonic() - t0 < 2.0
         assert lock.still_held() and lock.try_acquire() == epoch
 
-        db.create_tenant("acme")
+        db.tenants.create("acme")
         with pytest.raises(Fenced):  # the dead leader's epoch is fenced off
             db.apply([], [NewEvent(0.0, 0.0, "x")], epoch=first)
         db.apply([], [NewEvent(0.0, 0.0, "x")], epoch=epoch)
@@ -558,18 +579,19 @@ def test_leader_lock_lost_with_its_postgresql_connection(pg_url: str) -> None:
 
 _INSERT_FOREVER = """
 import sys
-from kant.service.db import Database, NewJob
+from kant.service.db.database import Database
+from kant.service.db.jobs import NewJob
 db = Database(sys.argv[1])
 b = 0
 while True:
-    out = db.insert_jobs([NewJob("acme", "u", f"b{b}-{k}") for k in range(20)], now_time=0.0, now_wall=0.0)
+    out = db.jobs.insert([NewJob("acme", "u", f"b{b}-{k}") for k in range(20)], now_time=0.0, now_wall=0.0)
     print(" ".join(str(i) for i, _ in out), flush=True)
     b += 1
 """
 
 
 def test_committed_jobs_survive_sigkill(db: Database, db_url: str) -> None:
-    db.create_tenant("acme")
+    db.tenants.create("acme")
     child = _python(_INSERT_FOREVER, db_url)
     printed: list[int] = []
     try:
@@ -581,7 +603,7 @@ def test_committed_jobs_survive_sigkill(db: Database, db_url: str) -> None:
     printed += [int(x) for line in out.splitlines() if line.strip() for x in line.split()]
     db.close()
     reopened = Database(db_url)
-    stored = {j.id for j in reopened.list_jobs(limit=100_000)}
+    stored = {j.id for j in reopened.jobs.list(limit=100_000)}
     assert set(printed) <= stored
     assert len(stored) % 20 == 0  # a batch is all or nothing
     reopened.close()

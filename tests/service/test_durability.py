@@ -167,13 +167,14 @@ def test_restart_keeps_the_exact_state(tmp_path: Path) -> None:
 def test_a_restart_schedules_what_waits_without_being_asked(tmp_path: Path) -> None:
     """Jobs in the database when the service starts (pending, as after a crash) start on their own:
     the first cycle does not wait for a new event."""
-    from kant.service.db import Database, NewJob
+    from kant.service.db.database import Database
+    from kant.service.db.jobs import NewJob
 
     url = f"sqlite:///{tmp_path / 'k.db'}"
     db = Database(url)
     db.migrate()
-    db.create_tenant("t")
-    db.insert_jobs([NewJob(tenant="t", user="u", name=f"j{k}", gpus_per_worker=4, duration_s=1000.0)
+    db.tenants.create("t")
+    db.jobs.insert([NewJob(tenant="t", user="u", name=f"j{k}", gpus_per_worker=4, duration_s=1000.0)
                     for k in range(3)], now_time=time.time(), now_wall=time.time())
     db.close()
     srv = start_server(tmp_path, url, cluster="2x8:V100", clock="wall")

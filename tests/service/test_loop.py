@@ -10,7 +10,8 @@ import numpy as np
 
 from kant.config import load_policy
 from kant.service.clock import ManualClock
-from kant.service.db import Database, NewJob
+from kant.service.db.database import Database
+from kant.service.db.jobs import NewJob
 from kant.service.executors import SimulatedExecutor
 from kant.service.loop import Arrival, ServiceLoop, _Advance, _Arrivals
 from kant.traces import load_cluster
@@ -22,7 +23,7 @@ def run(tmp: Path, name: str, compact_min: int) -> tuple[dict[int, tuple[float |
     returns each job's (first start, placement) and the store's size after each instant."""
     db = Database(f"sqlite:///{tmp / name}")
     db.migrate()
-    db.create_tenant("t")
+    db.tenants.create("t")
     loop = ServiceLoop(db, load_policy("kant"), ManualClock(0.0), SimulatedExecutor(), compact_min=compact_min)
     loop.load(load_cluster("4x8:V100"))
     rng = np.random.default_rng(7)
@@ -31,13 +32,13 @@ def run(tmp: Path, name: str, compact_min: int) -> tuple[dict[int, tuple[float |
         jobs = [NewJob(tenant="t", user="u", name=f"j{t}-{k}", workers=int(rng.integers(1, 3)),
                        gpus_per_worker=int(rng.choice([1, 2, 4])), estimate_s=float(rng.integers(2, 12)),
                        duration_s=float(rng.integers(1, 12))) for k in range(1 + t % 2)]
-        ids = db.insert_jobs(jobs, now_time=float(t), now_wall=time.time())
+        ids = db.jobs.insert(jobs, now_time=float(t), now_wall=time.time())
         loop.turn([_Arrivals([Arrival(i, j, float(t)) for (i, _), j in zip(ids, jobs, strict=True)])])
         loop.turn([_Advance(float(t) + 1.0)])  # (the loop's thread is not started: turns run here)
         sizes.append(len(loop.sched.jobs))
     loop.turn([_Advance(1e6)])
     out = {}
-    for job in db.list_jobs(limit=10_000):
+    for job in db.jobs.list(limit=10_000):
         out[job.id] = (job.first_start_time, job.placement)
     db.close()
     return out, sizes
@@ -57,7 +58,7 @@ def test_the_twins_snapshot_decides_the_loops_next_cycle(tmp_path: Path) -> None
     starts the jobs the loop's own cycle then starts, on the same nodes."""
     db = Database(f"sqlite:///{tmp_path / 'twin.db'}")
     db.migrate()
-    db.create_tenant("t")
+    db.tenants.create("t")
     loop = ServiceLoop(db, load_policy("kant"), ManualClock(0.0), SimulatedExecutor())
     loop.load(load_cluster("4x8:V100,leaf=2"))
     rng = np.random.default_rng(11)
@@ -66,7 +67,7 @@ def test_the_twins_snapshot_decides_the_loops_next_cycle(tmp_path: Path) -> None
         jobs = [NewJob(tenant="t", user="u", name=f"j{t}-{k}", workers=int(rng.integers(1, 3)),
                        gpus_per_worker=int(rng.choice([1, 2, 4, 8])), estimate_s=float(rng.integers(2, 12)),
                        duration_s=float(rng.integers(1, 16))) for k in range(2)]
-        ids = db.insert_jobs(jobs, now_time=float(t), now_wall=time.time())
+        ids = db.jobs.insert(jobs, now_time=float(t), now_wall=time.time())
         loop.turn([_Arrivals([Arrival(i, j, float(t)) for (i, _), j in zip(ids, jobs, strict=True)])])
         loop.turn([_Advance(float(t) + 1.0, hold=True)])  # t + 1's ends are in; its cycle is owed
         snap = loop.twin_snapshot()
@@ -89,12 +90,12 @@ def test_a_job_the_cycle_did_not_reach_says_what_it_is_behind(tmp_path: Path) ->
     was not looked at, and its reason names the job it waits behind and why that one waits."""
     db = Database(f"sqlite:///{tmp_path / 'behind.db'}")
     db.migrate()
-    db.create_tenant("t")
+    db.tenants.create("t")
     loop = ServiceLoop(db, load_policy("fifo-strict"), ManualClock(0.0), SimulatedExecutor())
     loop.load(load_cluster("1x8:V100"))
     jobs = [NewJob(tenant="t", user="u", name=n, workers=1, gpus_per_worker=g, estimate_s=100.0, duration_s=100.0)
             for n, g in (("a", 8), ("b", 8), ("c", 1))]
-    ids = [i for i, _ in db.insert_jobs(jobs, now_time=0.0, now_wall=time.time())]
+    ids = [i for i, _ in db.jobs.insert(jobs, now_time=0.0, now_wall=time.time())]
     loop.turn([_Arrivals([Arrival(i, j, 0.0) for i, j in zip(ids, jobs, strict=True)])])
     loop.turn([_Advance(0.0)])
     assert loop.why(ids[1])["reason"] == "[allocate] no free GPU in the cluster"

@@ -7,7 +7,7 @@ written and marked unschedulable there. Refusals are domain errors (:class:`Reje
 from __future__ import annotations
 
 from kant.service.auth import Principal
-from kant.service.db import NewJob
+from kant.service.db.jobs import NewJob
 from kant.service.errors import Forbidden, Rejected
 from kant.service.loop import LiveView
 from kant.service.schemas import JobSubmit, ServiceIn
@@ -49,11 +49,7 @@ def new_job(body: JobSubmit, p: Principal, key: str | None, tenants: Tenants, vi
         assert p.tenant is not None
         tenant = p.tenant
     check_request(view, body)
-    return NewJob(tenant=tenant, user=body.user or tenant, name=body.name, workers=body.workers,
-                  gpus_per_worker=body.gpus_per_worker, gpu_milli=body.gpu_milli, gpu_type=body.gpu_type,
-                  cpu_milli=body.cpu_milli, memory_mib=body.memory_mib, priority=body.priority,
-                  estimate_s=body.estimate_s, duration_s=body.duration_s, command=body.command,
-                  labels=dict(body.labels), idempotency_key=key or body.idempotency_key)
+    return body.to_new_job(tenant, key)
 
 
 def service_tenant(body: ServiceIn, p: Principal, tenants: Tenants, view: LiveView | None) -> str:

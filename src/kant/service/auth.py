@@ -1,7 +1,7 @@
 """Bearer tokens: every API request names a token; a token belongs to one tenant or is an admin's.
 
 Tokens are random (``kant_`` + 43 URL-safe characters) and stored only as SHA-256 hashes; a lookup
-hashes what the request carries and compares hashes in constant time (:meth:`Database.verify_token`).
+hashes what the request carries and compares hashes in constant time (:meth:`Database.tokens.verify`).
 A tenant sees and cancels only its own jobs (another tenant's are "not found", so their ids leak
 nothing) and reads only totals of others; only admins touch nodes, tenants, quotas and tokens.
 Tokens are never logged and never returned, except once, when created. How a request carries its
@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from kant.service.db import Database
+from kant.service.db.database import Database
 from kant.service.errors import Forbidden
 
 __all__ = ["Principal", "Authenticator"]
@@ -49,7 +49,7 @@ class Authenticator:
 
     def principal(self, token: str) -> Principal | None:
         """Whose ``token`` is (None: no such token, or it expired or was revoked)."""
-        row = self.db.verify_token(token, time.time())
+        row = self.db.tokens.verify(token, time.time())
         return None if row is None else Principal(row.id, row.role, row.tenant)
 
     @staticmethod

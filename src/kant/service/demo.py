@@ -14,7 +14,7 @@ import numpy as np
 from kant.errors import KantError
 from kant.model.job import JobTable
 from kant.service.clock import Clock
-from kant.service.db import NewJob
+from kant.service.db.jobs import NewJob
 from kant.service.tenants import Tenants
 from kant.service.writer import SubmitWriter
 
@@ -53,7 +53,7 @@ class Demo:
         for name in jobs.tenant_names:
             if not tenants.exists(name):
                 with contextlib.suppress(KantError):  # another service made it meanwhile
-                    tenants.db.create_tenant(name)
+                    tenants.db.tenants.create(name)
         tenants.changed()
         submit = jobs.submit.tolist()
         i, n = 0, len(jobs)

@@ -13,7 +13,8 @@ import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from kant.service.db import Database, EventRow
+from kant.service.db.database import Database
+from kant.service.db.events import EventRow
 
 __all__ = ["EventHub", "event_json"]
 
@@ -42,7 +43,7 @@ class EventHub:
         self._subs: set[_Subscriber] = set()
         self._lock = threading.Lock()
         self._wake = threading.Event()
-        self._last = db.max_event_id()
+        self._last = db.events.max_id()
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="kant-events", daemon=True)
         self._thread.start()
@@ -69,7 +70,7 @@ class EventHub:
                     continue
             try:
                 while True:
-                    rows = self.db.events_after(self._last, limit=1000)
+                    rows = self.db.events.after(self._last, limit=1000)
                     if not rows:
                         break
                     self._last = rows[-1].id
@@ -94,13 +95,13 @@ class EventHub:
         sub = _Subscriber(asyncio.get_running_loop(), asyncio.Queue(), tenant)
         with self._lock:
             if self._last < 0:
-                self._last = self.db.max_event_id()  # one indexed query, once per connect
+                self._last = self.db.events.max_id()  # one indexed query, once per connect
             self._subs.add(sub)
         try:
             seen = last_id if last_id is not None else self._last
             if last_id is not None:
                 while True:
-                    rows = await asyncio.to_thread(self.db.events_after, seen, tenant=tenant, limit=1000)
+                    rows = await asyncio.to_thread(self.db.events.after, seen, tenant=tenant, limit=1000)
                     for row in rows:
                         seen = row.id
                         yield _sse(row)

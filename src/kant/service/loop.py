@@ -50,17 +50,12 @@ from kant.model.store import JobStore
 from kant.plugins.quota import Quota, with_tenant_quotas
 from kant.scheduler import CORDONED, DOWN, RunningRecord, Scheduler, SchedulerSnapshot
 from kant.service.clock import Clock, ManualClock, WallClock
-from kant.service.db import (
-    UNSET,
-    Database,
-    JobRow,
-    JobUpdate,
-    NewEvent,
-    NewJob,
-    NodeRow,
-    NodeUpdate,
-    TenantRow,
-)
+from kant.service.db.database import Database
+from kant.service.db.events import NewEvent
+from kant.service.db.jobs import JobUpdate, NewJob
+from kant.service.db.nodes import NodeRow, NodeUpdate
+from kant.service.db.schema import UNSET
+from kant.service.db.tenants import TenantRow
 from kant.service.errors import Conflict, DatabaseError, Fenced, Invalid, NotFound
 from kant.service.executors.base import NODE_LOST_PREFIX, ExecEvent, Executor, Launch, NodeEvent
 from kant.stamp import Stamped
@@ -260,21 +255,21 @@ class ServiceLoop:
     def load(self, cluster_if_empty: Cluster | None = None) -> None:
         """Build the scheduler from the database (the truth after a restart)."""
         now = self.clock.now()
-        rows = [n for n in self.db.list_nodes() if n.state != "removed"]
+        rows = [n for n in self.db.nodes.list() if n.state != "removed"]
         if not rows:
             if cluster_if_empty is None:
                 raise KantError("the database has no nodes: give --cluster on the first start")
             rows = self._register(cluster_if_empty)
         self.nodes = {n.name: n for n in rows}
-        self.tenants = {t.name: t for t in self.db.list_tenants()}
+        self.tenants = {t.name: t for t in self.db.tenants.list()}
         store = JobStore(tenant_names=sorted(self.tenants))
-        jobs = self.db.load_active()
+        jobs = self.db.jobs.load_active()
         self.ids = []
         self.active = {}
         running: dict[int, RunningRecord] = {}
         pending: list[int] = []
         with store.batch():
-            job_rows = [self._add_to_store(store, job.id, _new_job_of(job), job.submit_time) for job in jobs]
+            job_rows = [self._add_to_store(store, job.id, job, job.submit_time) for job in jobs]
         for job, row in zip(jobs, job_rows, strict=True):
             info = self.active[job.id]
             info.runs, info.first_start, info.start = job.runs, job.first_start_time, job.start_time
@@ -302,8 +297,8 @@ class ServiceLoop:
                         int(cluster.cpu_milli[i]), int(cluster.memory_mib[i]), cluster.leaf_names[int(cluster.leaf[i])],
                         cluster.spine_names[int(cluster.spine[i])], "up", None, wall)
                 for i, name in enumerate(cluster.names)]
-        self.db.upsert_nodes(rows)
-        return self.db.list_nodes()
+        self.db.nodes.upsert(rows)
+        return self.db.nodes.list()
 
     def _cluster(self) -> Cluster:
         rows = sorted(self.nodes.values(), key=lambda n: n.position)
@@ -428,7 +423,7 @@ class ServiceLoop:
             try:
                 if isinstance(cmd, _Advance) and manual:
                     self._advance(cmd.to, cmd.hold)
-                    self.db.set_meta(CLOCK_KEY, repr(self.clock.now()))  # a restart resumes here
+                    self.db.meta.set(CLOCK_KEY, repr(self.clock.now()))  # a restart resumes here
                     result: Any = self.clock.now()
                 else:
                     result = self._apply(cmd)
@@ -443,7 +438,7 @@ class ServiceLoop:
         self.compact()
         if not manual and not isinstance(self.clock, WallClock) and time.monotonic() - self._clock_saved > 1.0:
             self._clock_saved = time.monotonic()
-            self.db.set_meta(CLOCK_KEY, repr(self.clock.now()))  # an accelerated clock resumes about here
+            self.db.meta.set(CLOCK_KEY, repr(self.clock.now()))  # an accelerated clock resumes about here
 
     def _answer(self, cmd: _Command, result: Any) -> None:
         if cmd.reply is not None:
@@ -798,13 +793,13 @@ class ServiceLoop:
     def _add_node(self, spec: NodeSpec, now: float) -> str:
         if spec.name in self.nodes:
             raise Conflict(f"node {spec.name!r} exists")
-        position = max((n.position for n in self.db.list_nodes()), default=-1) + 1
-        existing = self.db.get_node(spec.name)
+        position = max((n.position for n in self.db.nodes.list()), default=-1) + 1
+        existing = self.db.nodes.get(spec.name)
         if existing is not None:
             position = existing.position
         row = NodeRow(spec.name, position, spec.gpu_type, spec.gpus, spec.cpu_milli, spec.memory_mib, spec.leaf,
                       spec.spine, "up", None, time.time())
-        self.db.upsert_nodes([row])
+        self.db.nodes.upsert([row])
         self.nodes[spec.name] = row
         self._events.append(NewEvent(now, time.time(), "node-add", None, spec.name, None,
                                      f"{spec.gpus} x {spec.gpu_type}"))
@@ -812,7 +807,7 @@ class ServiceLoop:
             self._rebuild(now)
         except KantError:
             del self.nodes[spec.name]
-            self.db.upsert_nodes([replace(row, state="removed")])
+            self.db.nodes.upsert([replace(row, state="removed")])
             raise
         return "up"
 
@@ -822,7 +817,7 @@ class ServiceLoop:
         self._dirty = True
 
     def _reload(self, now: float) -> str:
-        self.tenants = {t.name: t for t in self.db.list_tenants()}
+        self.tenants = {t.name: t for t in self.db.tenants.list()}
         for name in sorted(self.tenants):
             self.sched.jobs.code("tenant", name)
         if self.quota_enforced:
@@ -831,7 +826,7 @@ class ServiceLoop:
 
     # --- inference services -------------------------------------------------------------------
     def _scale(self, service_id: int, replicas: int, now: float) -> int:
-        svc = self.db.get_service(service_id)
+        svc = self.db.services.get(service_id)
         if svc is None or svc.state != "active":
             raise NotFound(f"no active service {service_id}")
         mine = sorted(i for i, a in self.active.items() if a.service_id == service_id)
@@ -840,7 +835,7 @@ class ServiceLoop:
                           kind=int(JobKind.INFERENCE), service_id=service_id, gpus_per_worker=svc.gpus_per_replica,
                           gpu_type=svc.gpu_type, priority=svc.priority)
                    for k in range(len(mine), replicas)]
-            ids = self.db.insert_jobs(new, now_time=now, now_wall=time.time())
+            ids = self.db.jobs.insert(new, now_time=now, now_wall=time.time())
             self._arrive([Arrival(i, j, now) for (i, _), j in zip(ids, new, strict=True)], now)
         else:
             # pending replicas go first, then the newest running ones
@@ -849,7 +844,7 @@ class ServiceLoop:
             for job_id in victims:
                 self._cancel(job_id, None, f"scale of service {svc.name} to {replicas}", now)
         if svc.replicas != replicas:
-            self.db.update_service(service_id, replicas=replicas)
+            self.db.services.update(service_id, replicas=replicas)
         return replicas
 
     # --- compaction ---------------------------------------------------------------------------
@@ -1003,11 +998,4 @@ def _describe_nodes(nodes: Sequence[str]) -> str:
         counts[n] = counts.get(n, 0) + 1
     return ", ".join(n if c == 1 else f"{n} x{c}" for n, c in counts.items())
 
-
-def _new_job_of(job: JobRow) -> NewJob:
-    return NewJob(tenant=job.tenant, user=job.user, name=job.name, kind=job.kind, service_id=job.service_id,
-                  workers=job.workers, gpus_per_worker=job.gpus_per_worker, gpu_milli=job.gpu_milli,
-                  gpu_type=job.gpu_type, cpu_milli=job.cpu_milli, memory_mib=job.memory_mib, priority=job.priority,
-                  estimate_s=job.estimate_s, duration_s=job.duration_s, command=job.command, labels=job.labels,
-                  idempotency_key=job.idempotency_key)
 

@@ -3,11 +3,16 @@ fields rejected, so a bad payload is answered 422 with the field's path and the 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from kant.service.db import EventRow, JobRow, NodeRow, ServiceRow, TenantRow, TokenRow
+from kant.service.db.events import EventRow
+from kant.service.db.jobs import SUBMITTED_FIELDS, JobRow, NewJob
+from kant.service.db.nodes import NodeRow
+from kant.service.db.services import ServiceRow
+from kant.service.db.tenants import TenantRow
+from kant.service.db.tokens import TokenRow
 
 __all__ = [
     "JobSubmit", "JobBatch", "JobOut", "JobPage", "SubmitOut", "BatchOut", "WhyOut", "EventOut", "JobDetail",
@@ -59,6 +64,17 @@ class JobSubmit(BaseModel):
             raise ValueError("at most 64 labels")
         return v
 
+    def to_new_job(self, tenant: str, idempotency_key: str | None = None) -> NewJob:
+        """The job to insert for ``tenant`` (whose it is, decided by the caller from the token): the user
+        defaults to the tenant, an idempotency key given apart (a header) wins over the body's."""
+        return NewJob(**{n: getattr(self, n) for n in _SUBMIT_COPIED}, tenant=tenant, user=self.user or tenant,
+                      labels=dict(self.labels), idempotency_key=idempotency_key or self.idempotency_key)
+
+
+#: the fields of JobSubmit copied into NewJob as they are
+_SUBMIT_COPIED: Final = tuple(n for n in JobSubmit.model_fields if n in SUBMITTED_FIELDS
+                               and n not in ("tenant", "user", "labels", "idempotency_key"))
+
 
 class JobBatch(BaseModel):
     model_config = _STRICT
@@ -75,6 +91,8 @@ class BatchOut(BaseModel):
 
 
 class JobOut(BaseModel):
+    # A stored job as answered: JobRow's fields but idempotency_key and created_wall (checked by
+    # tests/service/test_db.py), built by `of`.
     id: int
     name: str
     tenant: str
@@ -104,16 +122,14 @@ class JobOut(BaseModel):
 
     @classmethod
     def of(cls, row: JobRow, reason: str | None = None) -> JobOut:
-        return cls(
-            id=row.id, name=row.name, tenant=row.tenant, user=row.user,
-            kind="inference" if row.kind == 1 else "training", service_id=row.service_id, workers=row.workers,
-            gpus_per_worker=row.gpus_per_worker, gpu_milli=row.gpu_milli, gpu_type=row.gpu_type,
-            cpu_milli=row.cpu_milli, memory_mib=row.memory_mib, priority=row.priority, estimate_s=row.estimate_s,
-            duration_s=row.duration_s, command=row.command, labels=row.labels, state=row.state,
-            reason=reason if reason is not None else row.reason, submit_time=row.submit_time,
-            first_start_time=row.first_start_time, start_time=row.start_time, end_time=row.end_time,
-            placement=row.placement, runs=row.runs, exit_code=row.exit_code,
-        )
+        """The answer for the stored job ``row`` (``reason``: the live reason, if the loop has one)."""
+        return cls(**{n: getattr(row, n) for n in _OUT_FROM_ROW},
+                   kind="inference" if row.kind == 1 else "training",
+                   reason=reason if reason is not None else row.reason)
+
+
+#: the fields of JobOut copied from the row as they are
+_OUT_FROM_ROW: Final = tuple(n for n in JobOut.model_fields if n not in ("kind", "reason"))
 
 
 class JobPage(BaseModel):

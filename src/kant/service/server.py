@@ -32,7 +32,8 @@ from kant.service import queries
 from kant.service.auth import Authenticator
 from kant.service.clock import make_clock
 from kant.service.config import ServeConfig
-from kant.service.db import Database, LeaderLock
+from kant.service.db.database import Database
+from kant.service.db.leader import LeaderLock
 from kant.service.demo import Demo
 from kant.service.errors import DatabaseError, NotLeader
 from kant.service.events import EventHub
@@ -111,13 +112,13 @@ class Service:
         self._wait_for_database()
         self.db.migrate()
         if cfg.admin_token:
-            self.db.add_token_hash(cfg.admin_token, role="admin", name="operator")
-        if not is_loopback(cfg.host) and self.db.count_tokens() == 0:
+            self.db.tokens.add_hash(cfg.admin_token, role="admin", name="operator")
+        if not is_loopback(cfg.host) and self.db.tokens.count() == 0:
             raise KantError(f"refusing to listen on {cfg.host}, a non-loopback address, without tokens: give "
                             "KANT_ADMIN_TOKEN or --admin-token-file")
-        if self.db.count_tokens() == 0:
+        if self.db.tokens.count() == 0:
             path = cfg.token_out or Path("kant-admin.token")
-            token, _ = self.db.create_token(role="admin", name="generated")
+            token, _ = self.db.tokens.create(role="admin", name="generated")
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as f:
@@ -193,7 +194,7 @@ class Service:
     def _become_leader(self, epoch: int) -> None:
         cfg = self.config
         url = cfg.advertise_url or f"http://{cfg.host}:{cfg.port}"
-        self.db.set_meta("leader_url", url)
+        self.db.meta.set("leader_url", url)
         self.clock = make_clock(cfg.clock, speed=cfg.speed, start=self._clock_start())
         self.writer.clock = self.clock
         executor = make_executor(cfg.executor, cfg.executor_settings)
@@ -219,7 +220,7 @@ class Service:
             return 0.0
         if cfg.clock_start is not None:
             return cfg.clock_start
-        known = [t for t in (self.db.last_event_time(), _float(self.db.get_meta(CLOCK_KEY))) if t is not None]
+        known = [t for t in (self.db.events.last_time(), _float(self.db.meta.get(CLOCK_KEY))) if t is not None]
         if known:
             return max(known)
         if self.demo is not None:
@@ -241,7 +242,7 @@ class Service:
         t, url = self._leader_url
         if time.monotonic() - t > 1.0:
             try:
-                url = self.db.get_meta("leader_url")
+                url = self.db.meta.get("leader_url")
             except KantError:
                 url = None
             self._leader_url = (time.monotonic(), url)

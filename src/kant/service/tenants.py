@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kant.service.db import Database
+from kant.service.db.database import Database
 from kant.service.loop import ServiceLoop
 
 __all__ = ["Tenants"]
@@ -23,7 +23,7 @@ class Tenants:
 
     def load(self) -> None:
         """Read every tenant's name from the database."""
-        self._names = {t.name for t in self.db.list_tenants()}
+        self._names = {t.name for t in self.db.tenants.list()}
 
     def names(self) -> list[str]:
         return sorted(self._names)
@@ -31,7 +31,7 @@ class Tenants:
     def exists(self, name: str) -> bool:
         if name in self._names:
             return True
-        if self.db.get_tenant(name) is not None:
+        if self.db.tenants.get(name) is not None:
             self._names.add(name)
             return True
         return False

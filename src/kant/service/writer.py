@@ -19,7 +19,8 @@ from concurrent.futures import Future
 
 from kant.errors import KantError
 from kant.service.clock import Clock
-from kant.service.db import Database, NewJob
+from kant.service.db.database import Database
+from kant.service.db.jobs import NewJob
 from kant.service.errors import NotLeader
 from kant.service.loop import Arrival, ServiceLoop
 from kant.service.metrics import ServiceMetrics
@@ -121,7 +122,7 @@ class SubmitWriter:
         if loop is None or not loop.alive:
             raise NotLeader("this service is not the leader: submits are not accepted")
         now = self.clock.now()
-        results = self.db.insert_jobs(batch, now_time=now, now_wall=time.time(), epoch=loop.epoch)
+        results = self.db.jobs.insert(batch, now_time=now, now_wall=time.time(), epoch=loop.epoch)
         if self.metrics is not None:
             self.metrics.commits.labels("submits").inc()
         arrivals = [Arrival(job_id, job, now) for (job_id, created), job in zip(results, batch, strict=True)

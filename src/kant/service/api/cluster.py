@@ -19,7 +19,7 @@ def cluster(p: Who, svc: Svc) -> ClusterOut:
     tenant against quota (a tenant sees its own and the others' total)."""
     view = svc.leading().view
     assert view is not None
-    quotas = {t.name: t for t in svc.db.list_tenants()}
+    quotas = {t.name: t for t in svc.db.tenants.list()}
     names = set(view.pending_by_tenant) | set(view.running_gpus_by_tenant) | set(quotas)
 
     def use(name: str) -> TenantUse:

@@ -11,7 +11,8 @@ from fastapi import APIRouter, Header, Query, Response
 from kant.service import admission, queries
 from kant.service.api.deps import MAX_ID, Id, Svc, Who
 from kant.service.auth import Principal
-from kant.service.db import JOB_STATES, JobRow
+from kant.service.db.jobs import JobRow
+from kant.service.db.schema import JOB_STATES
 from kant.service.errors import Forbidden, Invalid, NotFound, Rejected
 from kant.service.schemas import (
     BatchOut,
@@ -34,7 +35,7 @@ router = APIRouter(tags=["jobs"])
 
 def visible_job(svc: Service, job_id: int, p: Principal) -> JobRow:
     """The job, if ``p`` may see it (:class:`NotFound` otherwise, as if it did not exist)."""
-    row = svc.db.get_job(job_id)
+    row = svc.db.jobs.get(job_id)
     if row is None or not p.sees(row.tenant):
         raise NotFound(f"no job {job_id}")
     return row
@@ -77,7 +78,7 @@ def list_jobs(p: Who, svc: Svc, state: Annotated[list[str] | None, Query()] = No
         if tenant is not None and tenant != p.tenant:
             raise Forbidden("a tenant lists its own jobs only")
         tenant = p.tenant
-    rows = svc.db.list_jobs(tenant=tenant, states=state, after_id=after, limit=limit + 1,
+    rows = svc.db.jobs.list(tenant=tenant, states=state, after_id=after, limit=limit + 1,
                             descending=order == "desc")
     more = len(rows) > limit
     rows = rows[:limit]
@@ -91,7 +92,7 @@ def get_job(job_id: Id, p: Who, svc: Svc) -> JobDetail:
     row = visible_job(svc, job_id, p)
     why = queries.why(svc.loop, svc.twin, svc.clock, job_id) if row.state == "pending" else None
     out = JobOut.of(row, why.reason if why is not None else None)
-    events = [EventOut.of(e) for e in svc.db.job_events(job_id)]
+    events = [EventOut.of(e) for e in svc.db.events.of_job(job_id)]
     return JobDetail(**out.model_dump(), events=events, why=why)
 
 
@@ -131,4 +132,4 @@ def cancel_job(job_id: Id, p: Who, svc: Svc) -> JobOut:
     if row.state not in ("pending", "running"):
         raise Invalid(f"job {job_id} is {row.state}: only pending or running jobs can be cancelled")
     svc.leading().cancel(job_id, p.scope(), p.who)
-    return JobOut.of(svc.db.get_job(job_id))  # type: ignore[arg-type]
+    return JobOut.of(svc.db.jobs.get(job_id))  # type: ignore[arg-type]

@@ -23,11 +23,11 @@ def list_nodes(p: Who, svc: Svc) -> list[NodeOut]:
     loop = svc.loop
     if loop is not None and loop.alive:
         views = loop.call(lambda lp: lp.node_views())
-        reasons = {n.name: n.reason for n in svc.db.list_nodes()}
+        reasons = {n.name: n.reason for n in svc.db.nodes.list()}
         return [NodeOut(name=v.name, gpu_type=v.gpu_type, gpus=v.gpus, used_gpus=v.used_gpus, state=v.state,
                         reason=reasons.get(v.name), leaf=v.leaf, spine=v.spine, cpu_milli=v.cpu_milli,
                         memory_mib=v.memory_mib) for v in views]
-    return [NodeOut.of_row(r) for r in svc.db.list_nodes() if r.state != "removed"]
+    return [NodeOut.of_row(r) for r in svc.db.nodes.list() if r.state != "removed"]
 
 
 @router.get("/v1/nodes/{name}", response_model=NodeOut)

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from kant.service import admission
 from kant.service.api.deps import Id, Svc, Who
 from kant.service.auth import Principal
-from kant.service.db import ServiceRow
+from kant.service.db.services import ServiceRow
 from kant.service.errors import NotFound, Rejected
 from kant.service.schemas import ScaleIn, ServiceIn, ServiceOut
 from kant.service.server import Service
@@ -20,7 +20,7 @@ router = APIRouter(tags=["services"])
 
 def visible_service(svc: Service, service_id: int, p: Principal) -> ServiceRow:
     """The service, if ``p`` may see it (:class:`NotFound` otherwise, as if it did not exist)."""
-    row = svc.db.get_service(service_id)
+    row = svc.db.services.get(service_id)
     if row is None or not p.sees(row.tenant):
         raise NotFound(f"no service {service_id}")
     return row
@@ -31,16 +31,16 @@ def create_service(body: ServiceIn, p: Who, svc: Svc) -> ServiceOut:
     """An inference service: ``replicas`` long-running replicas of ``gpus_per_replica`` GPUs."""
     loop = svc.leading()
     tenant = admission.service_tenant(body, p, svc.tenants, loop.view)
-    row = svc.db.create_service(tenant=tenant, name=body.name, gpus_per_replica=body.gpus_per_replica,
+    row = svc.db.services.create(tenant=tenant, name=body.name, gpus_per_replica=body.gpus_per_replica,
                                 gpu_type=body.gpu_type, priority=body.priority, replicas=0,
                                 min_replicas=body.min_replicas, max_replicas=body.max_replicas)
     loop.scale(row.id, body.replicas)
-    return ServiceOut.of(svc.db.get_service(row.id))  # type: ignore[arg-type]
+    return ServiceOut.of(svc.db.services.get(row.id))  # type: ignore[arg-type]
 
 
 @router.get("/v1/services", response_model=list[ServiceOut])
 def list_services(p: Who, svc: Svc) -> list[ServiceOut]:
-    return [ServiceOut.of(r) for r in svc.db.list_services(p.scope())]
+    return [ServiceOut.of(r) for r in svc.db.services.list(p.scope())]
 
 
 @router.get("/v1/services/{service_id}", response_model=ServiceOut)
@@ -55,7 +55,7 @@ def scale_service(service_id: Id, body: ScaleIn, p: Who, svc: Svc) -> ServiceOut
     if not row.min_replicas <= body.replicas <= row.max_replicas:
         raise Rejected("", f"replicas must be within [{row.min_replicas}, {row.max_replicas}]")
     svc.leading().scale(service_id, body.replicas)
-    return ServiceOut.of(svc.db.get_service(service_id))  # type: ignore[arg-type]
+    return ServiceOut.of(svc.db.services.get(service_id))  # type: ignore[arg-type]
 
 
 @router.delete("/v1/services/{service_id}", response_model=ServiceOut)
@@ -63,5 +63,5 @@ def delete_service(service_id: Id, p: Who, svc: Svc) -> ServiceOut:
     """Stop every replica and retire the service."""
     visible_service(svc, service_id, p)
     svc.leading().scale(service_id, 0)
-    svc.db.update_service(service_id, state="deleted")
-    return ServiceOut.of(svc.db.get_service(service_id))  # type: ignore[arg-type]
+    svc.db.services.update(service_id, state="deleted")
+    return ServiceOut.of(svc.db.services.get(service_id))  # type: ignore[arg-type]

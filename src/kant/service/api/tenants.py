@@ -22,7 +22,7 @@ router = APIRouter(tags=["tenants"])
 
 def tenant_out(svc: Service, name: str) -> TenantOut:
     """The tenant with its quota, the GPUs it runs on and the jobs it has waiting."""
-    row = svc.db.get_tenant(name)
+    row = svc.db.tenants.get(name)
     if row is None:
         raise NotFound(f"no tenant {name!r}")
     view = queries.live_view(svc.loop)
@@ -34,7 +34,7 @@ def tenant_out(svc: Service, name: str) -> TenantOut:
 @router.get("/v1/tenants", response_model=list[TenantOut])
 def list_tenants(p: Who, svc: Svc) -> list[TenantOut]:
     """Every tenant (admins) or one's own, with quota and use."""
-    names = [t.name for t in svc.db.list_tenants()] if p.admin else [p.tenant]
+    names = [t.name for t in svc.db.tenants.list()] if p.admin else [p.tenant]
     return [tenant_out(svc, n) for n in names if n is not None]
 
 
@@ -49,7 +49,7 @@ def get_tenant(name: str, p: Who, svc: Svc) -> TenantOut:
 def create_tenant(body: TenantIn, p: Admin, svc: Svc) -> TenantOut:
     if body.guaranteed_gpus is not None and body.max_gpus is not None and body.max_gpus < body.guaranteed_gpus:
         raise Rejected("", "max_gpus is below guaranteed_gpus")
-    svc.db.create_tenant(body.name, guaranteed_gpus=body.guaranteed_gpus, max_gpus=body.max_gpus)
+    svc.db.tenants.create(body.name, guaranteed_gpus=body.guaranteed_gpus, max_gpus=body.max_gpus)
     svc.tenants.changed()
     return tenant_out(svc, body.name)
 
@@ -57,7 +57,7 @@ def create_tenant(body: TenantIn, p: Admin, svc: Svc) -> TenantOut:
 @router.patch("/v1/tenants/{name}", response_model=TenantOut)
 def update_tenant(name: str, body: TenantPatch, p: Admin, svc: Svc) -> TenantOut:
     """Set a tenant's quota (the fields given; null clears one). The scheduler applies it at once."""
-    row = svc.db.get_tenant(name)
+    row = svc.db.tenants.get(name)
     if row is None:
         raise NotFound(f"no tenant {name!r}")
     fields = body.model_dump(exclude_unset=True)
@@ -65,7 +65,7 @@ def update_tenant(name: str, body: TenantPatch, p: Admin, svc: Svc) -> TenantOut
     m = fields.get("max_gpus", row.max_gpus)
     if g is not None and m is not None and m < g:
         raise Rejected("", "max_gpus is below guaranteed_gpus")
-    svc.db.update_tenant(name, guaranteed_gpus=g, max_gpus=m)
+    svc.db.tenants.update(name, guaranteed_gpus=g, max_gpus=m)
     svc.tenants.changed()
     return tenant_out(svc, name)
 
@@ -73,10 +73,10 @@ def update_tenant(name: str, body: TenantPatch, p: Admin, svc: Svc) -> TenantOut
 @router.post("/v1/tenants/{name}/tokens", status_code=201, response_model=TokenCreated)
 def create_token(name: str, body: TokenIn, p: Admin, svc: Svc) -> TokenCreated:
     """A new token for the tenant; the answer holds the token itself, this once."""
-    if svc.db.get_tenant(name) is None:
+    if svc.db.tenants.get(name) is None:
         raise NotFound(f"no tenant {name!r}")
     expires = time.time() + body.ttl_s if body.ttl_s is not None else None
-    token, row = svc.db.create_token(role="tenant", tenant=name, name=body.name, expires_wall=expires)
+    token, row = svc.db.tokens.create(role="tenant", tenant=name, name=body.name, expires_wall=expires)
     return TokenCreated(**TokenOut.of(row).model_dump(), token=token)
 
 
@@ -84,18 +84,18 @@ def create_token(name: str, body: TokenIn, p: Admin, svc: Svc) -> TokenCreated:
 def create_admin_token(body: TokenIn, p: Admin, svc: Svc) -> TokenCreated:
     """A new admin token."""
     expires = time.time() + body.ttl_s if body.ttl_s is not None else None
-    token, row = svc.db.create_token(role="admin", name=body.name, expires_wall=expires)
+    token, row = svc.db.tokens.create(role="admin", name=body.name, expires_wall=expires)
     return TokenCreated(**TokenOut.of(row).model_dump(), token=token)
 
 
 @router.get("/v1/tokens", response_model=list[TokenOut])
 def list_tokens(p: Admin, svc: Svc, tenant: Annotated[str | None, Query(max_length=64)] = None) -> list[TokenOut]:
-    return [TokenOut.of(t) for t in svc.db.list_tokens(tenant)]
+    return [TokenOut.of(t) for t in svc.db.tokens.list(tenant)]
 
 
 @router.delete("/v1/tokens/{token_id}", response_model=dict[str, Any])
 def revoke_token(token_id: Id, p: Admin, svc: Svc) -> dict[str, Any]:
     """Revoke a token (it stops working at once)."""
-    if not svc.db.revoke_token(token_id, time.time()):
+    if not svc.db.tokens.revoke(token_id, time.time()):
         raise NotFound(f"no active token {token_id}")
     return {"id": token_id, "revoked": True}

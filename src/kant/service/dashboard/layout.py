@@ -263,7 +263,7 @@ def lent_gpus(guaranteed: dict[str, int], used: dict[str, int]) -> dict[str, int
 
 
 def tenant_rows(svc: Service, layout: Layout, p: Principal) -> TenantsOut:
-    quotas = {t.name: t for t in svc.db.list_tenants()}
+    quotas = {t.name: t for t in svc.db.tenants.list()}
     names = sorted(set(quotas) | set(layout.running_gpus) | set(layout.pending_jobs))
     guaranteed = {n: q.guaranteed_gpus for n, q in quotas.items() if q.guaranteed_gpus is not None}
     lent = lent_gpus(guaranteed, layout.running_gpus)

@@ -1,7 +1,7 @@
 """Alembic environment of the service database.
 
-``Database.migrate`` hands its connection in ``config.attributes["connection"]``; the ``alembic``
-command line (for new revisions) uses the ``sqlalchemy.url`` option instead.
+``Database.migrate`` (``kant.service.db.base``) hands its connection in ``config.attributes["connection"]``;
+the ``alembic`` command line (for new revisions) uses the ``sqlalchemy.url`` option instead.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import context
 
-from kant.service.db import metadata
+from kant.service.db.schema import metadata
 
 config = context.config
 

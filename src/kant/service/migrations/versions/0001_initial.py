@@ -21,6 +21,7 @@ depends_on: str | Sequence[str] | None = None
 BIG_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
+# One long function on purpose: a migration is frozen history (one create_table per table, never restructured).
 def upgrade() -> None:
     """Create every table."""
     op.create_table(
