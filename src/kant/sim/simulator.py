@@ -139,6 +139,7 @@ class Simulator:
             self.kernel.schedule(now + repair_s, _NODE, self._on_node, (node, False, 0.0))
         else:
             self.scheduler.repair_node(node)
+        self.recorder.nodes_down(now, self.scheduler.state)
         self.instant.changed = True
         self.events += 1
 
@@ -230,6 +231,8 @@ class Simulator:
             end = run.start + self.remaining.item(job)
             if math.isfinite(end):
                 kernel.schedule(max(end, now), _FINISH, self._on_finish, (job, self.generation.item(job)))
+        if snap.node_flags:
+            rec.nodes_down(now, sched.state)
         self.instant.wake(now)
 
     # --- main loop ---------------------------------------------------------------------------
