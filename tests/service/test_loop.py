@@ -12,7 +12,8 @@ from kant.config import load_policy
 from kant.service.clock import ManualClock
 from kant.service.db import Database, NewJob
 from kant.service.executors import SimulatedExecutor
-from kant.service.loop import Arrival, ServiceLoop, _Advance, _Arrivals
+from kant.service.live.state import Arrival
+from kant.service.loop import Advance, Arrivals, ServiceLoop
 from kant.traces import load_cluster
 
 
@@ -32,10 +33,10 @@ def run(tmp: Path, name: str, compact_min: int) -> tuple[dict[int, tuple[float |
                        gpus_per_worker=int(rng.choice([1, 2, 4])), estimate_s=float(rng.integers(2, 12)),
                        duration_s=float(rng.integers(1, 12))) for k in range(1 + t % 2)]
         ids = db.insert_jobs(jobs, now_time=float(t), now_wall=time.time())
-        loop.turn([_Arrivals([Arrival(i, j, float(t)) for (i, _), j in zip(ids, jobs, strict=True)])])
-        loop.turn([_Advance(float(t) + 1.0)])  # (the loop's thread is not started: turns run here)
+        loop.turn([Arrivals([Arrival(i, j, float(t)) for (i, _), j in zip(ids, jobs, strict=True)])])
+        loop.turn([Advance(float(t) + 1.0)])  # (the loop's thread is not started: turns run here)
         sizes.append(len(loop.sched.jobs))
-    loop.turn([_Advance(1e6)])
+    loop.turn([Advance(1e6)])
     out = {}
     for job in db.list_jobs(limit=10_000):
         out[job.id] = (job.first_start_time, job.placement)
@@ -67,13 +68,13 @@ def test_the_twins_snapshot_decides_the_loops_next_cycle(tmp_path: Path) -> None
                        gpus_per_worker=int(rng.choice([1, 2, 4, 8])), estimate_s=float(rng.integers(2, 12)),
                        duration_s=float(rng.integers(1, 16))) for k in range(2)]
         ids = db.insert_jobs(jobs, now_time=float(t), now_wall=time.time())
-        loop.turn([_Arrivals([Arrival(i, j, float(t)) for (i, _), j in zip(ids, jobs, strict=True)])])
-        loop.turn([_Advance(float(t) + 1.0, hold=True)])  # t + 1's ends are in; its cycle is owed
+        loop.turn([Arrivals([Arrival(i, j, float(t)) for (i, _), j in zip(ids, jobs, strict=True)])])
+        loop.turn([Advance(float(t) + 1.0, hold=True)])  # t + 1's ends are in; its cycle is owed
         snap = loop.twin_snapshot()
         twin = snap.scheduler()
         names = twin.cluster.names
         want = {snap.ids[row]: tuple(names[n] for n in p.nodes) for row, p in twin.cycle(t + 1.0).started}
-        loop.turn([_Advance(float(t) + 1.0)])  # the loop's own cycle at t + 1
+        loop.turn([Advance(float(t) + 1.0)])  # the loop's own cycle at t + 1
         live_names = loop.sched.cluster.names
         got = {job_id: tuple(live_names[n] for n in loop.sched.state.allocations[info.row].nodes)
                for job_id, info in loop.active.items() if info.start == t + 1.0 and info.row in loop.sched.running}
@@ -95,8 +96,8 @@ def test_a_job_the_cycle_did_not_reach_says_what_it_is_behind(tmp_path: Path) ->
     jobs = [NewJob(tenant="t", user="u", name=n, workers=1, gpus_per_worker=g, estimate_s=100.0, duration_s=100.0)
             for n, g in (("a", 8), ("b", 8), ("c", 1))]
     ids = [i for i, _ in db.insert_jobs(jobs, now_time=0.0, now_wall=time.time())]
-    loop.turn([_Arrivals([Arrival(i, j, 0.0) for i, j in zip(ids, jobs, strict=True)])])
-    loop.turn([_Advance(0.0)])
+    loop.turn([Arrivals([Arrival(i, j, 0.0) for i, j in zip(ids, jobs, strict=True)])])
+    loop.turn([Advance(0.0)])
     assert loop.why(ids[1])["reason"] == "[allocate] no free GPU in the cluster"
     assert loop.why(ids[2])["reason"] == (f"not looked at in the last cycle: it is behind job {ids[1]}, first in the "
                                           "queue, which waits ([allocate] no free GPU in the cluster)")

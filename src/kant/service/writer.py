@@ -20,7 +20,8 @@ from concurrent.futures import Future
 from kant.errors import KantError
 from kant.service.clock import Clock
 from kant.service.db import Database, NewJob
-from kant.service.loop import Arrival, ServiceLoop
+from kant.service.live.state import Arrival
+from kant.service.loop import ServiceLoop
 from kant.service.metrics import ServiceMetrics
 
 __all__ = ["SubmitWriter"]
