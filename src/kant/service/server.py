@@ -44,7 +44,8 @@ from kant.service.db import Database, LeaderLock, NewJob
 from kant.service.errors import Busy, DatabaseError, TooLong
 from kant.service.events import EventHub
 from kant.service.executors import make_executor
-from kant.service.loop import CLOCK_KEY, LiveView, ServiceLoop
+from kant.service.live.view import LiveView
+from kant.service.loop import CLOCK_KEY, ServiceLoop
 from kant.service.metrics import ServiceMetrics
 from kant.service.schemas import JobSubmit, PredictionOut, WhatIfIn, WhyOut
 from kant.service.twin import Twin, WhatIfGate, describe_prediction
