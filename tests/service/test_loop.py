@@ -13,7 +13,7 @@ from kant.service.clock import ManualClock
 from kant.service.db import Database, NewJob
 from kant.service.executors import SimulatedExecutor
 from kant.service.live.state import Arrival
-from kant.service.loop import Advance, Arrivals, ServiceLoop
+from kant.service.loop import Advance, Arrivals, NodeOp, Scale, ServiceLoop
 from kant.traces import load_cluster
 
 
@@ -101,4 +101,33 @@ def test_a_job_the_cycle_did_not_reach_says_what_it_is_behind(tmp_path: Path) ->
     assert loop.why(ids[1])["reason"] == "[allocate] no free GPU in the cluster"
     assert loop.why(ids[2])["reason"] == (f"not looked at in the last cycle: it is behind job {ids[1]}, first in the "
                                           "queue, which waits ([allocate] no free GPU in the cluster)")
+    db.close()
+
+
+def test_scaling_down_removes_the_most_recently_started_replica(tmp_path: Path) -> None:
+    """The live loop scales down in the simulated driver's order (kant.inference.replicas): queued
+    replicas first, then the most recently started, whatever their ids."""
+    db = Database(f"sqlite:///{tmp_path / 'scale.db'}")
+    db.migrate()
+    db.create_tenant("t")
+    svc = db.create_service(tenant="t", name="s", gpus_per_replica=8, replicas=0, min_replicas=0, max_replicas=3)
+    loop = ServiceLoop(db, load_policy("kant"), ManualClock(0.0), SimulatedExecutor())
+    loop.load(load_cluster("2x8:V100"))
+    loop.turn([Scale(svc.id, 2)])
+    loop.turn([Advance(1.0)])
+    first, second = sorted(loop.active)  # both run since 0
+    node = loop.sched.cluster.names[loop.sched.state.allocations[loop.active[first].row].nodes[0]]
+    loop.turn([NodeOp(node, "fail")])  # the first replica goes back to the queue ...
+    loop.turn([Advance(2.0)])
+    loop.turn([NodeOp(node, "repair")])  # (at 2: the next advance runs instant 2's cycle first)
+    loop.turn([Advance(3.0)])  # ... and starts again at 2: it is now the newest run
+    assert loop.active[first].start == 2.0 and loop.active[second].start == 0.0
+    loop.turn([Scale(svc.id, 3)])  # a third replica: queued (no room)
+    loop.turn([Advance(4.0)])
+    third = max(loop.active)
+    assert loop.active[third].row in loop.sched.queue
+    loop.turn([Scale(svc.id, 1)])  # the queued one first, then the most recently started
+    assert set(loop.active) == {second}
+    assert {j.id: j.reason for j in db.list_jobs(limit=10) if j.state == "cancelled"} == {
+        first: "cancelled by scale of service s to 1", third: "cancelled by scale of service s to 1"}
     db.close()

@@ -26,7 +26,8 @@ Ratio = tuple[FloatArray, BoolArray]
 def _ratio(num: npt.ArrayLike, den: npt.ArrayLike) -> Ratio:
     den_ = np.asarray(den, dtype=np.float64)
     defined = den_ > 0
-    return np.asarray(num, dtype=np.float64) / np.where(defined, den_, 1.0), np.asarray(defined)
+    value = np.asarray(num, dtype=np.float64) / np.where(defined, den_, 1.0)
+    return value, np.broadcast_to(defined, value.shape)  # (one flag per value, also for a constant den)
 
 
 def gar(allocated_gpus: npt.ArrayLike, total_gpus: int) -> Ratio:
