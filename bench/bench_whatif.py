@@ -49,7 +49,8 @@ from kant.service.clock import ManualClock
 from kant.service.db.database import Database
 from kant.service.db.jobs import NewJob
 from kant.service.executors import SimulatedExecutor
-from kant.service.loop import Arrival, ServiceLoop, _Advance, _Arrivals
+from kant.service.live.state import Arrival
+from kant.service.loop import Advance, Arrivals, ServiceLoop
 from kant.traces import load_cluster, read_philly
 from kant.twin import TwinSnapshot, predict
 from kant.twin.whatif import Scenario, compare
@@ -115,7 +116,7 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
 
         def tick(t: float) -> None:
             nonlocal finished_sum, finished_n
-            loop.turn([_Advance(t)])  # the instant's events and cycle: the live state at t
+            loop.turn([Advance(t)])  # the instant's events and cycle: the live state at t
             for job_id in submitted:  # jobs that have left the loop since the last tick ended
                 if job_id not in loop.active and job_id not in finished_seen:
                     finished_seen.add(job_id)
@@ -140,7 +141,7 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
             while next_tick < t:
                 tick(next_tick)
                 next_tick += tick_s
-            loop.turn([_Advance(t, hold=True)])  # the instant's events; its cycle after its arrivals
+            loop.turn([Advance(t, hold=True)])  # the instant's events; its cycle after its arrivals
             batch, rows = [], []
             while i < n and submit[i] == t:
                 d = duration[i]
@@ -155,7 +156,7 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
             for (job_id, _), row in zip(ids, rows, strict=True):
                 row_of[job_id] = row
                 submitted.append(job_id)
-            loop.turn([_Arrivals([Arrival(job_id, job, t) for (job_id, _), job in zip(ids, batch, strict=True)])])
+            loop.turn([Arrivals([Arrival(job_id, job, t) for (job_id, _), job in zip(ids, batch, strict=True)])])
         while next_tick <= last:
             tick(next_tick)
             next_tick += tick_s
@@ -164,7 +165,7 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
         while drain_ticks and len(loop.sched.queue) and next_tick <= last + 30 * 86400:
             tick(next_tick)
             next_tick += tick_s
-        loop.turn([_Advance(last + 1e9)])  # every job ends
+        loop.turn([Advance(last + 1e9)])  # every job ends
         after = None
         while True:
             page = db.jobs.list(limit=1000, after_id=after)

@@ -18,12 +18,13 @@ hand: the graph is the code's. Three rules are checked on it:
        4  config                          policy files: actions and plugins by name, typed arguments
        5  plugins, actions, traces        policies; cycle algorithms; trace readers and the schema
        6  scheduler, metrics              one scheduling cycle; the recorder and the summaries
-       7  sim                             event kernel, execution model, the Simulator
-       8  inference                       services, traffic, autoscaler, the unified driver
-       9  runs                            use cases: one simulation run as the CLI and sweeps ask for it
-       10 twin, sweep, experiments        the digital twin, studies, the FGD reproduction
-       11 service                         ``kant serve``: database, loop, executors, REST API, dashboard
-       12 cli                             ``kant ...`` commands
+       7  instant                         the instant rule both drivers follow (events, then one cycle)
+       8  sim                             event kernel, execution model, the Simulator
+       9  inference                       services, traffic, autoscaler, the unified driver
+       10 runs                            use cases: one simulation run as the CLI and sweeps ask for it
+       11 twin, sweep, experiments        the digital twin, studies, the FGD reproduction
+       12 service                         ``kant serve``: database, loop, executors, REST API, dashboard
+       13 cli                             ``kant ...`` commands
 
    Why this order: ``config`` loads a policy by resolving names through ``framework``'s registry, and
    plugins may build policies (``quota.with_tenant_quotas``), so it sits between the two; ``traces``
@@ -61,6 +62,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config",),
     ("plugins", "actions", "traces"),
     ("scheduler", "metrics"),
+    ("instant",),
     ("sim",),
     ("inference",),
     ("runs",),

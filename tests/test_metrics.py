@@ -315,11 +315,13 @@ def test_down_gpus() -> None:
             "free_on_partial": [2, 0],
         },
         end_time=20,
+        down_node_times=np.array([0.0, 10.0]),  # one node down on [0, 10), none after
+        down_nodes=np.array([1, 0]),
     )
     m = summarize(res)  # window [0, 20]
     # SOR: [0,10) den = min(8-4, 2+8) = 4 -> 2/4; [10,20) den = min(8, 4+0) = 4 -> 4/4
     assert m.sor == pytest.approx((10 * 0.5 + 10 * 1.0) / 20)
-    # GFR nodes: [0,10) up nodes = 2 - 4/4 = 1 -> 1/1; [10,20) 0/2 -> (10 + 0) / 20
+    # GFR nodes: [0,10) up nodes = 2 - 1 = 1 -> 1/1; [10,20) 0/2 -> (10 + 0) / 20
     assert m.gfr.nodes == pytest.approx(0.5)
     # GFR GPUs: [0,10) free = 8-2-4 = 2 -> 2/2; [10,20) free 4 -> 0/4 -> (10 + 0) / 20
     assert m.gfr.gpus == pytest.approx(0.5)

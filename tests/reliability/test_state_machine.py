@@ -37,7 +37,8 @@ from kant.service.db.database import Database
 from kant.service.db.jobs import NewJob
 from kant.service.db.schema import JOB_STATES
 from kant.service.executors import SimulatedExecutor
-from kant.service.loop import CLOCK_KEY, Arrival, ServiceLoop, _Advance, _Arrivals, _Cancel, _Command, _NodeOp
+from kant.service.live.state import Arrival
+from kant.service.loop import CLOCK_KEY, Advance, Arrivals, Cancel, Command, NodeOp, ServiceLoop
 from kant.traces import load_cluster
 
 CLUSTER = "4x8:V100,leaf=2"
@@ -83,7 +84,7 @@ class LiveScheduler(RuleBasedStateMachine):
         self.db.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 
-    def _do(self, cmd: _Command) -> Any:
+    def _do(self, cmd: Command) -> Any:
         cmd.reply = Future()
         self.loop.turn([cmd])
         return cmd.reply.exception() or cmd.reply.result()
@@ -105,7 +106,7 @@ class LiveScheduler(RuleBasedStateMachine):
         STEPS["submit"] += 1
         results = self.db.jobs.insert(jobs, now_time=self.now, now_wall=time.time(), epoch=self.loop.epoch)
         self.accepted.update(i for i, _ in results)
-        self.loop.turn([_Arrivals([Arrival(i, j, self.now) for (i, _), j in zip(results, jobs, strict=True)])])
+        self.loop.turn([Arrivals([Arrival(i, j, self.now) for (i, _), j in zip(results, jobs, strict=True)])])
 
     @precondition(lambda self: bool(self.accepted))
     @rule(data=st.data())
@@ -114,7 +115,7 @@ class LiveScheduler(RuleBasedStateMachine):
         before = self.db.jobs.get(job)
         assert before is not None
         STEPS["cancel"] += 1
-        out = self._do(_Cancel(job, None, "admin"))
+        out = self._do(Cancel(job, None, "admin"))
         if before.state in ENDED:
             assert isinstance(out, KantError)  # an ended job cannot be cancelled
         else:
@@ -123,13 +124,13 @@ class LiveScheduler(RuleBasedStateMachine):
     @rule(node=st.sampled_from(NODES), op=st.sampled_from(["cordon", "uncordon", "drain", "fail", "repair"]))
     def node_op(self, node: str, op: str) -> None:
         STEPS[f"node {op}"] += 1
-        out = self._do(_NodeOp(node, op, reason="test"))
+        out = self._do(NodeOp(node, op, reason="test"))
         assert not isinstance(out, BaseException) or isinstance(out, KantError), out
 
     @rule(dt=st.sampled_from([0.0, 1.0, 5.0, 20.0, 100.0]))
     def advance(self, dt: float) -> None:
         STEPS["advance"] += 1
-        out = self._do(_Advance(self.now + dt))
+        out = self._do(Advance(self.now + dt))
         assert not isinstance(out, BaseException), out
 
     @rule(graceful=st.booleans())

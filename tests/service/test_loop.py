@@ -13,7 +13,8 @@ from kant.service.clock import ManualClock
 from kant.service.db.database import Database
 from kant.service.db.jobs import NewJob
 from kant.service.executors import SimulatedExecutor
-from kant.service.loop import Arrival, ServiceLoop, _Advance, _Arrivals
+from kant.service.live.state import Arrival
+from kant.service.loop import Advance, Arrivals, NodeOp, Scale, ServiceLoop
 from kant.traces import load_cluster
 
 
@@ -33,10 +34,10 @@ def run(tmp: Path, name: str, compact_min: int) -> tuple[dict[int, tuple[float |
                        gpus_per_worker=int(rng.choice([1, 2, 4])), estimate_s=float(rng.integers(2, 12)),
                        duration_s=float(rng.integers(1, 12))) for k in range(1 + t % 2)]
         ids = db.jobs.insert(jobs, now_time=float(t), now_wall=time.time())
-        loop.turn([_Arrivals([Arrival(i, j, float(t)) for (i, _), j in zip(ids, jobs, strict=True)])])
-        loop.turn([_Advance(float(t) + 1.0)])  # (the loop's thread is not started: turns run here)
+        loop.turn([Arrivals([Arrival(i, j, float(t)) for (i, _), j in zip(ids, jobs, strict=True)])])
+        loop.turn([Advance(float(t) + 1.0)])  # (the loop's thread is not started: turns run here)
         sizes.append(len(loop.sched.jobs))
-    loop.turn([_Advance(1e6)])
+    loop.turn([Advance(1e6)])
     out = {}
     for job in db.jobs.list(limit=10_000):
         out[job.id] = (job.first_start_time, job.placement)
@@ -68,13 +69,13 @@ def test_the_twins_snapshot_decides_the_loops_next_cycle(tmp_path: Path) -> None
                        gpus_per_worker=int(rng.choice([1, 2, 4, 8])), estimate_s=float(rng.integers(2, 12)),
                        duration_s=float(rng.integers(1, 16))) for k in range(2)]
         ids = db.jobs.insert(jobs, now_time=float(t), now_wall=time.time())
-        loop.turn([_Arrivals([Arrival(i, j, float(t)) for (i, _), j in zip(ids, jobs, strict=True)])])
-        loop.turn([_Advance(float(t) + 1.0, hold=True)])  # t + 1's ends are in; its cycle is owed
+        loop.turn([Arrivals([Arrival(i, j, float(t)) for (i, _), j in zip(ids, jobs, strict=True)])])
+        loop.turn([Advance(float(t) + 1.0, hold=True)])  # t + 1's ends are in; its cycle is owed
         snap = loop.twin_snapshot()
         twin = snap.scheduler()
         names = twin.cluster.names
         want = {snap.ids[row]: tuple(names[n] for n in p.nodes) for row, p in twin.cycle(t + 1.0).started}
-        loop.turn([_Advance(float(t) + 1.0)])  # the loop's own cycle at t + 1
+        loop.turn([Advance(float(t) + 1.0)])  # the loop's own cycle at t + 1
         live_names = loop.sched.cluster.names
         got = {job_id: tuple(live_names[n] for n in loop.sched.state.allocations[info.row].nodes)
                for job_id, info in loop.active.items() if info.start == t + 1.0 and info.row in loop.sched.running}
@@ -96,9 +97,38 @@ def test_a_job_the_cycle_did_not_reach_says_what_it_is_behind(tmp_path: Path) ->
     jobs = [NewJob(tenant="t", user="u", name=n, workers=1, gpus_per_worker=g, estimate_s=100.0, duration_s=100.0)
             for n, g in (("a", 8), ("b", 8), ("c", 1))]
     ids = [i for i, _ in db.jobs.insert(jobs, now_time=0.0, now_wall=time.time())]
-    loop.turn([_Arrivals([Arrival(i, j, 0.0) for i, j in zip(ids, jobs, strict=True)])])
-    loop.turn([_Advance(0.0)])
+    loop.turn([Arrivals([Arrival(i, j, 0.0) for i, j in zip(ids, jobs, strict=True)])])
+    loop.turn([Advance(0.0)])
     assert loop.why(ids[1])["reason"] == "[allocate] no free GPU in the cluster"
     assert loop.why(ids[2])["reason"] == (f"not looked at in the last cycle: it is behind job {ids[1]}, first in the "
                                           "queue, which waits ([allocate] no free GPU in the cluster)")
+    db.close()
+
+
+def test_scaling_down_removes_the_most_recently_started_replica(tmp_path: Path) -> None:
+    """The live loop scales down in the simulated driver's order (kant.inference.replicas): queued
+    replicas first, then the most recently started, whatever their ids."""
+    db = Database(f"sqlite:///{tmp_path / 'scale.db'}")
+    db.migrate()
+    db.tenants.create("t")
+    svc = db.services.create(tenant="t", name="s", gpus_per_replica=8, replicas=0, min_replicas=0, max_replicas=3)
+    loop = ServiceLoop(db, load_policy("kant"), ManualClock(0.0), SimulatedExecutor())
+    loop.load(load_cluster("2x8:V100"))
+    loop.turn([Scale(svc.id, 2)])
+    loop.turn([Advance(1.0)])
+    first, second = sorted(loop.active)  # both run since 0
+    node = loop.sched.cluster.names[loop.sched.state.allocations[loop.active[first].row].nodes[0]]
+    loop.turn([NodeOp(node, "fail")])  # the first replica goes back to the queue ...
+    loop.turn([Advance(2.0)])
+    loop.turn([NodeOp(node, "repair")])  # (at 2: the next advance runs instant 2's cycle first)
+    loop.turn([Advance(3.0)])  # ... and starts again at 2: it is now the newest run
+    assert loop.active[first].start == 2.0 and loop.active[second].start == 0.0
+    loop.turn([Scale(svc.id, 3)])  # a third replica: queued (no room)
+    loop.turn([Advance(4.0)])
+    third = max(loop.active)
+    assert loop.active[third].row in loop.sched.queue
+    loop.turn([Scale(svc.id, 1)])  # the queued one first, then the most recently started
+    assert set(loop.active) == {second}
+    assert {j.id: j.reason for j in db.jobs.list(limit=10) if j.state == "cancelled"} == {
+        first: "cancelled by scale of service s to 1", third: "cancelled by scale of service s to 1"}
     db.close()

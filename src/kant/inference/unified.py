@@ -10,8 +10,9 @@
   is computed before the run from the offered load, since Kubernetes-HPA decisions depend only on the
   load and on the autoscaler's own history.
 * **A simulator process** (``Simulator.add_process``) applies the schedule: at each change it submits
-  replica rows (lowest idle row first) or stops them (``Simulator.stop``: queued replicas first, then
-  the most recently started, so ready replicas are kept longest).
+  replica rows (lowest idle row first) or stops them (``Simulator.stop``, in the order of
+  :mod:`kant.inference.replicas`: queued replicas first, then the most recently started, so ready
+  replicas are kept longest; the live service scales down in the same order).
 * **A listener** appended to the scheduler's listeners logs every start and stop of a replica; after
   the run :meth:`InferenceDriver.report` turns the log into ready-replica step functions (a replica is
   ready ``startup_delay_s`` after it starts, plus the ``inference-reclaim`` action's
@@ -39,6 +40,7 @@ from kant.errors import ConfigError
 from kant.framework.context import SchedulerEnv
 from kant.framework.plugin import JobListener
 from kant.inference.autoscaler import HpaConfig, Schedule, autoscale
+from kant.inference.replicas import scale_down_victims
 from kant.inference.services import ServicesConfig, ServiceSpec
 from kant.inference.slo import attainment
 from kant.inference.traffic import RateFunction, base_bins, stretch
@@ -283,12 +285,9 @@ class InferenceDriver:
                     sim.submit(row)
                     self.scale_ups += 1
         elif target < len(active):
-            sched = sim.scheduler
-            # queued replicas first (newest first), then running ones, most recently started first
-            order = sorted(range(len(active)), key=lambda k: (
-                active[k] in sched.running, -(sched.running[active[k]].start if active[k] in sched.running else 0.0),
-                -k))
-            drop = {active[k] for k in order[:len(active) - target]}
+            running = sim.scheduler.running
+            starts = [running[row].start if row in running else None for row in active]
+            drop = {active[k] for k in scale_down_victims(starts, len(active) - target)}
             for row in drop:
                 sim.stop(row)
                 self.scale_downs += 1

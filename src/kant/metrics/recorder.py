@@ -2,7 +2,9 @@
 
 The recorder keeps one row per job (start, end, status, GPU-seconds held, topology span) and one
 sample of the cluster per distinct event time (taken after that instant's scheduling cycle). A
-sample holds from its time until the next sample's time: the series are step functions.
+sample holds from its time until the next sample's time: the series are step functions. The number of
+down GPU nodes is recorded apart, at each change (node failures and repairs are rare; a scan of the
+nodes at every sample would not be cheap).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from enum import IntEnum
 import numpy as np
 import numpy.typing as npt
 
+from kant.metrics.occupancy import down_nodes
 from kant.model.cluster import Cluster
 from kant.model.job import JobTable
 from kant.model.state import ClusterState, Placement
@@ -65,6 +68,9 @@ class Recorder:
     # samples, packed: 8 bytes per time and per value (a Python list would hold an object per value)
     _times: array = field(default_factory=lambda: array("d"))  # type: ignore[type-arg]
     _values: array = field(default_factory=lambda: array("q"))  # type: ignore[type-arg]  # len(SERIES) per sample
+    # down GPU nodes from each time on (a change of node states), packed as the samples are
+    _down_times: array = field(default_factory=lambda: array("d"))  # type: ignore[type-arg]
+    _down_nodes: array = field(default_factory=lambda: array("q"))  # type: ignore[type-arg]
 
     def __post_init__(self) -> None:
         n = self.n_jobs
@@ -131,6 +137,16 @@ class Recorder:
         values.extend((state.allocated_gpus, state.down_gpus, state.partial_nodes, state.free_on_partial,
                        state.empty_nodes, queue_len, pending_gpus, len(state.allocations)))
 
+    def nodes_down(self, now: float, state: ClusterState) -> None:
+        """Node states changed at ``now`` (a failure, a repair): record how many GPU nodes are down from
+        then on (a later change at the same instant replaces the earlier one)."""
+        times = self._down_times
+        if times and times[-1] == now:
+            times.pop()
+            self._down_nodes.pop()
+        times.append(now)
+        self._down_nodes.append(down_nodes(state))
+
     def close(self, now: float, state: ClusterState) -> None:
         """End of run: account GPU-seconds of jobs still running and mark them RUNNING."""
         for job, placement in state.allocations.items():
@@ -147,13 +163,19 @@ class Recorder:
         table = np.frombuffer(self._values, dtype=np.int64).reshape(-1, len(SERIES))
         return {name: table[:, k].copy() for k, name in enumerate(SERIES)}
 
+    def down_node_changes(self) -> tuple[FloatArray, IntArray]:
+        """(times, down GPU nodes from each time on) of the node state changes recorded."""
+        return (np.asarray(self._down_times, dtype=np.float64).reshape(-1),
+                np.asarray(self._down_nodes, dtype=np.int64).reshape(-1))
+
 
 @dataclass
 class SimResult:
     """Everything a run produced: inputs, per-job outcomes, and the cluster time series.
 
     ``times[k]`` is the k-th sample time; ``series[name][k]`` holds on ``[times[k], times[k+1])``,
-    and the last sample holds until ``end_time``.
+    and the last sample holds until ``end_time``. ``down_nodes[i]`` GPU nodes are down from
+    ``down_node_times[i]`` until the next change (none before the first).
     """
 
     policy: str
@@ -180,11 +202,15 @@ class SimResult:
     #: per job: seconds it held its placement over all runs (interrupted ones included); None when
     #: the producer did not record it (then derived from ``gpu_seconds`` where the job has GPUs)
     run_seconds: FloatArray | None = None
+    #: times the number of down GPU nodes changed, and that number from each time on (none: no node was down)
+    down_node_times: FloatArray = field(default_factory=lambda: np.zeros(0))
+    down_nodes: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @classmethod
     def from_recorder(
         cls, rec: Recorder, *, policy: str, cluster: Cluster, jobs: JobTable, end_time: float, **extra: object
     ) -> SimResult:
+        down_times, down = rec.down_node_changes()
         return cls(
             policy=policy,
             cluster=cluster,
@@ -202,6 +228,8 @@ class SimResult:
             reasons=dict(rec.reasons),
             times=rec.times(),
             series=rec.series(),
+            down_node_times=down_times,
+            down_nodes=down,
             end_time=end_time,
             **extra,  # type: ignore[arg-type]
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from kant.metrics import occupancy
 from kant.metrics.recorder import SimResult
 
 __all__ = ["Timeline"]
@@ -24,6 +25,8 @@ class Timeline:
     ``edges`` has one more entry than each series: sample ``k`` holds on ``[edges[k], edges[k+1])``
     and ``edges[-1]`` is the run's end. If ``start`` is before the first sample, an "empty cluster"
     sample (nothing allocated, down or queued; every GPU node empty) is put in front at ``start``.
+    Besides the recorded series, ``series["down_nodes"]`` holds the down GPU nodes of each sample
+    (from the result's record of node changes).
     """
 
     def __init__(self, result: SimResult, start: float | None = None) -> None:
@@ -31,6 +34,10 @@ class Timeline:
         cluster = result.cluster
         n = times.size
         series = {name: np.asarray(v, dtype=np.float64) for name, v in result.series.items()}
+        # each sample's down GPU nodes: the last change at or before its time (samples follow changes)
+        at = np.searchsorted(result.down_node_times, times, side="right") - 1
+        down = np.asarray(result.down_nodes, dtype=np.float64)
+        series["down_nodes"] = np.where(at >= 0, down[np.maximum(at, 0)], 0.0) if down.size else np.zeros(n)
         end = float(result.end_time)
         if n:
             end = max(end, float(times[-1]))
@@ -84,37 +91,23 @@ class Timeline:
             mean = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
         return (bounds[:-1] + bounds[1:]) / 2, mean
 
-    # --- derived step functions -----------------------------------------------------------
+    # --- derived step functions (kant.metrics.occupancy: the live service's definitions too) ---
     def gar(self) -> FloatArray:
         """Allocated / total GPUs per sample."""
-        total = self.result.cluster.total_gpus
-        return self.series["allocated_gpus"] / total if total else np.zeros(len(self))
+        return occupancy.gar(self.series["allocated_gpus"], self.result.cluster.total_gpus)[0]
 
     def sor(self) -> tuple[FloatArray, BoolArray]:
         """SOR per sample and the mask of samples with demand (denominator > 0)."""
         s = self.series
-        total = float(self.result.cluster.total_gpus)
-        alloc = s["allocated_gpus"]
-        den = np.minimum(total - s["down_gpus"], alloc + s["pending_gpus"])
-        mask = den > 0
-        return alloc / np.where(mask, den, 1.0), mask
+        return occupancy.sor(s["allocated_gpus"], s["pending_gpus"], s["down_gpus"], self.result.cluster.total_gpus)
 
     def gfr_nodes(self) -> tuple[FloatArray, BoolArray]:
-        """Partial nodes / up GPU nodes per sample, and the mask of samples with a node up.
-
-        Down nodes are approximated as ``down_gpus`` / mean GPUs per GPU node (exact when every GPU
-        node has the same GPU count).
-        """
-        cluster = self.result.cluster
-        n_gpu_nodes = cluster.n_gpu_nodes
-        per_node = cluster.total_gpus / n_gpu_nodes if n_gpu_nodes else 1.0
-        up = n_gpu_nodes - self.series["down_gpus"] / per_node
-        mask = up > 1e-9
-        return self.series["partial_nodes"] / np.where(mask, up, 1.0), mask
+        """Partial nodes / up GPU nodes per sample, and the mask of samples with a GPU node up."""
+        s = self.series
+        return occupancy.gfr_nodes(s["partial_nodes"], s["down_nodes"], self.result.cluster.n_gpu_nodes)
 
     def gfr_gpus(self) -> tuple[FloatArray, BoolArray]:
         """Free GPUs on partial nodes / free GPUs per sample, and the mask of samples with free GPUs."""
         s = self.series
-        free = self.result.cluster.total_gpus - s["allocated_gpus"] - s["down_gpus"]
-        mask = free > 0
-        return s["free_on_partial"] / np.where(mask, free, 1.0), mask
+        return occupancy.gfr_gpus(s["free_on_partial"], s["allocated_gpus"], s["down_gpus"],
+                                  self.result.cluster.total_gpus)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from kant.service.auth import Principal
 from kant.service.db.jobs import NewJob
 from kant.service.errors import Forbidden, Rejected
-from kant.service.loop import LiveView
+from kant.service.live.view import LiveView
 from kant.service.schemas import JobSubmit, ServiceIn
 from kant.service.tenants import Tenants
 

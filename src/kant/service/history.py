@@ -1,7 +1,7 @@
 """The dashboard's time series of the live cluster: GAR, SOR, both GFR forms, the queue and the wait
 percentiles, one sample per scheduling-loop turn at most every ``min_gap_s`` wall seconds.
 
-The values are the loop's published :class:`~kant.service.loop.LiveView` (the same numbers as
+The values are the loop's published :class:`~kant.service.live.view.LiveView` (the same numbers as
 ``/v1/cluster`` and ``/metrics``, docs/metrics.md at one instant). The wait percentiles are JWTD
 (``first start - submit``) of the jobs whose first start fell in the sample's interval, summarised
 with :meth:`kant.metrics.summary.Dist.of` (NumPy's linear interpolation, as the simulator's report).
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kant.metrics.summary import Dist
 
 if TYPE_CHECKING:
-    from kant.service.loop import LiveView
+    from kant.service.live.view import LiveView
 
 __all__ = ["History"]
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 if TYPE_CHECKING:
-    from kant.service.loop import LiveView
+    from kant.service.live.view import LiveView
 
 __all__ = ["ServiceMetrics", "CONTENT_TYPE"]
 

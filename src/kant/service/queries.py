@@ -10,7 +10,8 @@ from typing import Any
 
 from kant.errors import KantError
 from kant.service.clock import Clock
-from kant.service.loop import LiveView, ServiceLoop
+from kant.service.live.view import LiveView
+from kant.service.loop import ServiceLoop
 from kant.service.schemas import PredictionOut, WhyOut
 from kant.service.twin import Twin, describe_prediction
 from kant.twin.snapshot import TwinSnapshot

@@ -22,7 +22,8 @@ from kant.service.clock import Clock
 from kant.service.db.database import Database
 from kant.service.db.jobs import NewJob
 from kant.service.errors import NotLeader
-from kant.service.loop import Arrival, ServiceLoop
+from kant.service.live.state import Arrival
+from kant.service.loop import ServiceLoop
 from kant.service.metrics import ServiceMetrics
 
 __all__ = ["SubmitWriter"]

@@ -2,9 +2,11 @@
 :class:`~kant.scheduler.Scheduler` a live deployment uses.
 
 The loop advances to the next instant with anything due (a finish or failure event from the kernel,
-or an arrival from the trace, which is merged in submit order rather than pushed onto the heap), fires
-everything due at that instant (finishes first, then failures and repairs, then processes, then
-arrivals), runs one scheduling cycle if anything changed, and records one sample of the cluster.
+an arrival from the trace, which is merged in submit order rather than pushed onto the heap, or a
+wake-up a cycle asked for), fires everything due at that instant (finishes first, then failures and
+repairs, then processes, then arrivals), runs one scheduling cycle if anything changed, and records
+one sample of the cluster: the instant rule of :mod:`kant.instant`, which the live service's loop
+follows too.
 
 Processes (:meth:`Simulator.add_process`) let a driver change the workload while the run goes on (an
 autoscaler adding and removing inference replicas): a process is a callback called at the times it
@@ -28,6 +30,7 @@ from kant.errors import KantError, SchedulingError
 from kant.framework.action import Action
 from kant.framework.plugin import Plugin
 from kant.framework.status import Status
+from kant.instant import Instant
 from kant.metrics.recorder import JobStatus, Recorder, SimResult
 from kant.model.cluster import Cluster
 from kant.model.job import JobTable
@@ -41,8 +44,7 @@ __all__ = ["Simulator", "NodeFailure", "simulate"]
 
 _FINISH = 0
 _NODE = 1
-_TICK = 2
-_PROC = 3
+_PROC = 2
 
 Progress = Callable[[int, int], None]
 P = TypeVar("P", bound=Plugin)
@@ -105,8 +107,7 @@ class Simulator:
         self.generation = np.zeros(n, dtype=np.int64)
         self._slowdown: dict[int, float] = {}  # running jobs slowed by their placement (absent: 1.0)
         self._paid_restart: dict[int, float] = {}  # restart cost paid by a job's current run (absent: 0)
-        self._dirty = False
-        self._ticks: set[float] = set()
+        self.instant = Instant()  # whether this instant changed, and the wake-ups cycles asked for
         self.events = 0
         self.held = np.zeros(n, dtype=bool)  # rows only a process submits (never from the trace)
         held_rows = np.asarray(held, dtype=np.int64)
@@ -127,7 +128,7 @@ class Simulator:
             self._slowdown.pop(job, None)
         if self._paid_restart:
             self._paid_restart.pop(job, None)
-        self._dirty = True
+        self.instant.changed = True
         self.events += 1
 
     def _on_node(self, payload: tuple[int, bool, float]) -> None:
@@ -139,11 +140,9 @@ class Simulator:
             self.kernel.schedule(now + repair_s, _NODE, self._on_node, (node, False, 0.0))
         else:
             self.scheduler.repair_node(node)
-        self._dirty = True
+        self.recorder.nodes_down(now, self.scheduler.state)
+        self.instant.changed = True
         self.events += 1
-
-    def _on_tick(self, payload: None) -> None:
-        self._dirty = True
 
     def _on_process(self, payload: Process) -> None:
         now = self.kernel.now
@@ -168,7 +167,7 @@ class Simulator:
         self.events += 1
         status = sched.submit(job, self.kernel.now)
         if status.ok:
-            self._dirty = True
+            self.instant.changed = True
         else:
             self.recorder.job_unschedulable(job, str(status))
         return status
@@ -188,7 +187,7 @@ class Simulator:
             self._slowdown.pop(job, None)
             self._paid_restart.pop(job, None)
         self.recorder.job_withdrawn(job, now, placement)
-        self._dirty = True
+        self.instant.changed = True
         self.events += 1
         return True
 
@@ -233,7 +232,9 @@ class Simulator:
             end = run.start + self.remaining.item(job)
             if math.isfinite(end):
                 kernel.schedule(max(end, now), _FINISH, self._on_finish, (job, self.generation.item(job)))
-        kernel.schedule(now, _TICK, self._on_tick)
+        if snap.node_flags:
+            rec.nodes_down(now, sched.state)
+        self.instant.wake(now)
 
     # --- main loop ---------------------------------------------------------------------------
     def run(self, until: float | None = None) -> SimResult:
@@ -254,24 +255,28 @@ class Simulator:
         arrival_times.append(math.inf)  # sentinel: no arrival left
         queue, state, progress = sched.queue, sched.state, self.progress
         incremental, store = self.incremental, sched.jobs
-        ticks, sample = self._ticks, rec.sample
+        sample = rec.sample
         heap = kernel.heap
+        instant = self.instant
+        wakeups = instant.wakeups
         inf = math.inf
+        # the instant rule (kant.instant): what is due, in this order, then at most one cycle
         while True:
             t_arrival = arrival_times[ptr]
             t_next = heap[0][0] if heap else inf
+            if wakeups and wakeups[0] < t_next:
+                t_next = wakeups[0]
             if t_arrival < t_next:
                 t_next = t_arrival
             if t_next == inf or (until is not None and t_next > until):
                 break
             now = t_next
-            self._dirty = False
             if heap and heap[0][0] <= now:
                 kernel.run_due(now)
             else:
                 kernel.now = now
-            if ticks:
-                ticks.discard(now)
+            if wakeups:
+                instant.due(now)
             while t_arrival <= now:
                 job = order_list[ptr]
                 ptr += 1
@@ -281,24 +286,17 @@ class Simulator:
                     store.append_table_rows(jobs, job + 1)
                 status = sched.submit(job, now)
                 if status.ok:
-                    self._dirty = True
+                    instant.changed = True
                 else:
                     rec.job_unschedulable(job, str(status))
                 if progress is not None and ptr % step == 0:
                     progress(ptr, n)
-            if self._dirty and len(queue):
-                result = sched.cycle(now)
+            result = instant.cycle(sched, now, ptr < n)
+            if result is not None:
                 for job, placement in result.evicted:
                     self._interrupted(job, now, placement)
                 for job, placement in result.started:
                     self._started(job, now, placement)
-                # a wake-up only matters while something can still change (guards against a
-                # policy that keeps asking for cycles with nothing running and nothing to come)
-                if result.wakeups and (sched.running or ptr < n):
-                    for when in sorted(set(result.wakeups)):
-                        if when not in ticks:
-                            ticks.add(when)
-                            kernel.schedule(when, _TICK, self._on_tick)
                 if self.check_every and sched.cycles % self.check_every == 0:
                     state.check()
             sample(now, state, len(queue), queue.pending_gpus)

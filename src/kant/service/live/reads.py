@@ -1,0 +1,103 @@
+"""Reads of the live state for the API, answered on the loop's thread (through ``ServiceLoop.call``):
+why a job waits and its place in the queue, the reasons of a page of jobs, the nodes as listed, and
+the twin's snapshot.
+
+The first pending job (asked once per job on a page of reasons) is remembered until the state changes
+(:class:`~kant.stamp.Stamped`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kant.framework.status import Status
+from kant.service.errors import NotFound
+from kant.service.live.state import Active, LiveState, describe_nodes
+from kant.service.live.view import NodeView
+from kant.stamp import Stamped
+from kant.twin.snapshot import TwinSnapshot
+
+__all__ = ["Reads"]
+
+
+class Reads:
+    """The API's reads of ``live`` (see the module docstring)."""
+
+    def __init__(self, live: LiveState) -> None:
+        self.live = live
+        self._head: Stamped[int | None] = Stamped(None)  # the first pending job (see first_pending)
+
+    def first_pending(self, now: float) -> int | None:
+        """The first pending job's row in queue order, remembered until the state changes."""
+        sched = self.live.sched
+        stamp = (self.live.state_version, sched.cycles, len(sched.queue))  # (a rebuild makes a new sched)
+        head = self._head
+        if not head.fresh(sched, stamp):
+            head.keep(sched, stamp, sched.queue.head(sched.framework.dynamic_key(now)))
+        return head.value
+
+    def why_pending(self, info: Active, now: float) -> str:
+        """Why the pending job ``info`` waits, in words."""
+        live = self.live
+        sched = live.sched
+        if sched.cycles <= info.queued_cycle:  # a reason of its shape would be older than the job
+            why = "waiting for the next scheduling cycle"
+        elif (sched.pending_status(info.row) is None and (head := self.first_pending(now)) is not None
+                and head != info.row):
+            # the policy's walk stopped before it (a blocking head, a backfill depth): say behind what
+            status = sched.pending_status(head)
+            why = (f"not looked at in the last cycle: it is behind job {live.ids[head]}, first in the queue, "
+                   f"which waits ({status if status is not None else 'not yet considered'})")
+        else:
+            why = sched.why_pending(info.row)
+        return why if info.requeued is None else f"{why}; back in the queue after: {info.requeued}"
+
+    def why(self, job_id: int, now: float) -> dict[str, Any]:
+        """A pending or running job's state, the reason, and (pending) its place in the queue."""
+        info = self.live.active.get(job_id)
+        if info is None:
+            raise NotFound(f"job {job_id} is not pending or running")
+        sched = self.live.sched
+        if info.row in sched.running:
+            names = sched.cluster.names
+            nodes = describe_nodes([names[n] for n in sched.state.allocations[info.row].nodes])
+            return {"state": "running", "reason": f"running since {info.start:g} on {nodes}", "position": None}
+        status: Status | None = sched.pending_status(info.row)
+        return {
+            "state": "pending",
+            "reason": self.why_pending(info, now),
+            "plugin": status.plugin if status is not None else None,
+            "position": sched.queue.position(info.row, sched.framework.dynamic_key(now)),
+            "queue_len": len(sched.queue),
+        }
+
+    def reasons(self, job_ids: Sequence[int], now: float) -> dict[int, str]:
+        """Why each of ``job_ids`` that is pending waits (the others are left out)."""
+        live = self.live
+        out = {}
+        for job_id in job_ids:
+            info = live.active.get(job_id)
+            if info is not None and info.row in live.sched.queue:
+                out[job_id] = self.why_pending(info, now)
+        return out
+
+    def twin_snapshot(self, now: float) -> TwinSnapshot:
+        """The live state for the digital twin."""
+        live = self.live
+        return TwinSnapshot.capture(live.sched, now, ids=live.ids, ratios=[r for _, r in live.ratios],
+                                    planned=[p for p, _ in live.ratios], info={"state_version": live.state_version})
+
+    def node_views(self) -> list[NodeView]:
+        """Every node as the API lists it (a draining node with nothing left on it shows as drained)."""
+        live = self.live
+        cluster = live.sched.cluster
+        used = live.sched.state.used_gpus().tolist()
+        out = []
+        for i, name in enumerate(cluster.names):
+            row = live.nodes[name]
+            st = "drained" if row.state == "draining" and used[i] == 0 else row.state
+            out.append(NodeView(name, row.gpu_type, int(cluster.gpus[i]), used[i], st,
+                                cluster.leaf_names[int(cluster.leaf[i])], cluster.spine_names[int(cluster.spine[i])],
+                                int(cluster.cpu_milli[i]), int(cluster.memory_mib[i])))
+        return out

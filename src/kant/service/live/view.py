@@ -1,0 +1,81 @@
+"""The live view: what the loop publishes after each turn for readers on other threads.
+
+:class:`LiveView` is the cluster now (immutable): GPUs by state, GAR, SOR and both GFR forms (one
+definition with the simulator's summary: :mod:`kant.metrics.occupancy`), the queue and the counters by
+tenant. :func:`publish` computes it and hands it to the Prometheus metrics and the dashboard's history.
+:class:`NodeView` is one node as the API lists it (:meth:`kant.service.live.reads.Reads.node_views`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kant.metrics import occupancy
+from kant.scheduler import DOWN
+from kant.service.live.state import LiveState
+
+__all__ = ["LiveView", "NodeView", "publish"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    name: str
+    gpu_type: str
+    gpus: int
+    used_gpus: int
+    state: str  # up, cordoned, draining, drained, down
+    leaf: str
+    spine: str
+    cpu_milli: int
+    memory_mib: int
+
+
+@dataclass(frozen=True)
+class LiveView:
+    """What the loop publishes after each turn, for readers on other threads (immutable)."""
+
+    now: float
+    total_gpus: int
+    allocated_gpus: int
+    down_gpus: int  # GPUs of failed nodes
+    cordoned_gpus: int  # idle GPUs of cordoned or draining nodes (schedulable capacity they withhold)
+    gar: float | None
+    sor: float | None
+    gfr_nodes: float | None
+    gfr_gpus: float | None
+    queue_len: int
+    pending_gpus: int
+    running_jobs: int
+    cycles: int
+    pending_by_tenant: Mapping[str, int]
+    running_gpus_by_tenant: Mapping[str, int]
+    gpu_types: tuple[str, ...]
+    max_gpus_per_node: int
+    leader: bool = True
+
+
+def publish(live: LiveState, now: float) -> LiveView:
+    """The view of ``live`` at ``now``, told to the metrics and the history (if any)."""
+    sched = live.sched
+    state, cluster, queue = sched.state, sched.cluster, sched.queue
+    total = cluster.total_gpus
+    at = occupancy.at_instant
+    failed = sum(int(cluster.gpus[n]) for n, f in sched.flagged_nodes().items() if f & DOWN)
+    view = LiveView(
+        now=now, total_gpus=total, allocated_gpus=state.allocated_gpus, down_gpus=failed,
+        cordoned_gpus=state.down_gpus - failed,
+        gar=at(occupancy.gar(state.allocated_gpus, total)),
+        sor=at(occupancy.sor(state.allocated_gpus, queue.pending_gpus, state.down_gpus, total)),
+        gfr_nodes=at(occupancy.gfr_nodes(state.partial_nodes, occupancy.down_nodes(state), cluster.n_gpu_nodes)),
+        gfr_gpus=at(occupancy.gfr_gpus(state.free_on_partial, state.allocated_gpus, state.down_gpus, total)),
+        queue_len=len(queue), pending_gpus=queue.pending_gpus, running_jobs=len(sched.running), cycles=sched.cycles,
+        pending_by_tenant={t: n for t, n in live.pending_by_tenant.items() if n},
+        running_gpus_by_tenant={t: n for t, n in live.running_gpus_by_tenant.items() if n},
+        gpu_types=cluster.gpu_type_names, max_gpus_per_node=cluster.max_gpus_per_node,
+    )
+    if live.metrics is not None:
+        live.metrics.observe_view(view)
+    if live.history is not None:
+        live.history.observe(view)
+    return view
