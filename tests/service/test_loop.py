@@ -4,17 +4,20 @@ a decision, and a rebuilt loop resumes from the database."""
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
 
 from kant.config import load_policy
+from kant.model.cluster import NodeSpec
 from kant.service.clock import ManualClock
 from kant.service.db.database import Database
 from kant.service.db.jobs import NewJob
+from kant.service.errors import Invalid
 from kant.service.executors import SimulatedExecutor
 from kant.service.live.state import Arrival
-from kant.service.loop import Advance, Arrivals, NodeOp, Scale, ServiceLoop
+from kant.service.loop import AddNode, Advance, Arrivals, Command, NodeOp, Scale, ServiceLoop
 from kant.traces import load_cluster
 
 
@@ -132,3 +135,39 @@ def test_scaling_down_removes_the_most_recently_started_replica(tmp_path: Path) 
     assert {j.id: j.reason for j in db.jobs.list(limit=10) if j.state == "cancelled"} == {
         first: "cancelled by scale of service s to 1", third: "cancelled by scale of service s to 1"}
     db.close()
+
+
+def test_a_refused_node_removal_leaves_the_node_where_it_was(tmp_path: Path) -> None:
+    """Removing a node that a pending gang needs is refused (the rebuilt scheduler could never run the
+    gang), and nothing changes: the node is still in memory, in the scheduler and in the database, and
+    the loop keeps answering (it used to forget the node but keep it in the scheduler, and the next
+    read of the nodes failed on the loop's thread)."""
+    db = Database(f"sqlite:///{tmp_path / 'rm.db'}")
+    db.migrate()
+    db.tenants.create("t")
+    loop = ServiceLoop(db, load_policy("kant"), ManualClock(0.0), SimulatedExecutor())
+    loop.load(load_cluster("tiny"))  # 4 nodes x 8 GPUs
+
+    def ask(cmd: Command) -> object:
+        reply: Future[object] = Future()
+        cmd.reply = reply
+        loop.turn([cmd])
+        return reply.exception(0) or reply.result(0)
+
+    def submit(name: str, workers: int, t: float) -> None:
+        jobs = [NewJob(tenant="t", user="u", name=name, workers=workers, gpus_per_worker=8, estimate_s=100.0,
+                       duration_s=100.0)]
+        ids = db.jobs.insert(jobs, now_time=t, now_wall=time.time())
+        ask(Arrivals([Arrival(i, j, t) for (i, _), j in zip(ids, jobs, strict=True)]))
+
+    assert ask(AddNode(NodeSpec("new1", "GPU", 8, 0, 0, "leaf-1", "spine-0"))) == "up"
+    submit("one", 1, 0.0)
+    ask(Advance(1.0))
+    submit("big", 5, 1.0)  # 5 x 8 GPUs: only the 5-node cluster holds it; one node is busy, so it waits
+    ask(Advance(2.0))
+    refused = ask(NodeOp("new1", "remove"))
+    assert isinstance(refused, Invalid)
+    assert str(refused).startswith("node new1 cannot be removed: pending job ")
+    assert "new1" in loop.sched.cluster.names and "new1" in loop.nodes
+    assert [v.name for v in loop.node_views()][-1] == "new1"
+    assert {n.name: n.state for n in db.nodes.list()}["new1"] == "up"

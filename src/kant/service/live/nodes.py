@@ -97,13 +97,22 @@ class NodeOps:
         return new
 
     def _remove(self, name: str, node: int, now: float, reason: str | None, force: bool) -> str:
-        if self.live.sched.state.jobs_on(node):
+        """Remove the node: the scheduler is rebuilt without it first, and only once that succeeded is
+        the removal recorded (a rebuild the policy refuses, such as a pending gang that would no longer
+        fit, leaves the node where it was, in memory and in the database)."""
+        live = self.live
+        if live.sched.state.jobs_on(node):
             if not force:
                 raise Invalid(f"node {name} still runs jobs: drain it first, or remove with force")
             self.apply(name, "fail", now, reason="removed")
-        self._set_state(name, "removed", reason, now, "node-remove")
-        del self.live.nodes[name]
-        self.live.rebuild(now)
+        row = live.nodes.pop(name)
+        try:
+            live.rebuild(now)
+        except KantError as exc:
+            live.nodes[name] = row
+            raise Invalid(f"node {name} cannot be removed: {exc}") from None
+        live.changes.node(name, "removed", reason)
+        live.changes.event(now, "node-remove", None, name, None, reason or "node-remove")
         return "removed"
 
     def add(self, spec: NodeSpec, now: float) -> str:
