@@ -21,6 +21,7 @@ __all__ = [
     "Rejected",
     "ServiceError",
     "TooLong",
+    "TurnLost",
 ]
 
 
@@ -43,6 +44,11 @@ class NotFound(DatabaseError):
 
 class Fenced(DatabaseError):
     """The caller's leader epoch is no longer the current one; nothing was written."""
+
+
+class TurnLost(DatabaseError):
+    """The scheduling loop could not write a turn's changes (disk full, no server): the state in memory
+    is ahead of the database, so the loop stops and a restart rebuilds from the database."""
 
 
 class Invalid(ServiceError):

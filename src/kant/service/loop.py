@@ -48,7 +48,7 @@ from kant.scheduler import RunningRecord, Scheduler, SchedulerSnapshot
 from kant.service.clock import Clock, ManualClock, WallClock
 from kant.service.db.database import Database
 from kant.service.db.nodes import NodeRow
-from kant.service.errors import DatabaseError, Fenced, Invalid
+from kant.service.errors import DatabaseError, Fenced, Invalid, TurnLost
 from kant.service.executors.base import Executor
 from kant.service.live.compaction import compact
 from kant.service.live.nodes import NodeOps, flags_of, register
@@ -320,6 +320,8 @@ class ServiceLoop:
                     result: Any = self.clock.now()
                 else:
                     result = self._apply(cmd)
+            except (Fenced, TurnLost):
+                raise  # the turn cannot be written: the loop stops (_run), whatever command was running
             except KantError as exc:
                 self.changes.reply(cmd.reply, exc)
                 continue
@@ -412,7 +414,12 @@ class ServiceLoop:
         writes = changes.take_writes()
         if writes is not None:
             self.live.state_version += 1
-            self.db.apply(*writes, epoch=self.epoch)
+            try:
+                self.db.apply(*writes, epoch=self.epoch)
+            except Fenced:
+                raise
+            except DatabaseError as exc:
+                raise TurnLost(f"this turn's changes could not be written: {exc}") from exc
             if self.metrics is not None:
                 self.metrics.commits.labels("loop").inc()
         stops, launches = changes.take_actions()
