@@ -3,7 +3,8 @@ sampling (Hypothesis invariants)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -32,10 +33,8 @@ def test_lent_is_idle_guarantee_that_borrowing_uses(guaranteed: dict[str, int], 
 @dataclass
 class _View:
     now: float
-    gar: float | None = 0.5
-    sor: float | None = 1.0
-    gfr_nodes: float | None = 0.0
-    gfr_gpus: float | None = None
+    metrics: Mapping[str, float | None] = field(
+        default_factory=lambda: {"gar": 0.5, "sor": 1.0, "gfr_nodes": 0.0, "gfr_gpus": None})
     queue_len: int = 0
     pending_gpus: int = 0
     allocated_gpus: int = 0

@@ -10,6 +10,12 @@ metrics) in that field, and any other in ``Metrics.extra[name]`` (so it is in ``
 :func:`~kant.metrics.summary.summary_rows` (the table ``kant simulate`` prints) shows the rows in
 table order. Functions are named ``"module:function"`` and imported on first use, so the registry
 costs nothing at start-up.
+
+A metric the live service shows at each instant also has ``live`` values (:class:`Live`): each is a
+function of the cluster's counts now (:class:`~kant.metrics.occupancy.ClusterNow`) with a key and a
+one-line description. The live service computes every one after each turn of its loop
+(:func:`live_metrics`) and shows them in ``GET /v1/cluster``'s ``metrics``, as the Prometheus gauge
+``kant_<key>`` and in ``kant top``; nothing there names a metric.
 """
 
 from __future__ import annotations
@@ -20,9 +26,10 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kant.metrics.occupancy import ClusterNow
     from kant.metrics.view import RunView
 
-__all__ = ["METRICS", "Metric", "compute_metrics"]
+__all__ = ["METRICS", "Live", "Metric", "compute_metrics", "live_metrics", "live_values"]
 
 Rows = tuple[tuple[str, str], ...]
 
@@ -34,13 +41,29 @@ def _resolve(ref: str) -> Callable[..., Any]:
 
 
 @dataclass(frozen=True)
+class Live:
+    """One value a metric shows live: ``key`` (in ``GET /v1/cluster``'s ``metrics``, and the Prometheus
+    gauge ``kant_<key>``), ``help`` (one line) and ``compute``, ``"module:function"`` of a
+    :class:`~kant.metrics.occupancy.ClusterNow` returning a float, or None where it is not defined."""
+
+    key: str
+    help: str
+    compute: str
+
+    def value(self, now: ClusterNow) -> float | None:
+        result: float | None = _resolve(self.compute)(now)
+        return result
+
+
+@dataclass(frozen=True)
 class Metric:
     """``name`` (a typed field of ``Metrics``, or its key in ``Metrics.extra``), ``compute`` and,
-    optionally, ``rows``, each as ``"module:function"``."""
+    optionally, ``rows``, each as ``"module:function"``, and the values it shows live (``live``)."""
 
     name: str
     compute: str
     rows: str = ""
+    live: tuple[Live, ...] = ()
 
     def value(self, run: RunView) -> Any:
         """The metric of one run."""
@@ -56,9 +79,14 @@ class Metric:
 #: The metrics of every run, in the order of the headline table.
 METRICS: tuple[Metric, ...] = (
     Metric("window", "kant.metrics.cluster:window"),
-    Metric("gar", "kant.metrics.cluster:gar", "kant.metrics.cluster:gar_rows"),
-    Metric("sor", "kant.metrics.cluster:sor", "kant.metrics.cluster:sor_rows"),
-    Metric("gfr", "kant.metrics.cluster:gfr", "kant.metrics.cluster:gfr_rows"),
+    Metric("gar", "kant.metrics.cluster:gar", "kant.metrics.cluster:gar_rows", live=(
+        Live("gar", "GPU allocation ratio now: allocated GPUs / all GPUs", "kant.metrics.occupancy:gar_now"),)),
+    Metric("sor", "kant.metrics.cluster:sor", "kant.metrics.cluster:sor_rows", live=(
+        Live("sor", "Scheduling occupancy rate now: allocated / min(schedulable, demand)",
+             "kant.metrics.occupancy:sor_now"),)),
+    Metric("gfr", "kant.metrics.cluster:gfr", "kant.metrics.cluster:gfr_rows", live=(
+        Live("gfr_nodes", "Share of up GPU nodes that are partly used", "kant.metrics.occupancy:gfr_nodes_now"),
+        Live("gfr_gpus", "Share of free GPUs stranded on partly used nodes", "kant.metrics.occupancy:gfr_gpus_now"))),
     Metric("jwtd", "kant.metrics.waits:jwtd", "kant.metrics.waits:jwtd_rows"),
     Metric("queued", "kant.metrics.waits:queued", "kant.metrics.waits:queued_rows"),
     Metric("jct", "kant.metrics.waits:jct", "kant.metrics.waits:jct_rows"),
@@ -85,3 +113,13 @@ def compute_metrics(run: RunView, typed: Collection[str]) -> tuple[dict[str, Any
             extra[metric.name] = value
             rows.extend(metric.table_rows(value))
     return fields, extra, tuple(rows)
+
+
+def live_values() -> tuple[Live, ...]:
+    """Every live value of :data:`METRICS`, in table order."""
+    return tuple(value for metric in METRICS for value in metric.live)
+
+
+def live_metrics(now: ClusterNow) -> dict[str, float | None]:
+    """Every live value of :data:`METRICS` at one instant, by key."""
+    return {value.key: value.value(now) for value in live_values()}

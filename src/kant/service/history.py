@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 __all__ = ["History"]
 
 
-#: the fields of the loop's view a sample shows
-_FIELDS = ("gar", "sor", "gfr_nodes", "gfr_gpus", "queue_len", "pending_gpus", "allocated_gpus")
+#: the fields of the loop's view a sample shows, besides every live metric (LiveView.metrics)
+_FIELDS = ("queue_len", "pending_gpus", "allocated_gpus")
 
 
 @dataclass(slots=True)
@@ -38,7 +38,8 @@ class _Sample:
 
     def to_dict(self) -> dict[str, Any]:
         d = Dist.of(self.waits)
-        return {"id": self.id, "seq": self.seq, "t": self.view.now, **{f: getattr(self.view, f) for f in _FIELDS},
+        return {"id": self.id, "seq": self.seq, "t": self.view.now, **self.view.metrics,
+                **{f: getattr(self.view, f) for f in _FIELDS},
                 "wait": {"count": d.count, "p50": d.p50, "p90": d.p90, "p99": d.p99}}
 
 

@@ -1,8 +1,10 @@
 """Prometheus metrics of the live service (``GET /metrics``, text format, ``prometheus_client``).
 
-Gauges are the cluster now, with the definitions of docs/metrics.md taken at one instant (GAR, SOR,
-both GFR forms, queue length by tenant, GPUs in use by tenant); counters count jobs by outcome;
-histograms give the wait before a job's first start by gang size and the scheduling cycle time.
+Gauges are the cluster now: one ``kant_<key>`` per live metric of the registry
+(:func:`kant.metrics.registry.live_values`: GAR, SOR, both GFR forms, with the definitions of
+docs/metrics.md taken at one instant), GPUs by state, queue length by tenant, GPUs in use by tenant;
+counters count jobs by outcome; histograms give the wait before a job's first start by gang size and
+the scheduling cycle time.
 Each service has its own registry (several services in one process, as in tests, do not clash).
 """
 
@@ -11,6 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from kant.metrics.registry import live_values
 
 if TYPE_CHECKING:
     from kant.service.live.view import LiveView
@@ -26,11 +30,8 @@ _CYCLE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.
 class ServiceMetrics:
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
-        self.gar = Gauge("kant_gar", "GPU allocation ratio now: allocated GPUs / all GPUs", registry=r)
-        self.sor = Gauge("kant_sor", "Scheduling occupancy rate now: allocated / min(schedulable, demand)",
-                         registry=r)
-        self.gfr_nodes = Gauge("kant_gfr_nodes", "Share of up GPU nodes that are partly used", registry=r)
-        self.gfr_gpus = Gauge("kant_gfr_gpus", "Share of free GPUs stranded on partly used nodes", registry=r)
+        #: one gauge per live metric, by key (NaN where the metric is not defined now)
+        self.live = {v.key: Gauge(f"kant_{v.key}", v.help, registry=r) for v in live_values()}
         self.gpus = Gauge("kant_gpus", "GPUs by state", ["state"], registry=r)
         self.queue = Gauge("kant_queue_length", "Jobs waiting, by tenant", ["tenant"], registry=r)
         self.running_gpus = Gauge("kant_running_gpus", "GPUs held by running jobs, by tenant", ["tenant"],
@@ -56,10 +57,9 @@ class ServiceMetrics:
 
     def observe_view(self, view: LiveView) -> None:
         nan = float("nan")
-        self.gar.set(nan if view.gar is None else view.gar)
-        self.sor.set(nan if view.sor is None else view.sor)
-        self.gfr_nodes.set(nan if view.gfr_nodes is None else view.gfr_nodes)
-        self.gfr_gpus.set(nan if view.gfr_gpus is None else view.gfr_gpus)
+        for key, gauge in self.live.items():
+            value = view.metrics.get(key)
+            gauge.set(nan if value is None else value)
         self.gpus.labels("allocated").set(view.allocated_gpus)
         self.gpus.labels("down").set(view.down_gpus)
         self.gpus.labels("cordoned").set(view.cordoned_gpus)

@@ -341,6 +341,9 @@ class ClusterOut(BaseModel):
     sor: float | None = Field(description="allocated / min(schedulable, allocated + pending demand)")
     gfr_nodes: float | None = Field(description="partly used up GPU nodes / up GPU nodes")
     gfr_gpus: float | None = Field(description="free GPUs on partly used nodes / free GPUs")
+    metrics: dict[str, float | None] = Field(
+        default_factory=dict, description="every live metric by key, GAR, SOR and GFR included (docs/metrics.md; "
+                                          "a metric added to kant.metrics.registry with a live value appears here)")
     queue_len: int
     pending_gpus: int
     running_jobs: int

@@ -19,6 +19,10 @@ from kant.cli.client.http import ApiError, Client
 __all__ = ["top"]
 
 
+#: the live metrics the lines above the GPUs' name (any other is listed by its key)
+_SHOWN = frozenset({"gar", "sor", "gfr_nodes", "gfr_gpus"})
+
+
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
@@ -33,6 +37,9 @@ def _frame(data: dict[str, Any], clock: Clock, url: str, problem: str | None = N
     grid.add_row("SOR", f"{percent(data['sor'])} of what could be allocated")
     grid.add_row("GFR", f"{percent(data['gfr_nodes'])} of up nodes partly used; "
                         f"{percent(data['gfr_gpus'])} of free GPUs on them")
+    for key, value in data.get("metrics", {}).items():  # a metric added to the registry with a live value
+        if key not in _SHOWN:
+            grid.add_row(key, or_dash(None if value is None else f"{value:.4g}"))
     grid.add_row("GPUs", f"{data['total_gpus']}: {data['allocated_gpus']} allocated, {data['free_gpus']} free, "
                          f"{data['down_gpus']} down, {data['cordoned_gpus']} idle on cordoned nodes")
     grid.add_row("queue", f"{_plural(data['queue_len'], 'job')} pending for {_plural(data['pending_gpus'], 'GPU')}; "

@@ -40,7 +40,8 @@ def cluster(p: Who, svc: Svc) -> ClusterOut:
                       allocated_gpus=view.allocated_gpus, down_gpus=view.down_gpus,
                       cordoned_gpus=view.cordoned_gpus,
                       free_gpus=view.total_gpus - view.allocated_gpus - view.down_gpus - view.cordoned_gpus,
-                      gar=view.gar,
-                      sor=view.sor, gfr_nodes=view.gfr_nodes, gfr_gpus=view.gfr_gpus, queue_len=view.queue_len,
+                      gar=view.metrics.get("gar"), sor=view.metrics.get("sor"),
+                      gfr_nodes=view.metrics.get("gfr_nodes"), gfr_gpus=view.metrics.get("gfr_gpus"),
+                      metrics=dict(view.metrics), queue_len=view.queue_len,
                       pending_gpus=view.pending_gpus, running_jobs=view.running_jobs, cycles=view.cycles,
                       tenants=tenants, others=others)

@@ -1,8 +1,9 @@
 """The live view: what the loop publishes after each turn for readers on other threads.
 
-:class:`LiveView` is the cluster now (immutable): GPUs by state, GAR, SOR and both GFR forms (one
-definition with the simulator's summary: :mod:`kant.metrics.occupancy`), the queue and the counters by
-tenant. :func:`publish` computes it and hands it to the Prometheus metrics and the dashboard's history.
+:class:`LiveView` is the cluster now (immutable): GPUs by state, every live metric of the registry
+(:func:`kant.metrics.registry.live_metrics`: GAR, SOR and both GFR forms with the simulator's summary's
+definitions, :mod:`kant.metrics.occupancy`, and any metric added with a ``live`` value), the queue and
+the counters by tenant. :func:`publish` computes it and hands it to the Prometheus metrics and the dashboard's history.
 :class:`NodeView` is one node as the API lists it (:meth:`kant.service.live.reads.Reads.node_views`).
 """
 
@@ -11,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kant.metrics import occupancy
+from kant.metrics.occupancy import ClusterNow
+from kant.metrics.registry import live_metrics
 from kant.scheduler import DOWN
 from kant.service.live.state import LiveState
 
@@ -40,10 +42,7 @@ class LiveView:
     allocated_gpus: int
     down_gpus: int  # GPUs of failed nodes
     cordoned_gpus: int  # idle GPUs of cordoned or draining nodes (schedulable capacity they withhold)
-    gar: float | None
-    sor: float | None
-    gfr_nodes: float | None
-    gfr_gpus: float | None
+    metrics: Mapping[str, float | None]  # every live metric by key (kant.metrics.registry.live_values)
     queue_len: int
     pending_gpus: int
     running_jobs: int
@@ -60,15 +59,11 @@ def publish(live: LiveState, now: float) -> LiveView:
     sched = live.sched
     state, cluster, queue = sched.state, sched.cluster, sched.queue
     total = cluster.total_gpus
-    at = occupancy.at_instant
     failed = sum(int(cluster.gpus[n]) for n, f in sched.flagged_nodes().items() if f & DOWN)
     view = LiveView(
         now=now, total_gpus=total, allocated_gpus=state.allocated_gpus, down_gpus=failed,
         cordoned_gpus=state.down_gpus - failed,
-        gar=at(occupancy.gar(state.allocated_gpus, total)),
-        sor=at(occupancy.sor(state.allocated_gpus, queue.pending_gpus, state.down_gpus, total)),
-        gfr_nodes=at(occupancy.gfr_nodes(state.partial_nodes, occupancy.down_nodes(state), cluster.n_gpu_nodes)),
-        gfr_gpus=at(occupancy.gfr_gpus(state.free_on_partial, state.allocated_gpus, state.down_gpus, total)),
+        metrics=live_metrics(ClusterNow.of(state, queue.pending_gpus)),
         queue_len=len(queue), pending_gpus=queue.pending_gpus, running_jobs=len(sched.running), cycles=sched.cycles,
         pending_by_tenant={t: n for t, n in live.pending_by_tenant.items() if n},
         running_gpus_by_tenant={t: n for t, n in live.running_gpus_by_tenant.items() if n},
