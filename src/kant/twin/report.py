@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from kant.metrics.html import gar_axes, new_figure, page, png, table, write_page
+from kant.metrics.summary import format_percent
 from kant.metrics.timeline import Timeline
 from kant.text import format_duration
 from kant.twin.snapshot import TwinSnapshot
@@ -18,10 +19,6 @@ __all__ = ["whatif_html", "write_whatif_html"]
 
 #: pending jobs listed one by one (the rest are counted)
 MAX_JOBS_LISTED = 200
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f} %"
 
 
 def _when(t: float | None, now: float) -> str:
@@ -37,8 +34,8 @@ def whatif_html(snap: TwinSnapshot, results: Sequence[ScenarioResult]) -> str:
     head = [
         ["policy", *(r.policy for r in results)],
         ["changes", *(", ".join(f"{k}={v}" for k, v in r.changes.items()) or "-" for r in results)],
-        ["GAR over the horizon", *(_pct(r.gar) for r in results)],
-        ["GFR (nodes) over the horizon", *(_pct(r.gfr_nodes) for r in results)],
+        ["GAR over the horizon", *(format_percent(r.gar) for r in results)],
+        ["GFR (nodes) over the horizon", *(format_percent(r.gfr_nodes) for r in results)],
         ["pending now", *(f"{r.waits['pending']:,}" for r in results)],
         ["start within the horizon", *(f"{r.waits['started']:,}" for r in results)],
         ["predicted wait P50", *(format_duration(r.waits["p50"]) for r in results)],
