@@ -423,8 +423,8 @@ class ServiceLoop:
             if self.metrics is not None:
                 self.metrics.commits.labels("loop").inc()
         stops, launches = changes.take_actions()
-        for job_id in stops:
-            self.executor.stop(job_id)
+        for job_id, why in stops:
+            self.executor.stop(job_id, why)
         running = self.sched.running
         for launch in launches:
             info = self.live.active.get(launch.job_id)

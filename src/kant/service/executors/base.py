@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from kant.model.cluster import NodeSpec
 
 __all__ = ["ExecEvent", "Executor", "ExecutorClass", "ExecutorSettings", "Launch", "EventKind", "NodeEvent",
-           "LogChunk", "NODE_LOST_PREFIX", "Option"]
+           "LogChunk", "NODE_LOST_PREFIX", "Option", "StopWhy", "LOCAL_HOST"]
 
 #: the reason of a node the executor reported lost starts with this (the loop repairs such a node,
 #: and only such a node, when the executor reports it back)
@@ -33,6 +33,15 @@ NODE_LOST_PREFIX = "executor: "
 #: ``finished``: exit code 0; ``failed``: another exit code; ``bind_failed``: it could not start where
 #: it was placed (the job goes back to the queue); ``lost``: it died with its node (requeued)
 EventKind = Literal["finished", "failed", "bind_failed", "lost"]
+
+#: why a run is stopped (:meth:`Executor.stop`): ``cancel`` (a user, a deleted service, a scale down):
+#: SIGTERM, a grace period, SIGKILL; ``preempt`` (an eviction: preemption, or a reclaim of GPUs lent
+#: to training): the checkpoint signal first (SIGUSR1), then as ``cancel``, so the job can save its
+#: state in ``KANT_CHECKPOINT_DIR`` and resume; ``timeout``: past the job's time limit, as ``cancel``
+StopWhy = Literal["cancel", "preempt", "timeout"]
+
+#: the address of an executor's processes that run on this machine (the simulated executor's)
+LOCAL_HOST = "127.0.0.1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +57,8 @@ class Launch:
     duration_s: float | None = None  # how long the simulated executor runs it (None: until stopped)
     labels: Mapping[str, str] = field(default_factory=dict)
     gpu_milli: int = 1000  # thousandths of one GPU per 1-GPU worker (under 1000: a shared GPU)
+    env: Mapping[str, str] = field(default_factory=dict)  # set by kant for this run, over the job's own
+    service: str | None = None  # the service's name when this run is one of its replicas
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +107,13 @@ class Executor(Protocol):
         """Start every worker of the run, or report ``bind_failed`` (all or nothing)."""
         ...
 
-    def stop(self, job_id: int) -> None:
-        """Stop every worker of the job's current run (cancel, preemption); no event follows."""
+    def stop(self, job_id: int, why: StopWhy = "cancel") -> None:
+        """Stop every worker of the job's current run (cancel, preemption, time limit; see
+        :data:`StopWhy`); no event follows."""
+        ...
+
+    def host(self, node: str) -> str:
+        """The address at which a process of a run placed on ``node`` is reached (a replica's)."""
         ...
 
     def restore(self, launches: Sequence[Launch]) -> None:

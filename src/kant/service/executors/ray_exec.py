@@ -50,6 +50,7 @@ from kant.service.executors.base import (
     LogChunk,
     NodeEvent,
     Option,
+    StopWhy,
 )
 from kant.service.executors.logstore import LogStore
 
@@ -177,6 +178,7 @@ class RayExecutor:
         self._names: dict[str, str] = {}  # Ray node id -> kant name
         self._alive: dict[str, NodeSpec] = {}  # Ray node id -> spec, as last listed
         self._ids: dict[str, str] = {}  # kant name -> Ray node id of the alive node
+        self._hosts: dict[str, str] = {}  # kant name -> the alive node's address (NodeManagerAddress)
         self._aio = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._aio.run_forever, name="kant-ray", daemon=True)
         self._thread.start()
@@ -212,6 +214,8 @@ class RayExecutor:
             changed = True
         self._alive = now
         self._ids = {spec.name: node_id for node_id, spec in now.items()}
+        address = {str(i.get("NodeID")): str(i.get("NodeManagerAddress") or "") for i in infos}
+        self._hosts = {spec.name: address.get(node_id, "") for node_id, spec in now.items()}
         if changed:
             self._wake()
 
@@ -435,7 +439,11 @@ class RayExecutor:
     def start(self, launch: Launch) -> None:
         self._later(self._begin, launch)
 
-    def stop(self, job_id: int) -> None:
+    def host(self, node: str) -> str:
+        """The Ray node's address (its ``NodeManagerAddress``); "" for a node not alive now."""
+        return self._hosts.get(node, "")
+
+    def stop(self, job_id: int, why: StopWhy = "cancel") -> None:
         def stop() -> None:
             run = self._runs.get(job_id)
             if run is not None:

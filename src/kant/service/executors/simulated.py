@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 
 from kant.model.cluster import NodeSpec
-from kant.service.executors.base import ExecEvent, ExecutorSettings, Launch, LogChunk, NodeEvent
+from kant.service.executors.base import LOCAL_HOST, ExecEvent, ExecutorSettings, Launch, LogChunk, NodeEvent, StopWhy
 
 __all__ = ["SimulatedExecutor", "EXIT_CODE_LABEL"]
 
@@ -46,8 +46,12 @@ class SimulatedExecutor:
             heapq.heappush(self._heap, (launch.start + max(d, 0.0), self._seq, launch.job_id, launch.run))
             self._seq += 1
 
-    def stop(self, job_id: int) -> None:
+    def stop(self, job_id: int, why: StopWhy = "cancel") -> None:
         self._runs.pop(job_id, None)  # its heap entry goes stale
+
+    def host(self, node: str) -> str:
+        """Every simulated node is this machine."""
+        return LOCAL_HOST
 
     def restore(self, launches: Sequence[Launch]) -> None:
         for launch in sorted(launches, key=lambda x: (x.start, x.job_id)):

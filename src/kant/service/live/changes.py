@@ -15,7 +15,7 @@ from typing import Any
 from kant.service.db.events import NewEvent
 from kant.service.db.jobs import JobUpdate
 from kant.service.db.nodes import NodeUpdate
-from kant.service.executors.base import Launch
+from kant.service.executors.base import Launch, StopWhy
 
 __all__ = ["TurnChanges"]
 
@@ -30,7 +30,7 @@ class TurnChanges:
         self.events: list[NewEvent] = []
         self.node_updates: list[NodeUpdate] = []
         self.launches: list[Launch] = []
-        self.stops: list[int] = []
+        self.stops: list[tuple[int, StopWhy]] = []
         self.replies: list[tuple[Future[Any], Any]] = []
 
     # --- written by the rooms ---------------------------------------------------------------------
@@ -51,9 +51,9 @@ class TurnChanges:
         """A run to start on the executor once the turn is committed."""
         self.launches.append(launch)
 
-    def stop(self, job_id: int) -> None:
+    def stop(self, job_id: int, why: StopWhy = "cancel") -> None:
         """A job's run to stop on the executor once the turn is committed."""
-        self.stops.append(job_id)
+        self.stops.append((job_id, why))
 
     def reply(self, future: Future[Any] | None, result: Any) -> None:
         """The answer (or the error) for a command that waits, given once the turn is committed."""
@@ -69,7 +69,7 @@ class TurnChanges:
         self.updates, self.events, self.node_updates = [], [], []
         return writes
 
-    def take_actions(self) -> tuple[list[int], list[Launch]]:
+    def take_actions(self) -> tuple[list[tuple[int, StopWhy]], list[Launch]]:
         """The stops and the launches of the turn, in that order of use; they are cleared."""
         actions = self.stops, self.launches
         self.stops, self.launches = [], []

@@ -295,7 +295,7 @@ class LiveState:
                 self._started(info, nodes, now)
             else:
                 self.ran(info)
-                self.changes.stop(job_id)
+                self.changes.stop(job_id, "preempt")
                 self.requeue(info, now, "preempted", "preempted", nodes[0])
         self._binds.clear()
 
