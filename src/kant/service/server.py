@@ -41,6 +41,7 @@ from kant.service.executors import make_executor
 from kant.service.history import History
 from kant.service.loop import CLOCK_KEY, ServiceLoop
 from kant.service.metrics import ServiceMetrics
+from kant.service.serving.endpoints import Endpoints
 from kant.service.tenants import Tenants
 from kant.service.twin import Twin, WhatIfGate
 from kant.service.writer import SubmitWriter
@@ -100,6 +101,7 @@ class Service:
                          runs=config.predict_runs, min_interval_s=config.predict_every, predict_on=config.predict,
                          metrics=self.metrics)
         self.whatif_gate = WhatIfGate(config.whatif_budget, config.whatif_queue)
+        self.endpoints = Endpoints()  # where services' replicas listen (the replicas write, the request route reads)
 
     # --- start and stop ---------------------------------------------------------------------------
     def prepare(self) -> None:
