@@ -81,9 +81,10 @@ class SchedulerEnv:
         return self.jobs.list_of("estimate")
 
     def estimate(self, job: int) -> float:
-        if self.estimator is not None:
-            return self.estimator(job)
-        return self.jobs.estimate.item(job)
+        """The run time to plan ``job`` with: the estimator's or the store's estimate, never more than
+        the job's time limit (it is stopped there)."""
+        est = self.estimator(job) if self.estimator is not None else self.jobs.estimate.item(job)
+        return min(est, self.jobs.time_limit.item(job))
 
     def require_trace(self, who: str, why: str) -> JobTable:
         """The simulated workload, for ``who`` (a plugin) that needs it for ``why``; a clear error

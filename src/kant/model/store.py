@@ -41,8 +41,8 @@ INT_COLUMNS = ("workers", "gpus_per_worker", "gpu_milli", "cpu_milli", "memory_m
                "tenant", "user", "kind", "total_gpus")
 #: float columns, per job: submit time; the run time a scheduler plans with (never NaN; ``inf``
 #: for a job never expected to end); the user's own estimate (NaN if none); the run time observed
-#: when the job finished (NaN until then)
-FLOAT_COLUMNS = ("submit", "estimate", "user_estimate", "runtime")
+#: when the job finished (NaN until then); its time limit (``inf``: none; a plan never runs past it)
+FLOAT_COLUMNS = ("submit", "estimate", "user_estimate", "runtime", "time_limit")
 _COLUMNS = INT_COLUMNS + FLOAT_COLUMNS
 _VOCABS = ("gpu_type", "tenant", "user")
 
@@ -77,6 +77,7 @@ class JobStore:
     estimate: FloatArray
     user_estimate: FloatArray
     runtime: FloatArray
+    time_limit: FloatArray
 
     def __init__(self, *, gpu_type_names: Sequence[str] = (), tenant_names: Sequence[str] = (),
                  user_names: Sequence[str] = (), source: str = "", origin_epoch: float | None = None) -> None:
@@ -192,6 +193,7 @@ class JobStore:
         estimate: float | None = None,
         default_estimate: float = math.inf,
         kind: JobKind = JobKind.TRAINING,
+        time_limit: float | None = None,
     ) -> int:
         """Append one job and return its row. ``estimate`` is the user's (None: none given); the job
         plans with it, else with ``default_estimate``. Values are trusted: callers validate first."""
@@ -206,6 +208,7 @@ class JobStore:
             "total_gpus": int(workers) * int(gpus_per_worker), "submit": float(submit),
             "estimate": float(default_estimate if estimate is None else estimate),
             "user_estimate": math.nan if estimate is None else float(estimate), "runtime": math.nan,
+            "time_limit": math.inf if time_limit is None else float(time_limit),
         }
         buf = self._buf
         for col, value in values.items():
@@ -220,9 +223,10 @@ class JobStore:
         return row
 
     def extend(self, names: Sequence[str], *, planning: npt.ArrayLike, user_estimate: npt.ArrayLike,
-               **columns: npt.ArrayLike) -> range:
+               time_limit: npt.ArrayLike | None = None, **columns: npt.ArrayLike) -> range:
         """Append many jobs at once from whole columns (codes already in this store's vocabularies;
-        ``planning`` is the estimate column, ``user_estimate`` NaN where none). Returns their rows."""
+        ``planning`` is the estimate column, ``user_estimate`` NaN where none, ``time_limit`` inf
+        where none, all inf when not given). Returns their rows."""
         start, k = self._n, len(names)
         cols: dict[str, npt.NDArray[Any]] = {c: np.asarray(v) for c, v in columns.items()}
         missing = set(INT_COLUMNS) - {"total_gpus"} - set(cols)
@@ -232,6 +236,7 @@ class JobStore:
         cols["estimate"] = np.asarray(planning, dtype=np.float64)
         cols["user_estimate"] = np.asarray(user_estimate, dtype=np.float64)
         cols["runtime"] = np.full(k, np.nan)
+        cols["time_limit"] = np.full(k, np.inf) if time_limit is None else np.asarray(time_limit, dtype=np.float64)
         for col, arr in cols.items():
             if arr.shape != (k,):
                 raise ValueError(f"JobStore.extend: column {col} has shape {arr.shape}, expected ({k},)")

@@ -6,12 +6,15 @@ written and marked unschedulable there. Refusals are domain errors (:class:`Reje
 
 from __future__ import annotations
 
+import dataclasses
+
 from kant.service.auth import Principal
 from kant.service.db.jobs import NewJob
 from kant.service.errors import Forbidden, Rejected
 from kant.service.live.view import LiveView
 from kant.service.schemas import JobSubmit, ServiceIn
 from kant.service.tenants import Tenants
+from kant.text import format_duration
 
 __all__ = ["check_request", "new_job", "service_tenant"]
 
@@ -49,7 +52,14 @@ def new_job(body: JobSubmit, p: Principal, key: str | None, tenants: Tenants, vi
         assert p.tenant is not None
         tenant = p.tenant
     check_request(view, body)
-    return body.to_new_job(tenant, key)
+    job = body.to_new_job(tenant, key)
+    default, maximum = tenants.time_limits(tenant)
+    if job.time_limit_s is None and (default if default is not None else maximum) is not None:
+        job = dataclasses.replace(job, time_limit_s=default if default is not None else maximum)
+    if maximum is not None and job.time_limit_s is not None and job.time_limit_s > maximum:
+        raise Rejected("time_limit_s", f"a time limit of {format_duration(job.time_limit_s)} is above tenant "
+                                       f"{tenant}'s maximum of {format_duration(maximum)}")
+    return job
 
 
 def service_tenant(body: ServiceIn, p: Principal, tenants: Tenants, view: LiveView | None) -> str:

@@ -199,6 +199,7 @@ class ServiceLoop:
         jobs = self.db.jobs.load_active()
         live.ids = []
         live.active = {}
+        live.deadlines = []
         running: dict[int, RunningRecord] = {}
         pending: list[int] = []
         with store.batch():
@@ -208,9 +209,10 @@ class ServiceLoop:
             info.runs, info.first_start, info.start = job.runs, job.first_start_time, job.start_time
             if job.state == "running" and job.placement:
                 start = float(job.start_time if job.start_time is not None else now)
-                info.planned = float(store.estimate[row])
+                info.planned = min(float(store.estimate[row]), float(store.time_limit[row]))
                 running[row] = RunningRecord(tuple(job.placement), job.gpus_per_worker, job.cpu_milli,
-                                             job.memory_mib, start, start + float(store.estimate[row]))
+                                             job.memory_mib, start, start + info.planned)
+                live.keep_deadline(info, start)
             else:
                 pending.append(row)
         flags = {n.name: flags_of(n.state) for n in rows if flags_of(n.state)}
@@ -275,7 +277,7 @@ class ServiceLoop:
 
     def _next_time(self) -> float:
         """The service time of the next executor event or wake-up (+inf if none)."""
-        return min(self.executor.next_time(), self.instant.next_wakeup())
+        return min(self.executor.next_time(), self.instant.next_wakeup(), self.live.next_deadline())
 
     def _wait_s(self) -> float | None:
         """Wall seconds until the next executor event or wake-up (None: until a command; 0 when a
@@ -383,12 +385,13 @@ class ServiceLoop:
 
     def _fire_due(self, now: float) -> None:
         """What is due at ``now``, in this order: the executor's node events, the wake-ups, the
-        executor's job events (ends, failures, lost runs)."""
+        executor's job events (ends, failures, lost runs), the time limits reached."""
         for node_ev in self.executor.node_events():
             self.node_ops.executor_event(node_ev, now)
         self.instant.due(now)
         for ev in self.executor.poll(now):
             self.live.executor_event(ev)
+        self.live.time_out(now)
 
     def _cycle(self, now: float) -> None:
         """The instant's cycle, if one is owed; its starts and evictions go to the turn's changes."""

@@ -56,6 +56,14 @@ class JobSubmit(BaseModel):
     labels: dict[Annotated[str, StringConstraints(min_length=1, max_length=63)], Label] = Field(default_factory=dict)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=128,
                                         description="a retried submit with the same key makes no second job")
+    chdir: str | None = Field(default=None, min_length=1, max_length=4096, pattern=r"^/",
+                              description="the job's working directory, an absolute path (null: the executor's)")
+    environment: dict[Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[^=\x00]+$")],
+                      Annotated[str, StringConstraints(max_length=131072)]] | None = Field(
+        default=None, description="the job's environment (kant submit --export; null: the node's own)")
+    time_limit_s: float | None = Field(default=None, gt=0, le=10**9, allow_inf_nan=False,
+                                       description="past it the job is stopped and ends 'timeout' (null: the "
+                                                   "tenant's default time limit, if any)")
 
     @field_validator("labels")
     @classmethod
@@ -64,16 +72,24 @@ class JobSubmit(BaseModel):
             raise ValueError("at most 64 labels")
         return v
 
+    @field_validator("environment")
+    @classmethod
+    def _bounded_environment(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        if v is not None and (len(v) > 4096 or sum(len(k) + len(x) for k, x in v.items()) > 1 << 20):
+            raise ValueError("at most 4096 variables and 1 MiB in all")
+        return v
+
     def to_new_job(self, tenant: str, idempotency_key: str | None = None) -> NewJob:
         """The job to insert for ``tenant`` (whose it is, decided by the caller from the token): the user
         defaults to the tenant, an idempotency key given apart (a header) wins over the body's."""
         return NewJob(**{n: getattr(self, n) for n in _SUBMIT_COPIED}, tenant=tenant, user=self.user or tenant,
-                      labels=dict(self.labels), idempotency_key=idempotency_key or self.idempotency_key)
+                      labels=dict(self.labels), idempotency_key=idempotency_key or self.idempotency_key,
+                      environment=None if self.environment is None else dict(self.environment))
 
 
 #: the fields of JobSubmit copied into NewJob as they are
 _SUBMIT_COPIED: Final = tuple(n for n in JobSubmit.model_fields if n in SUBMITTED_FIELDS
-                               and n not in ("tenant", "user", "labels", "idempotency_key"))
+                               and n not in ("tenant", "user", "labels", "idempotency_key", "environment"))
 
 
 class JobBatch(BaseModel):
@@ -110,6 +126,9 @@ class JobOut(BaseModel):
     duration_s: float | None
     command: str | None
     labels: dict[str, Any]
+    chdir: str | None
+    environment: dict[str, str] | None
+    time_limit_s: float | None
     state: str
     reason: str | None
     submit_time: float
@@ -230,17 +249,24 @@ class NodeOut(BaseModel):
 
 
 # --- tenants and tokens ---------------------------------------------------------------------------------
+TimeLimit = Annotated[float, Field(gt=0, le=10**9, allow_inf_nan=False)]
+
+
 class TenantIn(BaseModel):
     model_config = _STRICT
     name: Name
     guaranteed_gpus: int | None = Field(default=None, ge=0, le=10**7)
     max_gpus: int | None = Field(default=None, ge=0, le=10**7)
+    default_time_limit_s: TimeLimit | None = Field(default=None, description="a job without a time limit gets it")
+    max_time_limit_s: TimeLimit | None = Field(default=None, description="no job may ask for more")
 
 
 class TenantPatch(BaseModel):
     model_config = _STRICT
     guaranteed_gpus: int | None = Field(default=None, ge=0, le=10**7)
     max_gpus: int | None = Field(default=None, ge=0, le=10**7)
+    default_time_limit_s: TimeLimit | None = None
+    max_time_limit_s: TimeLimit | None = None
 
 
 class TenantOut(BaseModel):
@@ -250,11 +276,14 @@ class TenantOut(BaseModel):
     quota_enforced: bool
     running_gpus: int = 0
     pending_jobs: int = 0
+    default_time_limit_s: float | None = None
+    max_time_limit_s: float | None = None
 
     @classmethod
     def of(cls, row: TenantRow, enforced: bool, running: int = 0, pending: int = 0) -> TenantOut:
         return cls(name=row.name, guaranteed_gpus=row.guaranteed_gpus, max_gpus=row.max_gpus,
-                   quota_enforced=enforced, running_gpus=running, pending_jobs=pending)
+                   quota_enforced=enforced, running_gpus=running, pending_jobs=pending,
+                   default_time_limit_s=row.default_time_limit_s, max_time_limit_s=row.max_time_limit_s)
 
 
 class TokenIn(BaseModel):

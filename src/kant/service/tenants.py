@@ -20,10 +20,21 @@ class Tenants:
         self.db = db
         self._loop = loop
         self._names: set[str] = set()
+        self._limits: dict[str, tuple[float | None, float | None]] = {}
 
     def load(self) -> None:
-        """Read every tenant's name from the database."""
-        self._names = {t.name for t in self.db.tenants.list()}
+        """Read every tenant's name and time limits from the database."""
+        rows = self.db.tenants.list()
+        self._names = {t.name for t in rows}
+        self._limits = {t.name: (t.default_time_limit_s, t.max_time_limit_s) for t in rows}
+
+    def time_limits(self, name: str) -> tuple[float | None, float | None]:
+        """(default, maximum) time limit of the tenant's jobs (None: none)."""
+        if name not in self._limits and self.exists(name):
+            row = self.db.tenants.get(name)
+            if row is not None:
+                self._limits[name] = (row.default_time_limit_s, row.max_time_limit_s)
+        return self._limits.get(name, (None, None))
 
     def names(self) -> list[str]:
         return sorted(self._names)

@@ -49,7 +49,9 @@ def get_tenant(name: str, p: Who, svc: Svc) -> TenantOut:
 def create_tenant(body: TenantIn, p: Admin, svc: Svc) -> TenantOut:
     if body.guaranteed_gpus is not None and body.max_gpus is not None and body.max_gpus < body.guaranteed_gpus:
         raise Rejected("", "max_gpus is below guaranteed_gpus")
-    svc.db.tenants.create(body.name, guaranteed_gpus=body.guaranteed_gpus, max_gpus=body.max_gpus)
+    _check_limits(body.default_time_limit_s, body.max_time_limit_s)
+    svc.db.tenants.create(body.name, guaranteed_gpus=body.guaranteed_gpus, max_gpus=body.max_gpus,
+                          default_time_limit_s=body.default_time_limit_s, max_time_limit_s=body.max_time_limit_s)
     svc.tenants.changed()
     return tenant_out(svc, body.name)
 
@@ -65,9 +67,17 @@ def update_tenant(name: str, body: TenantPatch, p: Admin, svc: Svc) -> TenantOut
     m = fields.get("max_gpus", row.max_gpus)
     if g is not None and m is not None and m < g:
         raise Rejected("", "max_gpus is below guaranteed_gpus")
-    svc.db.tenants.update(name, guaranteed_gpus=g, max_gpus=m)
+    d = fields.get("default_time_limit_s", row.default_time_limit_s)
+    x = fields.get("max_time_limit_s", row.max_time_limit_s)
+    _check_limits(d, x)
+    svc.db.tenants.update(name, guaranteed_gpus=g, max_gpus=m, default_time_limit_s=d, max_time_limit_s=x)
     svc.tenants.changed()
     return tenant_out(svc, name)
+
+
+def _check_limits(default: float | None, maximum: float | None) -> None:
+    if default is not None and maximum is not None and default > maximum:
+        raise Rejected("default_time_limit_s", "the default time limit is above the maximum time limit")
 
 
 @router.post("/v1/tenants/{name}/tokens", status_code=201, response_model=TokenCreated)

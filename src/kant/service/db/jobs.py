@@ -54,6 +54,9 @@ class NewJob:
     command: str | None = None
     labels: dict[str, Any] = field(default_factory=dict)
     idempotency_key: str | None = None
+    chdir: str | None = None  # the working directory (None: the executor's own)
+    environment: dict[str, str] | None = None  # the job's environment (--export; None: the node's)
+    time_limit_s: float | None = None  # past it the job is stopped and ends 'timeout' (None: no limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +138,8 @@ def _job_rows(rows: Iterable[Sequence[Any]]) -> list[JobRow]:
     flat: dict[str, dict[str, Any]] = {}
     out: list[JobRow] = []
     for (id_, tenant, user, name, kind, service_id, workers, gpw, milli, gtype, cpu, mem, prio, est, dur, cmd,
-         labels, ikey, state, reason, submit, first, start, end, placement, runs, code, created) in rows:
+         labels, ikey, chdir, environment, limit, state, reason, submit, first, start, end, placement, runs, code,
+         created) in rows:
         known = flat.get(labels)
         if known is not None:
             decoded = known.copy()
@@ -145,7 +149,8 @@ def _job_rows(rows: Iterable[Sequence[Any]]) -> list[JobRow]:
                 flat[labels] = decoded.copy()
         out.append(JobRow(
             tenant, user, name, kind, service_id, workers, gpw, milli, gtype, cpu, mem, prio, est, dur, cmd,
-            decoded, ikey, id_, state, reason, submit, first, start, end,
+            decoded, ikey, chdir, None if environment is None else json.loads(environment), limit,
+            id_, state, reason, submit, first, start, end,
             None if placement is None else json.loads(placement), runs, code, created,
         ))
     return out
@@ -216,6 +221,7 @@ class JobRepo:
                 slots.append(len(rows))
                 r = dict(zip(SUBMITTED_FIELDS, _submitted_values(j), strict=True))
                 r["labels"] = json_text(j.labels)
+                r["environment"] = None if j.environment is None else json_text(j.environment)
                 r |= added
                 rows.append(r)
             ids = self._new_ids(conn, len(rows))

@@ -38,7 +38,7 @@ MIGRATION_LOCK_KEY: Final = 0x6B616E745F6D6967
 LEADER_LOCK_KEY: Final = 0x6B616E745F6C6472
 WRITER_LOCK_KEY: Final = 0x6B616E745F777274
 
-JOB_STATES: Final = ("pending", "running", "finished", "failed", "cancelled", "unschedulable")
+JOB_STATES: Final = ("pending", "running", "finished", "failed", "cancelled", "timeout", "unschedulable")
 NODE_STATES: Final = ("up", "cordoned", "draining", "down", "removed")
 ACTIVE_STATES: Final = ("pending", "running")
 EPOCH_KEY: Final = "leader_epoch"
@@ -73,6 +73,8 @@ tenants: Final = sa.Table(
     sa.Column("guaranteed_gpus", sa.Integer, nullable=True),
     sa.Column("max_gpus", sa.Integer, nullable=True),
     sa.Column("created_wall", sa.Double, nullable=False),
+    sa.Column("default_time_limit_s", sa.Double, nullable=True),  # (0002)
+    sa.Column("max_time_limit_s", sa.Double, nullable=True),  # (0002)
 )
 
 tokens: Final = sa.Table(
@@ -134,6 +136,9 @@ jobs: Final = sa.Table(
     sa.Column("command", sa.Text, nullable=True),
     sa.Column("labels", sa.Text, nullable=False),
     sa.Column("idempotency_key", sa.String(128), nullable=True),
+    sa.Column("chdir", sa.Text, nullable=True),  # (0002)
+    sa.Column("environment", sa.Text, nullable=True),  # (0002) JSON object; NULL: the node's environment
+    sa.Column("time_limit_s", sa.Double, nullable=True),  # (0002)
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("reason", sa.Text, nullable=True),
     sa.Column("submit_time", sa.Double, nullable=False),

@@ -18,12 +18,16 @@ __all__ = ["TenantRepo", "TenantRow"]
 
 @dataclass(frozen=True, slots=True)
 class TenantRow:
-    """One tenant and its GPU quota (``None``: no guarantee / no cap)."""
+    """One tenant, its GPU quota (``None``: no guarantee / no cap) and its jobs' time limits (a job
+    without ``--time`` gets ``default_time_limit_s``; none may ask more than ``max_time_limit_s``;
+    ``None``: no default, no maximum)."""
 
     name: str
     guaranteed_gpus: int | None
     max_gpus: int | None
     created_wall: float
+    default_time_limit_s: float | None = None
+    max_time_limit_s: float | None = None
 
 
 class TenantRepo:
@@ -34,16 +38,19 @@ class TenantRepo:
 
     def create(
         self, name: str, guaranteed_gpus: int | None = None, max_gpus: int | None = None, *,
-        now_wall: float | None = None,
+        now_wall: float | None = None, default_time_limit_s: float | None = None,
+        max_time_limit_s: float | None = None,
     ) -> TenantRow:
         """Create a tenant; :class:`Conflict` if it exists."""
-        row = TenantRow(name, guaranteed_gpus, max_gpus, time.time() if now_wall is None else now_wall)
+        row = TenantRow(name, guaranteed_gpus, max_gpus, time.time() if now_wall is None else now_wall,
+                        default_time_limit_s, max_time_limit_s)
         try:
             with self._db.tx(write=True) as conn:
                 if conn.execute(sa.select(tenants.c.name).where(tenants.c.name == name)).first() is not None:
                     raise Conflict(f"tenant {name!r} already exists")
                 conn.execute(tenants.insert().values(
                     name=name, guaranteed_gpus=guaranteed_gpus, max_gpus=max_gpus, created_wall=row.created_wall,
+                    default_time_limit_s=default_time_limit_s, max_time_limit_s=max_time_limit_s,
                 ))
         except sa_exc.IntegrityError:
             raise Conflict(f"tenant {name!r} already exists") from None
@@ -51,9 +58,12 @@ class TenantRepo:
 
     def update(
         self, name: str, *, guaranteed_gpus: int | Unset | None = UNSET, max_gpus: int | Unset | None = UNSET,
+        default_time_limit_s: float | Unset | None = UNSET, max_time_limit_s: float | Unset | None = UNSET,
     ) -> TenantRow:
-        """Change a tenant's quota (``None`` clears a bound); :class:`NotFound` if missing."""
-        values = {k: v for k, v in (("guaranteed_gpus", guaranteed_gpus), ("max_gpus", max_gpus)) if v is not UNSET}
+        """Change a tenant's quota or time limits (``None`` clears one); :class:`NotFound` if missing."""
+        values = {k: v for k, v in (("guaranteed_gpus", guaranteed_gpus), ("max_gpus", max_gpus),
+                                    ("default_time_limit_s", default_time_limit_s),
+                                    ("max_time_limit_s", max_time_limit_s)) if v is not UNSET}
         with self._db.tx(write=True) as conn:
             if values:
                 conn.execute(tenants.update().where(tenants.c.name == name).values(values))

@@ -59,6 +59,8 @@ class Launch:
     gpu_milli: int = 1000  # thousandths of one GPU per 1-GPU worker (under 1000: a shared GPU)
     env: Mapping[str, str] = field(default_factory=dict)  # set by kant for this run, over the job's own
     service: str | None = None  # the service's name when this run is one of its replicas
+    cwd: str | None = None  # the job's working directory (None: the engine's own)
+    job_env: Mapping[str, str] | None = None  # the job's environment (--export; None: the node's own)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,13 @@ class LogStore:
     def path(self, job_id: int, run: int, worker: int) -> Path:
         return self.root / f"job-{job_id}" / f"run-{run}" / f"worker-{worker}.log"
 
+    def size(self, job_id: int, run: int, worker: int) -> int:
+        """Bytes of the worker's output kept so far (where collecting it goes on after a restart)."""
+        try:
+            return self.path(job_id, run, worker).stat().st_size
+        except FileNotFoundError:
+            return 0
+
     def append(self, job_id: int, run: int, worker: int, data: bytes) -> None:
         if not data:
             return

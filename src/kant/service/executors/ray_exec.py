@@ -22,7 +22,7 @@ All Ray calls run on one thread with an asyncio loop (``kant-ray``); the schedul
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
 import logging
 import math
 import shlex
@@ -80,27 +80,44 @@ def _gpu_type(info: Mapping[str, Any]) -> str:
     return str(labels.get("ray.io/accelerator-type") or DEFAULT_GPU_TYPE)
 
 
-def node_specs(infos: Iterable[Mapping[str, Any]], names: dict[str, str]) -> dict[str, NodeSpec]:
+def node_specs(infos: Iterable[Mapping[str, Any]], names: dict[str, str],
+               refused: dict[str, str] | None = None) -> dict[str, NodeSpec]:
     """kant's view of Ray's alive nodes (``ray.nodes()``), Ray node id -> spec.
 
-    A node's name is its ``kant.node`` label, else Ray's node name (its IP or ``--node-name``); a
-    name another node already holds gets the node id's first 8 characters appended. ``names``
-    (node id -> name) keeps the names given so far, so a name never moves to another node. GPUs:
-    Ray's ``GPU`` resource (whole GPUs); type: the ``kant.gpu-type`` label, else Ray's
-    ``accelerator_type:X`` resource, else ``GPU``; leaf and spine: the ``kant.leaf`` and
-    ``kant.spine`` labels, else ``ray`` (every unlabelled node under one switch).
+    A node is its name: its ``kant.node`` label, else Ray's node name (its IP or ``--node-name``).
+    ``names`` (Ray node id -> name) keeps the names of the alive nodes given so far: a node keeps its
+    name while it lives, and the entries of nodes that died are dropped, so a raylet that comes back
+    under the same name (a new Ray node id) is that node again. A name that an alive node holds
+    already is refused to a second one (it is not used; the reason goes in ``refused``, node id ->
+    reason, and the log, once). GPUs: Ray's ``GPU`` resource (whole GPUs); type: the
+    ``kant.gpu-type`` label, else Ray's ``accelerator_type:X`` resource, else ``GPU``; leaf and
+    spine: the ``kant.leaf`` and ``kant.spine`` labels, else ``ray`` (every unlabelled node under one
+    switch).
     """
+    refused = {} if refused is None else refused
+    alive = {str(i["NodeID"]): i for i in infos if i.get("Alive")}
+    for node_id in [n for n in names if n not in alive]:
+        del names[node_id]  # a dead Ray node id is never kept
+    for node_id in [n for n in refused if n not in alive]:
+        del refused[node_id]
+    # nodes named before keep their names; then the new ones, oldest first
+    order = sorted(alive, key=lambda n: (n not in names, float(alive[n].get("StartTime") or 0.0), n))
     out: dict[str, NodeSpec] = {}
-    for info in sorted(infos, key=lambda i: str(i.get("NodeID"))):
-        if not info.get("Alive"):
-            continue
-        node_id = str(info["NodeID"])
+    for node_id in order:
+        info = alive[node_id]
         labels = info.get("Labels") or {}
         res = info.get("Resources") or {}
         if node_id not in names:
             want = str(labels.get(NAME_LABEL) or info.get("NodeName") or node_id[:12])
-            taken = set(names.values())
-            names[node_id] = want if want not in taken else f"{want}-{node_id[:8]}"
+            holder = next((n for n, name in names.items() if name == want), None)
+            if holder is not None:
+                if node_id not in refused:
+                    refused[node_id] = (f"Ray node {node_id[:12]} is refused: its name {want!r} is held by the alive "
+                                        f"Ray node {holder[:12]} (one name, one node: stop one of them)")
+                    log.warning("%s", refused[node_id])
+                continue
+            names[node_id] = want
+            refused.pop(node_id, None)
         out[node_id] = NodeSpec(names[node_id], _gpu_type(info), int(res.get("GPU", 0)),
                                 int(res.get("CPU", 0) * 1000), int(res.get("memory", 0) // (1 << 20)),
                                 str(labels.get(LEAF_LABEL) or DEFAULT_LEAF),
@@ -110,17 +127,13 @@ def node_specs(infos: Iterable[Mapping[str, Any]], names: dict[str, str]) -> dic
 
 @dataclass
 class _Run:
-    """One run of a job on Ray: its workers' tasks and what they reported (the ``kant-ray`` thread's)."""
+    """One run of a job on Ray: its workers' actors and what they reported (the ``kant-ray`` thread's)."""
 
     launch: Launch
-    gens: list[Any] = field(default_factory=list)
+    actors: list[Any] = field(default_factory=list)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     codes: dict[int, int] = field(default_factory=dict)
     ended: bool = False
-
-    @property
-    def go_key(self) -> str:
-        return f"go/{self.launch.job_id}/{self.launch.run}"
 
 
 class RaySettings(ExecutorSettings):
@@ -134,6 +147,12 @@ class RaySettings(ExecutorSettings):
         Path("kant-checkpoints"), description="KANT_CHECKPOINT_DIR of job N is DIR/job-N (storage every node sees).")
     start_timeout: Annotated[float, Option("--ray-start-timeout")] = Field(
         60.0, gt=0, le=86400, description="seconds a gang's workers have to start, or it goes back to the queue.")
+    stop_grace: Annotated[float, Option("--stop-grace")] = Field(
+        10.0, ge=0, le=3600, description="seconds between SIGTERM and SIGKILL when a job is stopped (cancel, time "
+                                         "limit, preemption after its checkpoint grace).")
+    checkpoint_grace: Annotated[float, Option("--checkpoint-grace")] = Field(
+        30.0, ge=0, le=3600, description="seconds a preempted job has after SIGUSR1 to save its checkpoint, before "
+                                         "SIGTERM.")
 
 
 class RayExecutor:
@@ -145,11 +164,12 @@ class RayExecutor:
     @classmethod
     def from_settings(cls, settings: RaySettings) -> RayExecutor:
         return cls(settings.address, log_dir=settings.log_dir, checkpoint_dir=settings.checkpoint_dir,
-                   start_timeout=settings.start_timeout)
+                   start_timeout=settings.start_timeout, stop_grace_s=settings.stop_grace,
+                   checkpoint_grace_s=settings.checkpoint_grace)
 
     def __init__(self, address: str = "auto", *, log_dir: Path, checkpoint_dir: Path, start_timeout: float = 60.0,
-                 node_poll_s: float = 1.0, reconcile_every: float = 10.0, stop_grace_s: float = 5.0,
-                 node_death_wait_s: float = 40.0) -> None:
+                 node_poll_s: float = 1.0, reconcile_every: float = 10.0, stop_grace_s: float = 10.0,
+                 checkpoint_grace_s: float = 30.0, node_death_wait_s: float = 40.0) -> None:
         import ray
 
         self.address = address
@@ -159,26 +179,31 @@ class RayExecutor:
         self.node_poll_s = node_poll_s
         self.reconcile_every = reconcile_every
         self.stop_grace_s = stop_grace_s
+        self.checkpoint_grace_s = checkpoint_grace_s
         self.node_death_wait_s = node_death_wait_s  # (Ray's default health check declares a node dead in 15 s)
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
             _check_reachable(address)
+            _ray_logs_to_file(Path(log_dir))
             try:
                 ray.init(address=address, namespace=ray_worker.KV_NAMESPACE, logging_level=logging.ERROR,
-                         log_to_driver=False)
+                         log_to_driver=False, configure_logging=False)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise KantError(f"--ray-address {address}: cannot connect to Ray ({first})") from None
         ray.cloudpickle.register_pickle_by_value(ray_worker)  # type: ignore[no-untyped-call]  # nodes need Ray, not kant
-        self._remote = ray.remote(num_cpus=0, max_calls=0, max_retries=0)(ray_worker.run_worker)
+        self._actor = ray.remote(ray_worker.WorkerHost)
         self._wake: Callable[[], None] = lambda: None
         self._events: deque[tuple[EventKind, int, int, int | None, str]] = deque()
         self._node_events: deque[NodeEvent] = deque()
         self._runs: dict[int, _Run] = {}  # job -> its current run (kant-ray thread only)
-        self._names: dict[str, str] = {}  # Ray node id -> kant name
+        self._names: dict[str, str] = {}  # Ray node id -> kant name, of the alive nodes
+        self._refused: dict[str, str] = {}  # Ray node id -> why its name is refused
         self._alive: dict[str, NodeSpec] = {}  # Ray node id -> spec, as last listed
         self._ids: dict[str, str] = {}  # kant name -> Ray node id of the alive node
         self._hosts: dict[str, str] = {}  # kant name -> the alive node's address (NodeManagerAddress)
+        #: actors of runs whose end was reported: killed at the next poll (the loop recorded the end)
+        self._reported: list[list[Any]] = []
         self._aio = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._aio.run_forever, name="kant-ray", daemon=True)
         self._thread.start()
@@ -199,19 +224,19 @@ class RayExecutor:
         self._wake()
 
     async def _scan(self) -> None:
-        """List Ray's nodes; report the ones that joined or left since the last listing."""
+        """List Ray's nodes; report the ones that left, then the ones that joined, since the last listing."""
         import ray
 
         infos = await asyncio.to_thread(ray.nodes)
-        now = node_specs(infos, self._names)
+        now = node_specs(infos, self._names, self._refused)
         changed = False
+        for node_id in [i for i in self._alive if i not in now]:
+            self._node_gone(node_id)
+            changed = True
         for node_id, spec in now.items():
             if node_id not in self._alive and self._alive:
                 self._node_events.append(NodeEvent("up", spec.name, spec, "joined the Ray cluster"))
                 changed = True
-        for node_id in [i for i in self._alive if i not in now]:
-            self._node_gone(node_id)
-            changed = True
         self._alive = now
         self._ids = {spec.name: node_id for node_id, spec in now.items()}
         address = {str(i.get("NodeID")): str(i.get("NodeManagerAddress") or "") for i in infos}
@@ -223,7 +248,8 @@ class RayExecutor:
         """Report a node lost now, ahead of the next listing (which then finds it gone already)."""
         spec = self._alive.pop(node_id, None) if node_id is not None else None
         if spec is not None:
-            self._ids.pop(spec.name, None)
+            if self._ids.get(spec.name) == node_id:
+                del self._ids[spec.name]
             self._node_events.append(NodeEvent("lost", spec.name, None,
                                                f"{NODE_LOST_PREFIX}{spec.name} left the Ray cluster"))
 
@@ -248,7 +274,6 @@ class RayExecutor:
         self._aio.create_task(self._start(run))
 
     async def _start(self, run: _Run) -> None:
-        from ray.experimental import internal_kv
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         launch = run.launch
@@ -262,17 +287,23 @@ class RayExecutor:
         node_rank: dict[str, int] = {}
         num_gpus = launch.gpu_milli / 1000 if launch.gpus_per_worker == 1 and launch.gpu_milli < 1000 \
             else launch.gpus_per_worker
-        for k, node in enumerate(launch.nodes):
-            node_rank.setdefault(node, len(node_rank))
-            local = per_node.get(node, 0)
-            per_node[node] = local + 1
-            spec = {"command": self._command(launch), "rank": k, "go_key": run.go_key,
-                    "start_timeout": self.start_timeout + 5.0, "stop_grace_s": self.stop_grace_s,
-                    "env": self._env(launch, k, node, local, node_rank[node])}
-            strategy = NodeAffinitySchedulingStrategy(self._ids[node], soft=False)
-            run.gens.append(self._remote.options(num_gpus=num_gpus, scheduling_strategy=strategy,
-                                                 name=f"kant-job-{launch.job_id}-run-{launch.run}-w{k}").remote(spec))
-        firsts = [asyncio.ensure_future(self._first(g)) for g in run.gens]
+        try:
+            for k, node in enumerate(launch.nodes):
+                node_rank.setdefault(node, len(node_rank))
+                local = per_node.get(node, 0)
+                per_node[node] = local + 1
+                spec = {"command": self._command(launch), "rank": k, "cwd": launch.cwd,
+                        "job_env": None if launch.job_env is None else dict(launch.job_env),
+                        "env": self._env(launch, k, node, local, node_rank[node])}
+                strategy = NodeAffinitySchedulingStrategy(self._ids[node], soft=False)
+                run.actors.append(self._actor.options(
+                    name=ray_worker.actor_name(launch.job_id, launch.run, k), namespace=ray_worker.KV_NAMESPACE,
+                    lifetime="detached", num_cpus=0, num_gpus=num_gpus, scheduling_strategy=strategy,
+                    max_restarts=0, max_concurrency=4).remote(spec))
+        except ValueError as exc:  # a name taken (an actor of this run left from an earlier service)
+            self._end(run, "bind_failed", reason=f"its Ray actors could not be created: {_first_line(exc)}")
+            return
+        firsts = [asyncio.ensure_future(self._ready(a)) for a in run.actors]
         _, pending = await asyncio.wait(firsts, timeout=self.start_timeout)
         for f in pending:
             f.cancel()
@@ -283,11 +314,25 @@ class RayExecutor:
             self._end(run, "bind_failed", reason=problem)
             return
         infos = [f.result() for f in firsts]
-        go = json.dumps({"addr": infos[0]["ip"], "port": int(infos[0]["port"])})
-        await asyncio.to_thread(internal_kv._internal_kv_put, run.go_key, go, True, namespace=ray_worker.KV_NAMESPACE)
+        try:
+            notes = await asyncio.gather(*(a.go.remote(str(infos[0]["ip"]), int(infos[0]["port"]))
+                                           for a in run.actors))
+        except Exception as exc:
+            if not run.ended:
+                self._end(run, "bind_failed", reason=f"the gang could not be started: {_first_line(exc)}")
+            return
         if run.ended:
             return
-        run.tasks = [self._aio.create_task(self._follow(run, k, g)) for k, g in enumerate(run.gens)]
+        bad = next((k for k, note in enumerate(notes) if note), None)
+        if bad is not None:
+            self._end(run, "failed", 127, f"worker {bad} on {launch.nodes[bad]} could not start: {notes[bad]}")
+            return
+        self._follow_all(run)
+
+    def _follow_all(self, run: _Run) -> None:
+        launch = run.launch
+        run.tasks = [self._aio.create_task(self._follow(run, k, a, self.logs.size(launch.job_id, launch.run, k)))
+                     for k, a in enumerate(run.actors)]
 
     def _start_problem(self, launch: Launch, firsts: Sequence[asyncio.Future[dict[str, Any]]]) -> str:
         """Why the gang did not start ('' when every worker holds its GPUs)."""
@@ -301,39 +346,38 @@ class RayExecutor:
         return ""
 
     @staticmethod
-    async def _first(gen: Any) -> dict[str, Any]:
-        ref = await gen.__anext__()
-        item = await ref
-        if item[0] != "ready":
-            raise KantError(f"the worker said {item[0]!r} before it was ready")
-        info: dict[str, Any] = item[1]
+    async def _ready(actor: Any) -> dict[str, Any]:
+        info: dict[str, Any] = await actor.ready.remote()
         return info
 
-    async def _follow(self, run: _Run, k: int, gen: Any) -> None:
+    async def _follow(self, run: _Run, k: int, actor: Any, offset: int) -> None:
+        """Collect worker ``k``'s output from byte ``offset`` on, until its exit code."""
         launch = run.launch
         try:
-            async for ref in gen:
-                item = await ref
-                if item[0] == "out":
-                    self.logs.append(launch.job_id, launch.run, k, item[1])
-                elif item[0] == "exit":
-                    self.logs.append(launch.job_id, launch.run, k, item[2].encode())
-                    self._exited(run, k, int(item[1]))
+            while not run.ended:
+                data, code, oom = await actor.poll.remote(offset, 2.0)
+                if data:
+                    self.logs.append(launch.job_id, launch.run, k, data)
+                    offset += len(data)
+                if code is not None:
+                    self._exited(run, k, int(code), bool(oom))
+                    return
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             if not run.ended:
                 await self._died(run, k, exc)
 
-    def _exited(self, run: _Run, k: int, code: int) -> None:
+    def _exited(self, run: _Run, k: int, code: int, oom: bool = False) -> None:
         run.codes[k] = code
         if run.ended:
             return
         launch = run.launch
         if code != 0:
             tail = self.logs.tail(launch.job_id, launch.run, k, _TAIL_LINES)
-            self._end(run, "failed", code, f"worker {k} on {launch.nodes[k]} exited with code {code}"
-                                           + (f"; last output:\n{tail}" if tail else ""))
+            what = ray_worker.exit_reason(code, oom)
+            self._end(run, "failed", code if code >= 0 else 128 - code,
+                      f"worker {k} on {launch.nodes[k]} {what}" + (f"; last output:\n{tail}" if tail else ""))
         elif len(run.codes) == len(launch.nodes):
             self._end(run, "finished", 0)
 
@@ -342,10 +386,9 @@ class RayExecutor:
 
         node = run.launch.nodes[k]
         node_id = self._ids.get(node)
-        # A worker's process can be seen gone before Ray's health check declares its node dead: unless
-        # the task itself raised, give the node that long to be declared dead before calling it a failure.
-        crashed = not isinstance(exc, ray.exceptions.RayTaskError)
-        deadline = time.monotonic() + (self.node_death_wait_s if crashed else 0.0)
+        # An actor's process can be seen gone before Ray's health check declares its node dead: give the
+        # node that long to be declared dead before calling it a failure.
+        deadline = time.monotonic() + self.node_death_wait_s
         while True:
             infos = await asyncio.to_thread(ray.nodes)
             alive = any(i.get("NodeID") == node_id and i.get("Alive") for i in infos)
@@ -360,45 +403,48 @@ class RayExecutor:
         else:
             self._end(run, "failed", None, f"worker {k} on {node} died: {_first_line(exc)}")
 
-    def _end(self, run: _Run, kind: EventKind | None = None, exit_code: int | None = None, reason: str = "") -> None:
-        """The run is over (``kind``: report it; None: kant stopped it): cancel what still runs."""
-        import ray
-
+    def _end(self, run: _Run, kind: EventKind | None = None, exit_code: int | None = None, reason: str = "",
+             why: StopWhy = "cancel") -> None:
+        """The run is over (``kind``: report it; None: kant stopped it, ``why``): stop what still runs.
+        The actors of a reported end are killed once the loop recorded it (the next :meth:`poll`)."""
         if run.ended:
             return
         run.ended = True
         launch = run.launch
         if self._runs.get(launch.job_id) is run:
             del self._runs[launch.job_id]
-        for k, gen in enumerate(run.gens):
-            if k not in run.codes:
-                try:
-                    ray.cancel(gen)
-                except Exception as exc:  # already gone
-                    log.debug("cancel of job %d worker %d: %s", launch.job_id, k, exc)
-        if run.gens:
-            self._aio.create_task(self._reap(run))
+        for task in run.tasks:
+            task.cancel()
+        self._aio.create_task(self._stop_actors(run, why, kill=kind is None or kind in ("bind_failed", "lost")))
         if kind is not None:
             self._emit(kind, run, exit_code, reason)
 
-    async def _reap(self, run: _Run) -> None:
-        """Delete the go signal; force-kill workers that a cancel did not end within the grace period."""
-        import ray
-        from ray.experimental import internal_kv
+    async def _stop_actors(self, run: _Run, why: StopWhy, *, kill: bool) -> None:
+        """Stop every process of the run's workers (``why``'s signals); kill the actors when ``kill``,
+        else keep them until the end is recorded."""
 
-        await asyncio.to_thread(internal_kv._internal_kv_del, run.go_key, namespace=ray_worker.KV_NAMESPACE)
-        if run.tasks:
-            _, pending = await asyncio.wait(run.tasks, timeout=self.stop_grace_s + 5.0)
-            for task in pending:
-                k = run.tasks.index(task)
-                log.warning("job %d worker %d did not stop after a cancel: killing its Ray worker",
-                            run.launch.job_id, k)
-                try:
-                    ray.cancel(run.gens[k], force=True)
-                except Exception as exc:
-                    log.debug("force cancel: %s", exc)
-                task.cancel()
-        self.logs.forget(run.launch.job_id, run.launch.run)
+        launch = run.launch
+        stops = []
+        for k, actor in enumerate(run.actors):
+            if k not in run.codes:
+                stops.append(actor.stop.remote(why, self.stop_grace_s, self.checkpoint_grace_s))
+        if stops:
+            timeout = self.stop_grace_s + (self.checkpoint_grace_s if why == "preempt" else 0.0) + 15.0
+            done, _ = await asyncio.wait([asyncio.ensure_future(self._settle(r)) for r in stops], timeout=timeout)
+            if len(done) < len(stops):
+                log.warning("job %d run %d: a worker did not stop within %g s: killing its actor", launch.job_id,
+                            launch.run, timeout)
+        if kill:
+            _kill(run.actors)
+        else:
+            self._reported.append(run.actors)
+            self._wake()
+        self.logs.forget(launch.job_id, launch.run)
+
+    @staticmethod
+    async def _settle(ref: Any) -> None:
+        with contextlib.suppress(Exception):  # an actor already gone
+            await ref
 
     def _reconcile(self, running: Mapping[int, int]) -> None:
         for job, run in list(self._runs.items()):
@@ -412,6 +458,46 @@ class RayExecutor:
                 self._events.append(("lost", job, number, None, "reconciled: Ray runs no worker of this run"))
                 self._wake()
 
+    async def _restore(self, launches: Sequence[Launch]) -> None:
+        """Find each run's actors by name and follow them again; stop actors of runs not in ``launches``."""
+        import ray
+
+        wanted = {(la.job_id, la.run) for la in launches}
+        named = await asyncio.to_thread(ray.util.list_named_actors, all_namespaces=True)
+        for entry in named:
+            if entry.get("namespace") != ray_worker.KV_NAMESPACE:
+                continue
+            key = ray_worker.parse_actor_name(str(entry.get("name")))
+            if key is not None and key[:2] not in wanted:
+                log.warning("restore: actor %s belongs to no running run of the database: stopping it", entry["name"])
+                actor = await asyncio.to_thread(_actor_or_none, str(entry["name"]))
+                if actor is not None:
+                    self._aio.create_task(self._stop_actors(_Run(Launch(key[0], key[1], (), 0, 0.0), [actor]),
+                                                            "cancel", kill=True))
+        for launch in launches:
+            run = _Run(launch)
+            self._runs[launch.job_id] = run
+            run.actors = [await asyncio.to_thread(_actor_or_none, ray_worker.actor_name(launch.job_id, launch.run, k))
+                          for k in range(len(launch.nodes))]
+            found = [a for a in run.actors if a is not None]
+            states: list[Any] = []
+            if len(found) == len(run.actors):
+                try:
+                    states = await asyncio.gather(*(a.state.remote() for a in found))
+                except Exception as exc:
+                    log.warning("restore: job %d run %d: %s", launch.job_id, launch.run, _first_line(exc))
+                    states = []
+            if len(states) == len(run.actors) and all(s["started"] for s in states):
+                log.info("restore: job %d run %d reattached (%d workers)", launch.job_id, launch.run,
+                         len(run.actors))
+                self._follow_all(run)
+                continue
+            run.actors = found
+            why = (f"the service stopped while run {launch.run} started" if len(states) == len(run.actors)
+                   else f"{len(launch.nodes) - len(found)} of its {len(launch.nodes)} workers are gone from Ray")
+            self._end(run, "lost", reason=f"after a restart of kant serve: {why}")
+
+    # --- what runs on the nodes -------------------------------------------------------------------
     def _command(self, launch: Launch) -> str:
         if launch.command:
             return launch.command
@@ -421,8 +507,9 @@ class RayExecutor:
         return f'echo {say} "($CUDA_VISIBLE_DEVICES), pid $$"; exec {hold}'
 
     def _env(self, launch: Launch, rank: int, node: str, local: int, node_rank: int) -> dict[str, str]:
+        """kant's variables of one worker: ``Launch.env``, then the gang's ranks (over the job's own)."""
         on_node = sum(1 for n in launch.nodes if n == node)
-        return {"WORLD_SIZE": str(len(launch.nodes)), "RANK": str(rank), "LOCAL_RANK": str(local),
+        return {**launch.env, "WORLD_SIZE": str(len(launch.nodes)), "RANK": str(rank), "LOCAL_RANK": str(local),
                 "LOCAL_WORLD_SIZE": str(on_node), "NODE_RANK": str(node_rank),
                 "KANT_JOB_ID": str(launch.job_id), "KANT_RUN": str(launch.run), "KANT_NODE": node,
                 "KANT_CHECKPOINT_DIR": str(self.checkpoint_dir / f"job-{launch.job_id}"),
@@ -447,25 +534,29 @@ class RayExecutor:
         def stop() -> None:
             run = self._runs.get(job_id)
             if run is not None:
-                self._end(run)
+                self._end(run, why=why)
 
         self._later(stop)
 
     def restore(self, launches: Sequence[Launch]) -> None:
-        """Runs of an earlier ``kant serve`` died with it (Ray ends a driver's tasks when the driver
-        goes): each is reported lost, and goes back to the queue (to resume from its checkpoint)."""
-        for launch in launches:
-            self._events.append(("lost", launch.job_id, launch.run, None,
-                                 "kant serve restarted: Ray ended its workers with the old service"))
+        """Runs of an earlier ``kant serve`` go on: each worker's actor is found by name and followed
+        again (its output from where the log file ends; an exit code it kept while no service was up
+        is reported now). A run with a worker gone is reported lost (it goes back to the queue)."""
+        self._submit(self._restore(list(launches))).result(120.0)
 
     def next_time(self) -> float:
         return math.inf  # events come when Ray says so; the waker tells the loop
 
     def poll(self, now: float) -> list[ExecEvent]:
+        if self._reported:  # the ends reported by the last poll are recorded: their actors can go
+            done, self._reported = self._reported, []
+            self._later(_kill_all, done)
         out = []
         while self._events:
             kind, job, run, code, reason = self._events.popleft()
             out.append(ExecEvent(kind, job, run, now, code, reason))
+        if out:
+            self._wake()  # a next turn, after this one is written, lets the actors of these ends go
         return out
 
     def node_events(self) -> list[NodeEvent]:
@@ -489,25 +580,63 @@ class RayExecutor:
         return {job: run.launch.run for job, run in self._runs.items()}
 
     def close(self) -> None:
+        """Leave: the runs go on in their actors (a next service reattaches); only this process's
+        followers stop."""
         import ray
 
-        async def stop_all() -> None:
-            for run in list(self._runs.values()):
-                self._end(run)
-            await asyncio.sleep(0)  # let the cancels go out
+        async def detach() -> None:
             others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             for task in others:
                 task.cancel()
             await asyncio.wait(others, timeout=5.0) if others else None
 
         try:
-            self._submit(stop_all()).result(30.0)
+            self._submit(detach()).result(30.0)
         except Exception as exc:  # closing anyway
-            log.warning("stopping the Ray workers: %s", exc)
+            log.warning("detaching from the Ray workers: %s", exc)
         self._aio.call_soon_threadsafe(self._aio.stop)
         self._thread.join(10.0)
         if self._owns_ray:
             ray.shutdown()
+
+
+def _actor_or_none(name: str) -> Any:
+    import ray
+
+    try:
+        return ray.get_actor(name, namespace=ray_worker.KV_NAMESPACE)
+    except ValueError:
+        return None
+
+
+def _kill(actors: Iterable[Any]) -> None:
+    import ray
+
+    for actor in actors:
+        with contextlib.suppress(Exception):  # already gone
+            ray.kill(actor, no_restart=True)
+
+
+def _kill_all(groups: Iterable[Iterable[Any]]) -> None:
+    for actors in groups:
+        _kill(actors)
+
+
+def _ray_logs_to_file(log_dir: Path) -> None:
+    """Ray's own Python logging goes to LOG_DIR/ray.log, not to the service's log."""
+    ray_log = logging.getLogger("ray")
+    if any(getattr(h, "_kant", False) for h in ray_log.handlers):
+        return
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        handler: logging.Handler = logging.FileHandler(log_dir / "ray.log")
+    except OSError as exc:
+        log.warning("cannot write Ray's log to %s: %s", log_dir / "ray.log", exc)
+        return
+    handler._kant = True  # type: ignore[attr-defined]
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    ray_log.addHandler(handler)
+    ray_log.propagate = False
 
 
 def _check_reachable(address: str) -> None:

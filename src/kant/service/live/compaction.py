@@ -38,7 +38,7 @@ def compact(live: LiveState, now: float, *, minimum: int, force: bool = False) -
                          user_names=store.user_names)
     old_rows = np.asarray([a.row for a in keep], dtype=np.int64)
     new_store.extend([store.names[r] for r in old_rows.tolist()], planning=store.estimate[old_rows],
-                     user_estimate=store.user_estimate[old_rows],
+                     user_estimate=store.user_estimate[old_rows], time_limit=store.time_limit[old_rows],
                      **{c: getattr(store, c)[old_rows] for c in COLUMNS})
     snap = SchedulerSnapshot(
         now=now, pending=tuple(new_row[r] for r in snap.pending),

@@ -14,6 +14,7 @@ database rows and events into the turn's changes and marks the instant changed.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,6 +38,7 @@ from kant.service.db.tenants import TenantRow
 from kant.service.errors import NotFound
 from kant.service.executors.base import ExecEvent, Launch
 from kant.service.live.changes import TurnChanges
+from kant.text import format_duration
 
 __all__ = ["Arrival", "Active", "LiveState", "gang_bucket", "describe_nodes"]
 
@@ -80,6 +82,9 @@ class Active:
     command: str | None = None
     labels: Mapping[str, Any] = field(default_factory=dict)
     service_id: int | None = None
+    chdir: str | None = None
+    environment: Mapping[str, str] | None = None
+    time_limit_s: float | None = None
     requeued: str | None = None  # why its last run ended and it waits again (until it starts)
     queued_cycle: int = 0  # the scheduler's cycle count when it (re)joined the queue
 
@@ -105,6 +110,8 @@ class LiveState:
         self.instant = Instant()
         self.changes = TurnChanges()
         self._binds: list[tuple[bool, int, Placement]] = []
+        #: (service time, job id, run) at which a running job reaches its time limit, a heap
+        self.deadlines: list[tuple[float, int, int]] = []
         #: (planned run time, actual / planned) of the last finished jobs (the twin's error distribution)
         self.ratios: deque[tuple[float, float]] = deque(maxlen=ratio_history)
         #: bumped by every change of state (arrivals, and every turn that writes a job or node change):
@@ -146,12 +153,14 @@ class LiveState:
         row = store.add(job.name, submit=submit_time, workers=job.workers, gpus_per_worker=job.gpus_per_worker,
                         gpu_milli=job.gpu_milli, cpu_milli=job.cpu_milli, memory_mib=job.memory_mib,
                         gpu_type=job.gpu_type, priority=job.priority, tenant=job.tenant, user=job.user,
-                        estimate=job.estimate_s, default_estimate=self.default_estimate, kind=JobKind(job.kind))
+                        estimate=job.estimate_s, default_estimate=self.default_estimate, kind=JobKind(job.kind),
+                        time_limit=job.time_limit_s)
         assert row == len(self.ids)
         self.ids.append(job_id)
         self.active[job_id] = Active(job_id, row, job.tenant, submit_time, job.workers * job.gpus_per_worker,
                                      duration_s=job.duration_s, command=job.command, labels=dict(job.labels),
-                                     service_id=job.service_id)
+                                     service_id=job.service_id, chdir=job.chdir, environment=job.environment,
+                                     time_limit_s=job.time_limit_s)
         return row
 
     def count_all(self) -> None:
@@ -177,7 +186,7 @@ class LiveState:
         jobs = self.sched.jobs
         return Launch(job_id, info.runs, tuple(nodes), int(jobs.gpus_per_worker[info.row]), start,
                       info.command, info.duration_s, {str(k): str(v) for k, v in info.labels.items()},
-                      int(jobs.gpu_milli[info.row]))
+                      int(jobs.gpu_milli[info.row]), cwd=info.chdir, job_env=info.environment)
 
     # --- transitions --------------------------------------------------------------------------------
     def arrive(self, arrivals: Iterable[Arrival], now: float) -> int:
@@ -318,5 +327,40 @@ class LiveState:
         self.changes.event(now, "started", info.id, nodes[0], info.tenant,
                            f"run {info.runs} on {describe_nodes(nodes)}")
         self.changes.launch(self.launch_of(info.id, nodes, now))
+        self.keep_deadline(info, now)
         if self.metrics is not None:
             self.metrics.started.inc()
+
+    # --- time limits --------------------------------------------------------------------------------
+    def keep_deadline(self, info: Active, start: float) -> None:
+        """The current run of ``info``, started at ``start``, ends 'timeout' at its time limit."""
+        if info.time_limit_s is not None:
+            heapq.heappush(self.deadlines, (start + info.time_limit_s, info.id, info.runs))
+
+    def next_deadline(self) -> float:
+        """The service time at which the next running job reaches its time limit (inf: none)."""
+        heap = self.deadlines
+        while heap and not self._over_limit(heap[0][1], heap[0][2]):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else math.inf
+
+    def _over_limit(self, job_id: int, run: int) -> bool:
+        info = self.active.get(job_id)
+        return info is not None and info.runs == run and info.row in self.sched.running
+
+    def time_out(self, now: float) -> None:
+        """Every running job past its time limit at ``now`` is stopped (SIGTERM, a grace period,
+        SIGKILL: the executor's) and ends 'timeout'."""
+        heap = self.deadlines
+        while heap and heap[0][0] <= now:
+            _, job_id, run = heapq.heappop(heap)
+            if not self._over_limit(job_id, run):
+                continue
+            info = self.active.pop(job_id)
+            self.sched.cancel(info.row, now)
+            self.ran(info)
+            self.changes.stop(job_id, "timeout")
+            self.end(job_id, info.tenant, "timeout", now,
+                     reason=f"time limit of {format_duration(info.time_limit_s)} reached: stopped (SIGTERM, then "
+                            "SIGKILL after the grace period)")
+            self.instant.changed = True
