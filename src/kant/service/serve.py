@@ -9,6 +9,10 @@ tests call it.
 
 from __future__ import annotations
 
+import threading
+import time
+from typing import Any
+
 from fastapi import FastAPI
 
 from kant.service.api import create_app
@@ -35,9 +39,19 @@ def serve(config: ServeConfig) -> None:
     svc.prepare()
     svc.start()
     app = build_app(svc)
-    server = uvicorn.Config(app, host=config.host, port=config.port, log_level=config.log_level, access_log=False,
-                            server_header=False, timeout_graceful_shutdown=5)
+    server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level=config.log_level,
+                                           access_log=False, server_header=False, timeout_graceful_shutdown=5))
+    threading.Thread(target=_when_listening, args=(server, svc), name="kant-ready", daemon=True).start()
     try:
-        uvicorn.Server(server).run()
+        server.run()
     finally:
         svc.close()
+
+
+def _when_listening(server: Any, svc: Service) -> None:
+    """Tell ``svc`` it is ready once uvicorn listens (it writes the admin token file then)."""
+    while not server.started:
+        if server.should_exit:
+            return
+        time.sleep(0.05)
+    svc.ready()

@@ -43,6 +43,7 @@ from kant.service.loop import CLOCK_KEY, ServiceLoop
 from kant.service.metrics import ServiceMetrics
 from kant.service.serving.endpoints import Endpoints
 from kant.service.tenants import Tenants
+from kant.service.tokenfile import TokenFile
 from kant.service.twin import Twin, WhatIfGate
 from kant.service.writer import SubmitWriter
 
@@ -102,6 +103,7 @@ class Service:
                          metrics=self.metrics)
         self.whatif_gate = WhatIfGate(config.whatif_budget, config.whatif_queue)
         self.endpoints = Endpoints()  # where services' replicas listen (the replicas write, the request route reads)
+        self.token_file: TokenFile | None = None  # the admin token file this service writes when ready
 
     # --- start and stop ---------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -118,14 +120,9 @@ class Service:
         if not is_loopback(cfg.host) and self.db.tokens.count() == 0:
             raise KantError(f"refusing to listen on {cfg.host}, a non-loopback address, without tokens: give "
                             "KANT_ADMIN_TOKEN or --admin-token-file")
-        if self.db.tokens.count() == 0:
-            path = cfg.token_out or Path("kant-admin.token")
-            token, _ = self.db.tokens.create(role="admin", name="generated")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(token + "\n")
-            log.warning("no token was configured: an admin token was written to %s (mode 600)", path)
+        if self.db.tokens.count() == 0:  # an admin token is made and written once the service is ready
+            self.token_file = TokenFile(cfg.token_out or Path("kant-admin.token"))
+            self.token_file.claim()
         self.tenants.load()
         # a policy a live scheduler cannot run (an oracle, a quota derived from a trace) fails here
         Scheduler(self.policy, self._cluster or Cluster.uniform(1, 1), JobStore(tenant_names=self.tenants.names()))
@@ -153,6 +150,13 @@ class Service:
                 time.sleep(wait)
                 delay = min(2 * delay, 2.0)
 
+    def ready(self) -> None:
+        """The API listens: write the admin token file, if this service makes one (:meth:`prepare`)."""
+        if self.token_file is not None and self.db.tokens.count() == 0:
+            token, _ = self.db.tokens.create(role="admin", name="generated")
+            self.token_file.write(token)
+            log.warning("no token was configured: an admin token was written to %s (mode 600)", self.token_file.path)
+
     def start(self) -> None:
         """Begin leader election in the background (the API answers meanwhile)."""
         self._lead_thread = threading.Thread(target=self._lead, name="kant-leader", daemon=True)
@@ -168,6 +172,8 @@ class Service:
         if self.hub is not None:
             self.hub.close()
         self.lock.release()
+        if self.token_file is not None:
+            self.token_file.release()
         self.db.close()
 
     # --- leadership ------------------------------------------------------------------------------

@@ -18,20 +18,22 @@ from rich.text import Text
 from kant.cli._common import Duration, FiniteFloat, console, fail
 from kant.cli.client.common import Clock, client_command, emit, or_dash, print_json, table
 from kant.cli.client.http import ApiError, Client
+from kant.service.jobenv import TIME_FORMS, parse_export, parse_time, resolve_export
 from kant.text import format_duration
 
 __all__ = ["cancel", "jobs", "logs", "queue", "show", "submit", "why"]
 
 PAGE = 1000  # the API's largest page
 QUEUE_STATES = ("pending", "running")
-JOB_STATES = ("pending", "running", "finished", "failed", "cancelled", "unschedulable")
+JOB_STATES = ("pending", "running", "finished", "failed", "cancelled", "timeout", "unschedulable")
 STATE_STYLE = {"pending": "yellow", "running": "green", "finished": "blue", "failed": "red",
-               "cancelled": "magenta", "unschedulable": "red"}
+               "cancelled": "magenta", "timeout": "red", "unschedulable": "red"}
 #: the submit body's fields and the options that set them (a 422 naming a field names the option too)
 SUBMIT_OPTIONS = {"name": "--name", "workers": "--workers", "gpus_per_worker": "--gpus", "gpu_type": "--gpu-type",
                   "cpu_milli": "--cpu", "memory_mib": "--memory", "priority": "--priority", "estimate_s": "--estimate",
                   "duration_s": "--duration", "tenant": "--tenant", "user": "--user", "labels": "--label",
-                  "command": "COMMAND", "idempotency_key": "--idempotency-key"}
+                  "command": "COMMAND", "idempotency_key": "--idempotency-key", "chdir": "--chdir",
+                  "environment": "--export", "time_limit_s": "--time"}
 
 
 def _label_option(ctx: click.Context, param: click.Parameter, value: Sequence[str]) -> dict[str, str]:
@@ -45,6 +47,23 @@ def _label_option(ctx: click.Context, param: click.Parameter, value: Sequence[st
             raise click.BadParameter(f"the key {key!r} is given twice", ctx, param)
         labels[key] = val
     return labels
+
+
+def _time_option(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return parse_time(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+def _export_option(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    try:
+        parse_export(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"{value!r}: {exc}", ctx, param) from None
+    return value
 
 
 def _job_id(text: str) -> int:
@@ -100,10 +119,21 @@ def _state(state: str) -> Text:
               help="A label; repeat for more.")
 @click.option("--idempotency-key", default=None, metavar="KEY",
               help="A retried submit with the same key makes no second job.")
+@click.option("--chdir", "-D", default=None, metavar="DIR",
+              help="The job's working directory on its nodes (default: this one; one missing on a node fails "
+                   "the start).")
+@click.option("--export", "export", default="ALL", show_default=True, callback=_export_option,
+              metavar="ALL|NONE|VAR[=value],...",
+              help="The environment the job gets, as Slurm's: ALL (this one), NONE (only what kant sets), or "
+                   "the variables listed (NAME from this environment, NAME=value; ALL,... adds to all of it).")
+@click.option("--time", "-t", "time_limit", default=None, callback=_time_option, metavar="TIME",
+              help=f"Time limit ({TIME_FORMS}): past it the job gets SIGTERM, then SIGKILL after the grace "
+                   "period, and ends 'timeout' (default: the tenant's default time limit).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def submit(api: Client, name: str | None, workers: int, gpus: int, gpu_type: str | None, cpu: int, memory: int,
            priority: int, estimate: float | None, duration: float | None, tenant: str | None, user: str | None,
-           labels: dict[str, str], idempotency_key: str | None, command: tuple[str, ...], as_json: bool) -> None:
+           labels: dict[str, str], idempotency_key: str | None, chdir: str | None, export: str,
+           time_limit: float | None, command: tuple[str, ...], as_json: bool) -> None:
     """Submit a job (a gang of WORKERS x GPUS); prints its id. The command goes after '--':
 
     \b
@@ -116,9 +146,11 @@ def submit(api: Client, name: str | None, workers: int, gpus: int, gpu_type: str
         words = shlex.split(cmd) if cmd else []
         name = os.path.basename(words[0]) if words else ""
     body: dict[str, Any] = {"name": name, "workers": workers, "gpus_per_worker": gpus, "cpu_milli": cpu,
-                            "memory_mib": memory, "priority": priority, "labels": labels}
+                            "memory_mib": memory, "priority": priority, "labels": labels,
+                            "chdir": os.path.abspath(chdir if chdir is not None else os.getcwd()),
+                            "environment": resolve_export(export, dict(os.environ))}
     for key, value in (("gpu_type", gpu_type), ("estimate_s", estimate), ("duration_s", duration),
-                       ("tenant", tenant), ("user", user), ("command", cmd)):
+                       ("tenant", tenant), ("user", user), ("command", cmd), ("time_limit_s", time_limit)):
         if value is not None:
             body[key] = value
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
@@ -274,6 +306,10 @@ def show(api: Client, job: str, absolute: bool, as_json: bool) -> None:
         ("priority", str(data["priority"])),
         ("estimate", format_duration(data["estimate_s"], "compact") if data.get("estimate_s") is not None else "-"),
         ("duration", format_duration(data["duration_s"], "compact") if data.get("duration_s") is not None else "-"),
+        ("time limit", format_duration(data["time_limit_s"], "compact") if data.get("time_limit_s") else "-"),
+        ("directory", Text(data.get("chdir") or "-")),
+        ("environment", "the node's" if data.get("environment") is None else
+         f"{len(data['environment'])} variable(s) (--json shows them)"),
         ("command", Text(data.get("command") or "-")),
         ("labels", Text(", ".join(f"{k}={v}" for k, v in data["labels"].items()) or "-")),
         ("submitted", clock.at(data["submit_time"], absolute)),
