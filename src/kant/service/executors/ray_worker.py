@@ -179,9 +179,10 @@ class WorkerHost:
             self._finish(127, f"kant: --chdir {cwd}: no such folder on node {node}\n")
             return f"--chdir {cwd}: no such folder on node {node}"
         base = dict(os.environ) if spec.get("job_env") is None else dict(spec["job_env"])
-        gpu_ids = [str(g) for g in ray.get_gpu_ids()]
+        gpu_ids, node_id = ([str(g) for g in ray.get_gpu_ids()], ray.get_runtime_context().get_node_id()) \
+            if ray.is_initialized() else ([], "")  # (outside Ray: the tests of this module's process handling)
         env = {**base, **spec["env"], "MASTER_ADDR": addr, "MASTER_PORT": str(port),
-               "CUDA_VISIBLE_DEVICES": ",".join(gpu_ids), "KANT_RAY_NODE_ID": ray.get_runtime_context().get_node_id()}
+               "CUDA_VISIBLE_DEVICES": ",".join(gpu_ids), "KANT_RAY_NODE_ID": node_id}
         ckpt = env.get("KANT_CHECKPOINT_DIR")
         if ckpt:
             try:
