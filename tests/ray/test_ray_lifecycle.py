@@ -189,9 +189,12 @@ def test_time_limit_ends_the_job_timeout_and_stops_every_process(kant: Server) -
 
 
 def test_a_job_that_ignores_sigterm_is_killed_after_the_grace(kant: Server) -> None:
-    job_id = submit(kant, command="trap 'echo got TERM' TERM; echo ready; while true; do sleep 0.1; done")
+    """SIGTERM first (the job's trap says so in its output, kept after the cancel), SIGKILL after
+    --stop-grace (the loop that ignores it is gone)."""
+    job_id = submit(kant, command="trap 'echo got TERM' TERM; echo ready; while true; do sleep 0.4713; done")
     wait_output(kant, job_id, "ready")
     assert kant.admin.post(f"/v1/jobs/{job_id}/cancel").status_code == 200
+    assert wait_no_processes("sleep 0.4713") == []
     deadline = time.monotonic() + 20
     while "got TERM" not in output(kant, job_id):
         assert time.monotonic() < deadline, output(kant, job_id)
@@ -202,8 +205,8 @@ def _cli(kant: Server, work: Path, *args: str, env: dict[str, str] | None = None
          cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     token_file = work / "admin.token"
     token_file.write_text(kant.admin_token)
-    return subprocess.run([sys.executable, "-m", "kant.cli.main", *args, "--url", kant.url, "--token-file",
-                           str(token_file)], capture_output=True, text=True, env=env or dict(os.environ),
+    return subprocess.run([sys.executable, "-m", "kant.cli.main", args[0], "--url", kant.url, "--token-file",
+                           str(token_file), *args[1:]], capture_output=True, text=True, env=env or dict(os.environ),
                           cwd=cwd or work, timeout=60)
 
 

@@ -434,6 +434,11 @@ class RayExecutor:
             if len(done) < len(stops):
                 log.warning("job %d run %d: a worker did not stop within %g s: killing its actor", launch.job_id,
                             launch.run, timeout)
+            for k, actor in enumerate(run.actors):  # what the workers wrote while they stopped
+                if k not in run.codes:
+                    with contextlib.suppress(Exception):
+                        data, _, _ = await actor.poll.remote(self.logs.size(launch.job_id, launch.run, k), 0.0)
+                        self.logs.append(launch.job_id, launch.run, k, data)
         if kill:
             _kill(run.actors)
         else:
