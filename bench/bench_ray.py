@@ -4,6 +4,7 @@ jobs one ``kant serve --executor ray`` drives at once.
     python bench/bench_ray.py                      # every figure
     python bench/bench_ray.py --gangs 20 --jobs 100 --concurrent 48 --hold 120
     python bench/bench_ray.py --only concurrent
+    python bench/bench_ray.py --only restart --restart-jobs 50        # kill -9 and failover under load
 
 A local Ray cluster (Ray's ``cluster_utils``: one raylet per node on this machine, GPUs declared, no
 real GPU) and a real ``kant serve --executor ray`` process on 127.0.0.1 (wall clock, SQLite). Every
@@ -21,6 +22,13 @@ asserted.
   GPUs, submitted in one batch: how many were running at once (the workers' own start and end
   times) and the time from the submit until the last one started (Ray starts one worker process per
   concurrent task: on a small machine that start is what takes the time).
+* **restart under load** (``--only restart``): ``--restart-jobs`` (50) 1-GPU jobs, each printing one
+  numbered tick a second with its pid, all running; then ``kill -9`` of ``kant serve`` and a new one
+  on the same SQLite database; and, on PostgreSQL (``--pg``), a leader and a standby on one database
+  and ``kill -9`` of the leader. Printed: the time from the kill until the new service answers
+  ``/readyz`` with every run reattached (its restore is part of becoming leader), runs restarted (jobs
+  whose runs went above 1: target 0), jobs lost (not finished, or a job whose output misses a tick
+  or shows two pids: target 0).
 """
 
 from __future__ import annotations
@@ -57,36 +65,47 @@ def pct(values: list[float], p: float) -> float:
 class Bench:
     """One Ray cluster of ``nodes`` nodes of ``gpus`` GPUs and one kant serve on it."""
 
-    def __init__(self, nodes: int, gpus: int, work: Path) -> None:
+    def __init__(self, nodes: int, gpus: int, work: Path, db: str | None = None) -> None:
         from ray.cluster_utils import Cluster
 
         self.cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0,
                                                                      "include_dashboard": False})
         for i in range(nodes):
             self.cluster.add_node(num_cpus=1, num_gpus=gpus, labels={"kant.node": f"n{i}"})
+        self.work = work
         port = free_port()
-        token = f"kant_bench_{secrets.token_hex(16)}"
-        self.log = work / f"serve-{port}.log"
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "kant.cli.main", "serve", "--db", f"sqlite:///{work / f'kant-{port}.db'}",
-                 "--port", str(port), "--executor", "ray", "--ray-address", str(self.cluster.address), "--clock",
-                 "wall", "--no-predict", "--log-dir", str(work / f"logs-{port}"), "--checkpoint-dir",
-                 str(work / "ckpt"), "--log-level", "warning"],
-                cwd=work, env={**os.environ, "KANT_ADMIN_TOKEN": token}, stdout=out, stderr=subprocess.STDOUT)
-        self.http = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"},
+        self.db = db or f"sqlite:///{work / f'kant-{port}.db'}"
+        self.token = f"kant_bench_{secrets.token_hex(16)}"
+        self.proc, self.log = self.start_serve(port)
+        self.http = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {self.token}"},
                                  timeout=60)
-        deadline = time.monotonic() + 180
+        self.wait_ready(self.http, self.proc, self.log)
+        assert self.http.post("/v1/tenants", json={"name": "bench"}).status_code == 201
+
+    def start_serve(self, port: int) -> tuple[subprocess.Popen[bytes], Path]:
+        log = self.work / f"serve-{port}.log"
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "kant.cli.main", "serve", "--db", self.db,
+                 "--port", str(port), "--executor", "ray", "--ray-address", str(self.cluster.address), "--clock",
+                 "wall", "--no-predict", "--log-dir", str(self.work / "logs"), "--checkpoint-dir",
+                 str(self.work / "ckpt"), "--ray-start-timeout", "300", "--log-level", "warning"],
+                cwd=self.work, env={**os.environ, "KANT_ADMIN_TOKEN": self.token}, stdout=out,
+                stderr=subprocess.STDOUT)
+        return proc, log
+
+    @staticmethod
+    def wait_ready(http: httpx.Client, proc: subprocess.Popen[bytes], log: Path, timeout: float = 300.0) -> None:
+        deadline = time.monotonic() + timeout
         while True:
             try:
-                if self.http.get("/readyz").status_code == 200:
-                    break
+                if http.get("/readyz").status_code == 200:
+                    return
             except httpx.HTTPError:
                 pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"kant serve did not start:\n{self.log.read_text()[-2000:]}")
-            time.sleep(0.1)
-        assert self.http.post("/v1/tenants", json={"name": "bench"}).status_code == 201
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"kant serve did not start:\n{log.read_text()[-2000:]}")
+            time.sleep(0.05)
 
     def submit(self, **body: Any) -> int:
         r = self.http.post("/v1/jobs", json={"tenant": "bench", **body})
@@ -180,21 +199,97 @@ def concurrent_figure(work: Path, n: int, hold: float) -> None:
         b.close()
 
 
+TICKS = ("import os, sys, time\n"
+         "for i in range(1, int(sys.argv[1]) + 1):\n"
+         "    print('tick', i, os.getpid(), flush=True)\n"
+         "    time.sleep(1)\n")
+
+
+def restart_under_load(work: Path, n: int, hold: int, pg: str | None) -> None:
+    """``n`` jobs running; kill -9 of the service; a new one (SQLite) or the standby (PostgreSQL)."""
+    gpus = 16
+    nodes = -(-n // gpus)
+    work.mkdir(parents=True, exist_ok=True)
+    b = Bench(nodes, gpus, work, db=pg)
+    standby: tuple[subprocess.Popen[bytes], Path, httpx.Client] | None = None
+    try:
+        if pg is not None:  # a standby on the same database: it takes over when the leader dies
+            port = free_port()
+            proc, log = b.start_serve(port)
+            standby = (proc, log, httpx.Client(base_url=f"http://127.0.0.1:{port}",
+                                               headers={"Authorization": f"Bearer {b.token}"}, timeout=60))
+        cmd = f"{sys.executable} -c \"{TICKS}\" {hold}"
+        r = b.http.post("/v1/jobs/batch", json={"jobs": [{"tenant": "bench", "command": cmd}] * n})
+        assert r.status_code == 201, r.text
+        ids = [j["id"] for j in r.json()["jobs"]]
+        t0 = time.monotonic()
+        while True:  # every job running and its command started (it printed its first tick)
+            started = sum(1 for i in ids if "tick 1 " in b.http.get(f"/v1/jobs/{i}/logs").json()["text"])
+            if started == n:
+                break
+            if time.monotonic() - t0 > 600:
+                raise SystemExit(f"only {started} of {n} jobs started in 600 s")
+            time.sleep(1.0)
+        print(f"restart: {n} jobs running after {time.monotonic() - t0:.1f} s ({nodes} nodes x {gpus} GPUs)")
+        b.proc.kill()
+        killed = time.monotonic()
+        b.proc.wait()
+        if standby is None:
+            proc, log = b.start_serve(int(str(b.http.base_url).rsplit(":", 1)[1].rstrip("/")))
+            http = b.http
+            what = "kill -9 of kant serve, a new one on the same SQLite database"
+        else:
+            proc, log, http = standby
+            what = "kill -9 of the leader, the standby on the same PostgreSQL database takes over"
+        b.wait_ready(http, proc, log)
+        ready = time.monotonic() - killed
+        b.proc, b.http = proc, http
+        deadline = time.monotonic() + hold + 300
+        states: dict[int, dict[str, Any]] = {}
+        for i in ids:
+            while (d := http.get(f"/v1/jobs/{i}").json())["state"] not in ENDED and time.monotonic() < deadline:
+                time.sleep(0.2)
+            states[i] = d
+        restarted = sum(1 for d in states.values() if d["runs"] > 1)
+        lost = sum(1 for d in states.values() if d["state"] != "finished")
+        for i in ids:
+            ticks = [ln.split() for ln in http.get(f"/v1/jobs/{i}/logs").json()["text"].splitlines()
+                     if ln.startswith("tick")]
+            if states[i]["state"] == "finished" and ([int(t[1]) for t in ticks] != list(range(1, hold + 1))
+                                                     or len({t[2] for t in ticks}) != 1):
+                lost += 1  # it finished, but not as one uninterrupted run
+        print(f"restart ({what}): reattached and ready {ready:.2f} s after the kill; runs restarted "
+              f"{restarted} of {n}; jobs lost {lost} of {n}")
+    finally:
+        if standby is not None:
+            standby[2].close()
+        b.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gangs", type=int, default=10, help="4-worker gangs timed (after one warm-up)")
     ap.add_argument("--jobs", type=int, default=30, help="1-GPU jobs for the overhead")
     ap.add_argument("--concurrent", type=int, default=32, help="1-GPU jobs run at once")
     ap.add_argument("--hold", type=float, default=90.0, help="seconds each of the concurrent jobs runs")
-    ap.add_argument("--only", choices=["start", "concurrent"], default=None,
-                    help="only the gang start and overhead figures, or only the concurrent one")
+    ap.add_argument("--restart-jobs", type=int, default=50, help="jobs running when the service is killed")
+    ap.add_argument("--restart-hold", type=int, default=60, help="ticks (seconds) each of those jobs runs")
+    ap.add_argument("--pg", default=None, metavar="URL",
+                    help="with --only restart: a fresh PostgreSQL database (postgresql+psycopg://...) for the "
+                         "failover figure")
+    ap.add_argument("--only", choices=["start", "concurrent", "restart"], default=None,
+                    help="only the gang start and overhead figures, the concurrent one, or restart under load")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} CPUs; other work may share them (figures are noisy)")
     with tempfile.TemporaryDirectory(prefix="kant-bench-ray-") as tmp:
-        if args.only != "concurrent":
+        if args.only in (None, "start"):
             start_figures(Path(tmp), args.gangs, args.jobs)
-        if args.only != "start":
+        if args.only in (None, "concurrent"):
             concurrent_figure(Path(tmp), args.concurrent, args.hold)
+        if args.only in (None, "restart"):
+            restart_under_load(Path(tmp) / "sqlite", args.restart_jobs, args.restart_hold, None)
+            if args.pg is not None:
+                restart_under_load(Path(tmp) / "pg", args.restart_jobs, args.restart_hold, args.pg)
 
 
 if __name__ == "__main__":
