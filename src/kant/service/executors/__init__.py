@@ -64,7 +64,7 @@ EXECUTORS: Mapping[str, ExecutorEntry] = {
     "simulated": ExecutorEntry("kant.service.executors.simulated:SimulatedExecutor",
                                "kant.service.executors.base:ExecutorSettings", "a job runs for its duration_s"),
     "ray": ExecutorEntry("kant.service.executors.ray_exec:RayExecutor", "kant.service.executors.ray_exec:RaySettings",
-                         "each worker a Ray task on the node kant chose; docs/ray.md"),
+                         "each worker a detached Ray actor on the node kant chose; docs/ray.md"),
 }
 
 

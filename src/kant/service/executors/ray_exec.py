@@ -1,19 +1,26 @@
 """The Ray executor: jobs run for real on a Ray cluster (``kant serve --executor ray``).
 
-kant decides where each worker goes; Ray runs it there. Every worker of a started job is one Ray
-task (:func:`~kant.service.executors.ray_worker.run_worker`) with a hard node affinity to the node
-kant chose (``NodeAffinitySchedulingStrategy(soft=False)``) and ``num_gpus`` = the GPUs kant gave
-it, so Ray picks which GPU ids (and sets ``CUDA_VISIBLE_DEVICES``) and never gives one GPU to two
-tasks. A gang starts all or nothing: once every worker holds its GPUs, the executor writes the
-gang's go signal (rank 0's address and a free port) to Ray's key-value store and each worker starts
-the command with ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``,
-``NODE_RANK``, ``KANT_JOB_ID`` and ``KANT_CHECKPOINT_DIR``; if one worker does not hold its GPUs
-within ``start_timeout`` s, every worker is cancelled and the run is reported ``bind_failed``.
+kant decides where each worker goes; Ray runs it there. Every worker of a started job is owned by a
+*detached named Ray actor* (:class:`~kant.service.executors.ray_worker.WorkerHost`, named
+``kant-JOB-RUN-WORKER`` in the ``kant`` namespace) with a hard node affinity to the node kant chose
+(``NodeAffinitySchedulingStrategy(soft=False)``) and ``num_gpus`` = the GPUs kant gave it, so Ray
+picks which GPU ids (and sets ``CUDA_VISIBLE_DEVICES``) and never gives one GPU to two workers. A
+gang starts all or nothing: once every actor holds its GPUs, the executor tells each to go (rank 0's
+address and a free port) and each starts the command with ``MASTER_ADDR``, ``MASTER_PORT``,
+``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``, ``NODE_RANK``, ``KANT_JOB_ID`` and ``KANT_CHECKPOINT_DIR``
+(over ``Launch.env`` and the job's environment, in the job's folder); if one worker does not hold
+its GPUs within ``start_timeout`` s, every actor is killed and the run is reported ``bind_failed``.
 
-The cluster's nodes are Ray's alive nodes (:func:`node_specs`); a watcher lists them every
-``node_poll_s`` s and reports joins and losses as :class:`NodeEvent`. A worker that ends with
-code 0 on every rank finishes the job; a non-zero code fails it (with the last lines of that
-worker's output); a worker lost with its node reports the run ``lost`` (requeued).
+The actors outlive the service: :meth:`RayExecutor.restore` finds a restarted (or newly elected)
+service's running runs by name and follows them again; a reported end's actors are killed once the
+loop recorded it (the next :meth:`RayExecutor.poll`). :meth:`RayExecutor.stop` signals every
+process of each worker (``why``: SIGUSR1 first for a preemption; SIGTERM, the grace, SIGKILL).
+
+The cluster's nodes are Ray's alive nodes, a node being its name (:func:`node_specs`); a watcher
+lists them every ``node_poll_s`` s and reports losses, then joins, as :class:`NodeEvent`. A worker
+that ends with code 0 on every rank finishes the job; a non-zero code fails it (with how it ended
+and the last lines of that worker's output); a worker lost with its node reports the run ``lost``
+(requeued).
 
 All Ray calls run on one thread with an asyncio loop (``kant-ray``); the scheduling loop's calls
 (:meth:`RayExecutor.start`, :meth:`RayExecutor.stop`, ...) only hand work to it and return.
@@ -651,7 +658,7 @@ def _check_reachable(address: str) -> None:
         return
     if address.startswith("ray://"):
         raise KantError(f"--ray-address {address}: Ray Client (ray://) is not supported: the executor follows its "
-                        "workers as streaming generators, which Ray Client cannot return; run kant serve where it "
+                        "workers' actors with long polls, not tested through Ray Client; run kant serve where it "
                         "reaches the cluster's GCS (--ray-address HOST:6379, or auto on a node of the cluster)")
     host, _, port = address.rpartition(":")
     try:
