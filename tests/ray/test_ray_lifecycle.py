@@ -30,19 +30,23 @@ POLICY = Path(__file__).parent / "quota-policy.yaml"
 ENDED = ("finished", "failed", "cancelled", "timeout", "unschedulable")
 
 
-def start_serve(ray_nodes: RayNodes, work: Path, token: str, port: int | None = None) -> Server:
+def start_serve(ray_nodes: RayNodes, work: Path, token: str, port: int | None = None, db: str | None = None,
+                wait: bool = True) -> Server:
     port = port or free_port()
-    args = [sys.executable, "-m", "kant.cli.main", "serve", "--db", f"sqlite:///{work / 'kant.db'}", "--port",
+    args = [sys.executable, "-m", "kant.cli.main", "serve", "--db", db or f"sqlite:///{work / 'kant.db'}", "--port",
             str(port), "--executor", "ray", "--ray-address", ray_nodes.address, "--policy", str(POLICY),
             "--clock", "wall", "--no-predict", "--ray-start-timeout", "10", "--log-dir", str(work / "logs"),
             "--checkpoint-dir", str(work / "ckpt"), "--stop-grace", "2", "--checkpoint-grace", "2",
             "--log-level", "info"]
-    log = work / "serve.log"
+    log = work / f"serve-{port}.log"
     with open(log, "ab") as out:
         proc = subprocess.Popen(args, cwd=work, env={**os.environ, "KANT_ADMIN_TOKEN": token, "PYTHONUNBUFFERED": "1"},
                                 stdout=out, stderr=subprocess.STDOUT)
     server = Server(proc, port, token, log, args)
-    server.wait_ready(120.0)
+    if wait:
+        server.wait_ready(120.0)
+    else:
+        server.wait_listening(120.0)
     return server
 
 
@@ -161,6 +165,32 @@ def test_kill_9_of_the_service_keeps_running_jobs(ray_nodes: RayNodes, work: Pat
     finally:
         _cancel_all(kant)
         kant.stop()
+
+
+def test_failover_to_a_standby_on_postgresql_keeps_running_jobs(ray_nodes: RayNodes, work: Path) -> None:
+    """A leader and a standby on one PostgreSQL database; kill -9 of the leader mid-run: the standby
+    takes over and reattaches; the job finishes as run 1, one uninterrupted run by its own output."""
+    from service.conftest import new_pg_database
+
+    token = f"kant_test_{secrets.token_hex(16)}"
+    with new_pg_database() as url:
+        leader = start_serve(ray_nodes, work, token, db=url)
+        standby = start_serve(ray_nodes, work, token, db=url, wait=False)
+        try:
+            leader.tenant("t")
+            job_id = submit(leader, command=counter(16, 0.5))
+            wait_output(leader, job_id, "tick 3 ")
+            leader.kill()
+            standby.wait_ready(120.0)
+            done = wait_for(standby, job_id, ENDED)
+            assert done["state"] == "finished" and done["runs"] == 1, done
+            ticks = [line.split() for line in output(standby, job_id).splitlines() if line.startswith("tick")]
+            assert [int(t[1]) for t in ticks] == list(range(1, 17)), ticks
+            assert len({t[3] for t in ticks}) == 1, "the job ran more than once"
+        finally:
+            _cancel_all(standby)
+            standby.stop()
+            leader.stop()
 
 
 ESCAPE = ("setsid sleep {m}1 < /dev/null > /dev/null 2>&1 & "

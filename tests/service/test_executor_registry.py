@@ -107,9 +107,11 @@ def test_the_builtin_executors_options() -> None:
 
     _, settings = executor_options(EXECUTORS)
     assert settings == {"ray_address": ("ray", "address"), "log_dir": ("ray", "log_dir"),
-                        "checkpoint_dir": ("ray", "checkpoint_dir"), "ray_start_timeout": ("ray", "start_timeout")}
+                        "checkpoint_dir": ("ray", "checkpoint_dir"), "ray_start_timeout": ("ray", "start_timeout"),
+                        "stop_grace": ("ray", "stop_grace"), "checkpoint_grace": ("ray", "checkpoint_grace")}
     assert RaySettings() == RaySettings(address="auto", log_dir=Path("kant-logs"),
-                                        checkpoint_dir=Path("kant-checkpoints"), start_timeout=60.0)
+                                        checkpoint_dir=Path("kant-checkpoints"), start_timeout=60.0, stop_grace=10.0,
+                                        checkpoint_grace=30.0)
     with pytest.raises(ValueError, match="greater than 0"):
         RaySettings(start_timeout=0)
     assert not EXECUTORS["simulated"].load().discovers_nodes
