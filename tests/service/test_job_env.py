@@ -158,14 +158,18 @@ def _cli_srv(srv: Server, *args: str) -> click.testing.Result:
 def test_submit_sends_folder_and_environment(srv: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("KANT_TEST_X", "x")
-    out = _cli_srv(srv, "submit", "--tenant", "sim", "--export", "KANT_TEST_X,Y=1", "--time", "1:00", "--",
-                   "true")
+    out = _cli_srv(srv, "submit", "--tenant", "sim", "--export", "KANT_TEST_X,Y=1,KANT_TOKEN", "--time", "1:00",
+                   "--", "true")
     assert out.exit_code == 0, out.output
     data = srv.admin.get(f"/v1/jobs/{int(out.stdout)}").json()
     assert (data["chdir"], data["environment"], data["time_limit_s"]) == (str(tmp_path), {"KANT_TEST_X": "x",
                                                                                           "Y": "1"}, 60.0)
     shown = _cli_srv(srv, "show", str(data["id"]))
     assert "2 variable(s)" in shown.stdout and str(tmp_path) in shown.stdout
+    # ALL: everything but kant's own credentials (the admin token of KANT_TOKEN is not stored with the job)
+    out = _cli_srv(srv, "submit", "--tenant", "sim", "--", "true")
+    env = srv.admin.get(f"/v1/jobs/{int(out.stdout)}").json()["environment"]
+    assert env["KANT_TEST_X"] == "x" and "KANT_TOKEN" not in env and "KANT_URL" in env
 
 
 def test_logs_of_a_worker_or_run_that_does_not_exist(srv: Server) -> None:

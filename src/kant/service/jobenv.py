@@ -17,7 +17,11 @@ import math
 import re
 from collections.abc import Mapping
 
-__all__ = ["parse_time", "parse_export", "resolve_export", "TIME_FORMS"]
+__all__ = ["parse_time", "parse_export", "resolve_export", "submitter_environment", "TIME_FORMS", "NOT_SENT"]
+
+#: the submitter's variables never sent with a job (kant's own credentials: a job's environment is
+#: stored, and shown to its tenant)
+NOT_SENT = frozenset({"KANT_TOKEN", "KANT_ADMIN_TOKEN"})
 
 TIME_FORMS = "MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -69,6 +73,11 @@ def parse_export(spec: str) -> tuple[bool, list[tuple[str, str | None]]]:
             raise ValueError(f"{item!r} is not NAME or NAME=value (a name: letters, digits and _, not first a digit)")
         items.append((name, value if eq else None))
     return every, items
+
+
+def submitter_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """What of the submitter's environment ``kant submit`` may send: all but :data:`NOT_SENT`."""
+    return {k: v for k, v in environ.items() if k not in NOT_SENT}
 
 
 def resolve_export(spec: str | None, environment: Mapping[str, str] | None) -> dict[str, str] | None:

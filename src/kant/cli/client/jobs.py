@@ -18,7 +18,7 @@ from rich.text import Text
 from kant.cli._common import Duration, FiniteFloat, console, fail
 from kant.cli.client.common import Clock, client_command, emit, or_dash, print_json, table
 from kant.cli.client.http import ApiError, Client
-from kant.service.jobenv import TIME_FORMS, parse_export, parse_time, resolve_export
+from kant.service.jobenv import TIME_FORMS, parse_export, parse_time, resolve_export, submitter_environment
 from kant.text import format_duration
 
 __all__ = ["cancel", "jobs", "logs", "queue", "show", "submit", "why"]
@@ -148,7 +148,7 @@ def submit(api: Client, name: str | None, workers: int, gpus: int, gpu_type: str
     body: dict[str, Any] = {"name": name, "workers": workers, "gpus_per_worker": gpus, "cpu_milli": cpu,
                             "memory_mib": memory, "priority": priority, "labels": labels,
                             "chdir": os.path.abspath(chdir if chdir is not None else os.getcwd()),
-                            "environment": resolve_export(export, dict(os.environ))}
+                            "environment": resolve_export(export, submitter_environment(os.environ))}
     for key, value in (("gpu_type", gpu_type), ("estimate_s", estimate), ("duration_s", duration),
                        ("tenant", tenant), ("user", user), ("command", cmd), ("time_limit_s", time_limit)):
         if value is not None:
