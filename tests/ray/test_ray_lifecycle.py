@@ -330,3 +330,33 @@ def test_reasons_name_the_signal(kant: Server) -> None:
     data = wait_for(kant, job_id, ENDED)
     assert data["state"] == "failed", data
     assert re.search(r"(killed by signal SIGKILL|SIGKILL in a shell)", data["reason"]), data["reason"]
+
+
+def test_preemption_sends_the_checkpoint_signal_then_stops(ray_nodes: RayNodes, tmp_path: Path) -> None:
+    """``Executor.stop(job, "preempt")``: SIGUSR1 first (the job saves its checkpoint in
+    KANT_CHECKPOINT_DIR and says so), then SIGTERM/SIGKILL for what is left; no event follows."""
+    import ray
+
+    from kant.service.executors.base import Launch
+    from kant.service.executors.ray_exec import RayExecutor
+
+    ray.shutdown()  # (the executor connects itself)
+    ex = RayExecutor(ray_nodes.address, log_dir=tmp_path / "logs", checkpoint_dir=tmp_path / "ckpt",
+                     stop_grace_s=1.0, checkpoint_grace_s=5.0)
+    cmd = ("trap 'echo saved > $KANT_CHECKPOINT_DIR/step; echo checkpoint; exit 0' USR1; "
+           "sleep 4714 < /dev/null > /dev/null 2>&1 & echo ready; while true; do sleep 0.2; done")
+    try:
+        ex.start(Launch(90_101, 1, ("n1",), 1, 0.0, cmd))
+        deadline = time.monotonic() + 60
+        while "ready" not in ex.logs.read(90_101).text:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        ex.stop(90_101, "preempt")
+        while "checkpoint" not in ex.logs.read(90_101).text:
+            assert time.monotonic() < deadline, ex.logs.read(90_101).text
+            time.sleep(0.1)
+        assert (tmp_path / "ckpt" / "job-90101" / "step").read_text() == "saved\n"
+        assert wait_no_processes("sleep 4714") == []
+        assert ex.poll(0.0) == [] and ex.running_jobs() == {}
+    finally:
+        ex.close()
