@@ -158,7 +158,7 @@ class Hpa:
 
     def raw(self, load: float) -> int:
         """The raw recommendation for offered load ``load`` (replicas), before the tolerance."""
-        return int(math.ceil(load / self.config.target_utilization - _EPS))
+        return math.ceil(load / self.config.target_utilization - _EPS)
 
     def decide(self, now: float, load: float, *, current: int | None = None, raw: int | None = None) -> int:
         """One decision at time ``now`` (not before the last one) with offered load ``load`` in

@@ -42,6 +42,7 @@ from kant.service.history import History
 from kant.service.loop import CLOCK_KEY, ServiceLoop
 from kant.service.metrics import ServiceMetrics
 from kant.service.serving.endpoints import Endpoints
+from kant.service.serving.signals import LoadSignals
 from kant.service.tenants import Tenants
 from kant.service.twin import Twin, WhatIfGate
 from kant.service.writer import SubmitWriter
@@ -102,6 +103,8 @@ class Service:
                          metrics=self.metrics)
         self.whatif_gate = WhatIfGate(config.whatif_budget, config.whatif_queue)
         self.endpoints = Endpoints()  # where services' replicas listen (the replicas write, the request route reads)
+        #: what the request route measures (it sets this), read by the live autoscaler; None: no autoscaling
+        self.signals: LoadSignals | None = None
 
     # --- start and stop ---------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -204,7 +207,8 @@ class Service:
         assert self.hub is not None
         loop = ServiceLoop(self.db, self.policy, self.clock, executor, epoch=epoch,
                            default_estimate=cfg.default_estimate, seed=cfg.seed, on_events=self.hub.notify,
-                           metrics=self.metrics, history=self.history)
+                           metrics=self.metrics, history=self.history, endpoints=self.endpoints,
+                           signals=lambda: self.signals)
         loop.load(self._cluster if self._cluster is not None or not found else Cluster.from_nodes(found))
         loop.start()
         self.loop = loop
