@@ -182,6 +182,8 @@ def _run(db_url: str, cluster: str | None, policy: str, host: str, port: int, ex
     from kant.service.serve import serve as run_service
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # (httpx logs every request at info: the replicas' readiness probes, twice a second each)
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLevelName(log_level.upper())))
     token = os.environ.get("KANT_ADMIN_TOKEN") or None
     if admin_token_file is not None:
         try:

@@ -95,6 +95,7 @@ class Service:
         self.tenants = Tenants(self.db, lambda: self.loop)
         self._leader_url: tuple[float, str | None] = (0.0, None)
         self._stop = threading.Event()
+        self._closed = False
         self._lead_thread: threading.Thread | None = None
         self._cluster: Cluster | None = None  # --cluster, registered if the database has no nodes
         self.demo = Demo(config.demo, config.demo_limit) if config.demo is not None else None
@@ -162,6 +163,10 @@ class Service:
         self._lead_thread.start()
 
     def close(self) -> None:
+        """Stop everything (the replicas' processes too); a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         self._stop.set()
         self.twin.close()
         if self.loop is not None:
