@@ -33,7 +33,7 @@ def main() -> None:
     signal.signal(signal.SIGUSR1, lambda *_: print("checkpoint signal", flush=True))
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             if self.path == "/health":
                 sick = args.never_ready or (args.sick_after is not None
                                             and time.monotonic() - started > args.sick_after)
@@ -47,7 +47,7 @@ def main() -> None:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *a: object) -> None:  # noqa: A002
+        def log_message(self, format: str, *a: object) -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)

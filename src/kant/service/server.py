@@ -217,6 +217,8 @@ class Service:
         loop.load(self._cluster if self._cluster is not None or not found else Cluster.from_nodes(found))
         loop.start()
         self.loop = loop
+        if cfg.services is not None:
+            self._declare(cfg.services, loop)
         self.twin.start()
         log.info("leader (epoch %d) with policy %s, %s clock, %s executor", epoch, self.policy_name, cfg.clock,
                  cfg.executor)
@@ -224,6 +226,16 @@ class Service:
         if demo is not None:
             threading.Thread(target=demo.replay, args=(self.tenants, self.writer, self.clock, self._stop),
                              name="kant-demo", daemon=True).start()
+
+    def _declare(self, path: str, loop: ServiceLoop) -> None:
+        """Create or update the services of ``--services`` (:mod:`kant.service.declared`)."""
+        from kant.inference.services import load_services
+        from kant.service.declared import apply_services
+
+        config = load_services(path)
+        config.check_cluster(loop.live.cluster())
+        for line in apply_services(config, self.db, self.tenants, loop):
+            log.info("%s: %s", path, line)
 
     def _clock_start(self) -> float:
         cfg = self.config

@@ -382,6 +382,9 @@ class ServingRoom:
         """Bring the service to its replica count: replace, roll, scale down (see the module docstring)."""
         live = self.live
         mine = [j for j in replica_ids(live, row.id) if j not in book.stopping]
+        for j in mine:  # a replica asked for since the last turn (here, or by a user's scale): its decision
+            if j not in book.decided and j not in self._replicas:
+                book.decided[j] = mono
         target = row.replicas
         old = [j for j in mine if live.active[j].command != row.command]
         want = target + 1 if old and target > 0 else target
