@@ -385,6 +385,9 @@ class ServingRoom:
         for j in mine:  # a replica asked for since the last turn (here, or by a user's scale): its decision
             if j not in book.decided and j not in self._replicas:
                 book.decided[j] = mono
+        if len(book.decided) > len(mine):  # (replicas cancelled before they started)
+            keep = set(mine)
+            book.decided = {j: t for j, t in book.decided.items() if j in keep}
         target = row.replicas
         old = [j for j in mine if live.active[j].command != row.command]
         want = target + 1 if old and target > 0 else target
