@@ -270,8 +270,9 @@ class ServingRoom:
     def stats(self, service_id: int) -> dict[str, Any]:
         """The service's replicas now and its scale-up and reclaim latencies (the API's)."""
         book = self._books.get(service_id, _Book())
-        with self._lock:
+        with self._lock:  # (the loop appends latencies under it)
             starting = sum(1 for r in self._replicas.values() if r.service_id == service_id and r.ready_at is None)
+            reclaim_s, scale_up_s = list(book.reclaim_s), list(book.scale_up_s)
         return {
             "ready_replicas": len(self.endpoints.ready(service_id)),
             "starting_replicas": starting,
@@ -279,10 +280,10 @@ class ServingRoom:
             "degraded": book.degraded,
             "last_failure": book.reason,
             "reclaims": book.reclaims,
-            "reclaim_p50_s": _pct(book.reclaim_s, 50),
-            "reclaim_p99_s": _pct(book.reclaim_s, 99),
-            "scale_up_p50_s": _pct(book.scale_up_s, 50),
-            "scale_up_p99_s": _pct(book.scale_up_s, 99),
+            "reclaim_p50_s": _pct(reclaim_s, 50),
+            "reclaim_p99_s": _pct(reclaim_s, 99),
+            "scale_up_p50_s": _pct(scale_up_s, 50),
+            "scale_up_p99_s": _pct(scale_up_s, 99),
             "load": None if book.autoscaler is None else book.autoscaler.last_load,
         }
 
@@ -349,11 +350,12 @@ class ServingRoom:
     def _ready(self, r: Replica, book: _Book) -> None:
         assert r.ready_at is not None
         took = r.ready_at - r.decided
-        book.scale_up_s.append(took)
-        if r.reclaim:
-            book.reclaim_s.append(took)
-            if self.metrics is not None:
-                self.metrics.service_reclaim_seconds.labels(r.service).observe(took)
+        with self._lock:
+            book.scale_up_s.append(took)
+            if r.reclaim:
+                book.reclaim_s.append(took)
+        if r.reclaim and self.metrics is not None:
+            self.metrics.service_reclaim_seconds.labels(r.service).observe(took)
         if book.failures or book.degraded is not None:
             book.failures, book.next_try = 0, 0.0
             if book.degraded is not None:
@@ -421,8 +423,8 @@ class ServingRoom:
                 self.live.cancel(job_id, None, why, now)
 
 
-def _pct(values: deque[float], q: float) -> float | None:
+def _pct(values: list[float], q: float) -> float | None:
     if not values:
         return None
-    return float(np.percentile(np.fromiter(values, dtype=np.float64), q))
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q))
 
