@@ -136,7 +136,7 @@ def test_preempt_sends_the_checkpoint_signal_first(tmp_path: Path) -> None:
     runs.start(Launch(7, 1, ("n0",), 1, 0.0, command=f"exec {sys.executable} {tmp_path / 'w.py'}", service="s"), 0.0)
     eventually(lambda: "up" in runs.logs.tail(7, 1, 0), "the worker is up")
     runs.stop(7, "preempt")
-    eventually(lambda: "term" in (tmp_path / "logs/job-7/run-1/worker-0.log").read_text(), "terminated")
+    eventually(lambda: "term\n" in (tmp_path / "logs/job-7/run-1/worker-0.log").read_text(), "terminated")
     assert (tmp_path / "logs/job-7/run-1/worker-0.log").read_text() == "up\ncheckpoint\nterm\n"
     assert runs.poll(1.0) == []  # a stopped run reports nothing
     runs.close()

@@ -262,7 +262,7 @@ class ServingRoom:
             if row is None:
                 continue
             if book.autoscaler is not None:
-                self._autoscale(row, book, mono)
+                row = self._autoscale(row, book, mono)
             if row.command is not None or row.autoscaler is not None:
                 self._reconcile(row, book, now, mono)
 
@@ -373,12 +373,14 @@ class ServingRoom:
             row = self._rows.get(service_id)
             self.metrics.service_replica_failures.labels(row.name if row else str(service_id)).inc()
 
-    def _autoscale(self, row: ServiceRow, book: _Book, mono: float) -> None:
+    def _autoscale(self, row: ServiceRow, book: _Book, mono: float) -> ServiceRow:
+        """The autoscaler's decision, when its period is up, stored as the replica count; the row now."""
         assert book.autoscaler is not None
         desired = book.autoscaler.tick(mono, row, self.signals())
         if desired is None or desired == row.replicas:
-            return
-        self._rows[row.id] = row = self.db.services.update(row.id, replicas=desired)
+            return row
+        row = self._rows[row.id] = self.db.services.update(row.id, replicas=desired)
+        return row
 
     def _reconcile(self, row: ServiceRow, book: _Book, now: float, mono: float) -> None:
         """Bring the service to its replica count: replace, roll, scale down (see the module docstring)."""
