@@ -108,6 +108,14 @@ def test_a_readiness_path_that_never_answers(api: httpx.Client) -> None:
     assert len(failed) >= 3 and {j["reason"] for j in failed} == {reason}
 
 
+def test_a_replica_that_stops_answering_is_replaced(api: httpx.Client) -> None:
+    sid = create(api, name="sick", replicas=1, command=replica("--sick-after", "5"))
+    first = eventually(lambda: [j for j in replicas(api, sid) if j["state"] == "failed"], "the sick replica stopped")
+    assert first[0]["reason"] == "readiness path /health stopped answering 2xx (3 probes in a row)"
+    assert first[0]["first_start_time"] is not None
+    eventually(lambda: len(replicas(api, sid)) >= 2, "a replacement")  # (itself sick 5 s after it starts)
+
+
 def test_a_port_in_use(api: httpx.Client) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
