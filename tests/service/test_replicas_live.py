@@ -207,3 +207,22 @@ def test_serve_services_file(tmp_path: Path) -> None:
                          "the file's service is ready")
         assert out[0]["name"] == "chat" and out[0]["tenant"] == "inference" and out[0]["capacity_rps"] == 5
         assert out[0]["autoscaler"]["period_s"] == 5 and out[0]["command"] == replica("--tag", "file")
+
+
+def test_replicas_come_back_after_a_restart(tmp_path: Path) -> None:
+    """The replicas' processes stop with kant serve; the next start finds their runs lost and starts
+    them again (the same jobs, run 2)."""
+    db_url = f"sqlite:///{tmp_path / 'kant.db'}"
+    with running_server(tmp_path / "work", db_url, cluster="2x8:V100", clock="wall") as s:
+        token = s.tenant("team")
+        api = s.client(token)
+        sid = create(api, name="chat", replicas=1, command=replica())
+        eventually(lambda: service(api, sid)["ready_replicas"] == 1, "ready")
+        port = int(api.get(f"/v1/jobs/{replicas(api, sid)[0]['id']}/logs").json()["text"].split()[2])
+    with pytest.raises(httpx.HTTPError):  # its process stopped with the service
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+    with running_server(tmp_path / "work", db_url, cluster="2x8:V100", clock="wall", admin_token=s.admin_token) as s2:
+        api = s2.client(token)
+        eventually(lambda: service(api, sid)["ready_replicas"] == 1, "ready again")
+        jobs = replicas(api, sid)
+        assert len(jobs) == 1 and jobs[0]["runs"] == 2 and jobs[0]["state"] == "running"
