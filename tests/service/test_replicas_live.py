@@ -166,12 +166,8 @@ def test_bad_serving_fields_are_422_with_the_field(api: httpx.Client) -> None:
 def test_reclaim_of_a_training_job_on_the_unified_policy(tmp_path: Path) -> None:
     """Training borrows every GPU; a replica scaled up takes them back: the training job gets the
     checkpoint stop and waits again, the replica serves, and the reclaim is measured."""
-    policy = tmp_path / "unified-live.yaml"  # the bundled unified policy, with the pool sized (live: no trace)
-    policy.write_text("name: unified-live\nactions:\n  - allocate\n  - inference-reclaim\n  - allocate\nplugins:\n"
-                      "  - name: priority\n  - name: fifo\n  - name: co-schedule\n"
-                      "    args: {mode: unified, inference_gpus: 8}\n  - name: binpack\n")
     with running_server(tmp_path / "work", f"sqlite:///{tmp_path / 'kant.db'}", cluster="1x8:V100", clock="wall",
-                        policy=str(policy)) as s:
+                        policy="unified") as s:
         api = s.client(s.tenant("team"))
         train = api.post("/v1/jobs", json={"gpus_per_worker": 8, "duration_s": 3600}).json()["id"]
         eventually(lambda: api.get(f"/v1/jobs/{train}").json()["state"] == "running", "training runs")
