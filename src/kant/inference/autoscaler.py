@@ -28,6 +28,11 @@ count, so replicas still starting count as capacity (Kubernetes counts not-ready
 scaling up, which gives the same ``ceil(L / u*)``). The recommendations do not depend on where or
 whether replicas are placed, so the whole schedule is computed before the simulation
 (:func:`autoscale`) and the simulator only applies its changes.
+
+One implementation: :class:`Hpa` is the controller (one :meth:`Hpa.decide` per sync period, keeping
+the stabilisation windows and the recent scaling events); :func:`autoscale` is a loop over it, and the
+live service (:mod:`kant.service.serving.autoscale`) calls the same ``decide`` every ``period_s`` with
+the load its request route measured.
 """
 
 from __future__ import annotations
