@@ -58,7 +58,7 @@ _EPS = 1e-9
 class ScalingPolicy(BaseModel):
     """One rate limit: at most ``value`` pods (or percent) of change per ``period_s`` seconds."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     type: Literal["Pods", "Percent"]
     value: int = Field(gt=0)
     period_s: float = Field(gt=0, le=1800)
@@ -67,7 +67,7 @@ class ScalingPolicy(BaseModel):
 class ScalingRules(BaseModel):
     """Kubernetes ``HPAScalingRules`` for one direction."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     stabilization_window_s: float = Field(default=0.0, ge=0, le=3600)
     select_policy: Literal["Max", "Min", "Disabled"] = "Max"
     policies: tuple[ScalingPolicy, ...] = Field(min_length=1)
@@ -86,7 +86,7 @@ def default_scale_down() -> ScalingRules:
 class HpaConfig(BaseModel):
     """Autoscaler settings (see the module docstring)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     period_s: float = Field(default=15.0, gt=0)
     target_utilization: float = Field(default=0.7, gt=0, le=1.0)
     tolerance: float = Field(default=0.1, ge=0, lt=1.0)

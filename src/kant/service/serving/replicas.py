@@ -39,6 +39,7 @@ Rules (docs/inference.md, "Live"):
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections import deque
@@ -69,6 +70,8 @@ DEGRADED_AFTER = 3  # failures in a row that make the service degraded
 FAILS_AFTER_READY = 3  # failed probes in a row that stop a replica that was ready
 _REFRESH_S = 1.0  # wall seconds between two reads of the services table
 _KEPT = 1000  # latencies kept per service
+
+log = logging.getLogger("kant.serve")
 
 
 def backoff_s(failures: int) -> float:
@@ -117,6 +120,7 @@ class _Book:
     decided: dict[int, float] = field(default_factory=dict)  # replica job -> monotonic time it was asked for
     stopping: dict[int, tuple[float, str]] = field(default_factory=dict)  # job -> (stop at, why), draining
     autoscaler: LiveAutoscaler | None = None
+    bad_autoscaler: tuple[str | None, int, int] | None = None  # settings found not valid (not tried again)
     reclaims: int = 0
     reclaim_s: deque[float] = field(default_factory=lambda: deque(maxlen=_KEPT))
     scale_up_s: deque[float] = field(default_factory=lambda: deque(maxlen=_KEPT))
@@ -318,8 +322,14 @@ class ServingRoom:
                     book.autoscaler = None
                 continue
             book = self._book(sid)
-            if book.autoscaler is None or book.autoscaler.key != LiveAutoscaler.key_of(row):
-                book.autoscaler = LiveAutoscaler(row, mono)
+            key = LiveAutoscaler.key_of(row)
+            if (book.autoscaler is None or book.autoscaler.key != key) and book.bad_autoscaler != key:
+                try:
+                    book.autoscaler = LiveAutoscaler(row, mono)
+                except ValueError as exc:  # (the API validated it; a row written otherwise is skipped, said once)
+                    log.error("service %s: its autoscaler settings are not valid, it is not autoscaled: %s",
+                              row.name, " ".join(str(exc).split()))
+                    book.autoscaler, book.bad_autoscaler = None, key
 
     def _settle(self, now: float, mono: float) -> None:
         """Ended runs leave; verdicts stop their replicas; replicas that became ready count."""
