@@ -156,6 +156,9 @@ def test_bad_serving_fields_are_422_with_the_field(api: httpx.Client) -> None:
     for extra, words in cases:
         r = api.post("/v1/services", json={"name": "bad", "gpus_per_replica": 1, **extra})
         assert r.status_code == 422 and words in r.json()["message"], (extra, r.text)
+    inf = '{"name": "inf", "gpus_per_replica": 1, "capacity_rps": 1, "autoscaler": {"period_s": Infinity}}'
+    r = api.post("/v1/services", headers={"Content-Type": "application/json"}, content=inf)
+    assert r.status_code == 422 and r.json()["message"].startswith("body.autoscaler.period_s: Input should be a finite")
     sid = create(api, name="ok", replicas=0)
     r = api.patch(f"/v1/services/{sid}", json={"autoscaler": {"period_s": 1}})
     assert r.status_code == 422 and "autoscaler" in r.json()["message"]
