@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kant.inference.autoscaler import HpaConfig, ScalingPolicy, ScalingRules, autoscale
+from kant.inference.autoscaler import Hpa, HpaConfig, ScalingPolicy, ScalingRules, autoscale
 
 P = 15.0  # tick period of the hand cases
 
@@ -145,3 +145,22 @@ def test_bounds_and_convergence(loads: list[float], min_r: int, span: int, targe
     raw = min(max(math.ceil(loads[-1] / target - 1e-9), min_r), max_r)
     if final != raw:
         assert final > 0 and abs(loads[-1] / (final * target) - 1) <= cfg.tolerance
+
+
+@given(st.lists(st.floats(min_value=0, max_value=50, allow_nan=False), min_size=1, max_size=60),
+       st.integers(0, 3), st.integers(1, 20), st.sampled_from([0.5, 0.7, 1.0]), st.sampled_from([0.0, 30.0, 300.0]))
+def test_the_live_controller_decides_as_the_schedule(loads: list[float], min_r: int, span: int, target: float,
+                                                     down_window: float) -> None:
+    """The live service's use of the autoscaler (one ``Hpa.decide`` per period, from the load alone)
+    gives the simulator's schedule, decision for decision; a user's scale in between (``current``)
+    is where the next decision starts from."""
+    cfg = HpaConfig(period_s=P, target_utilization=target,
+                    scale_down=_rules(down_window, ("Percent", 100, 15.0)))
+    t = P * np.arange(1, len(loads) + 1)
+    s = autoscale(t, np.asarray(loads), min_replicas=min_r, max_replicas=min_r + span, config=cfg)
+    hpa = Hpa(cfg, min_replicas=min_r, max_replicas=min_r + span)
+    live = [hpa.decide(float(now), load) for now, load in zip(t.tolist(), loads, strict=True)]
+    assert live == s.at(t).tolist()
+    told = Hpa(cfg, min_replicas=min_r, max_replicas=min_r + span)  # told the count is the maximum, no load:
+    assert told.decide(P, 0.0, current=min_r + span) == min_r  # -100 % per period allowed: straight to min
+    assert told.current == min_r

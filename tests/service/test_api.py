@@ -182,6 +182,7 @@ def test_tenant_isolation_on_every_endpoint(srv: Server, tokens: dict[str, str])
         ("get", "/v1/services"): ("/v1/services", None, 200),
         ("post", "/v1/services"): ("/v1/services", {"name": "x", "tenant": "team-a", "gpus_per_replica": 1}, 403),
         ("get", "/v1/services/{service_id}"): (f"/v1/services/{service}", None, 404),
+        ("patch", "/v1/services/{service_id}"): (f"/v1/services/{service}", {"command": "true"}, 404),
         ("post", "/v1/services/{service_id}/scale"): (f"/v1/services/{service}/scale", {"replicas": 0}, 404),
         ("delete", "/v1/services/{service_id}"): (f"/v1/services/{service}", None, 404),
         ("get", "/v1/nodes"): ("/v1/nodes", None, 200),

@@ -56,6 +56,9 @@ _AFTER: list[Decorator] = [
                  help="Replay a trace into the service (e.g. philly) at --speed; jobs run for their trace durations."),
     click.option("--demo-limit", type=click.IntRange(min=1), default=None,
                  help="Only the first N jobs of the demo trace."),
+    click.option("--services", "services", default=None, metavar="FILE",
+                 help="A services file (as `kant simulate --services`; with command, port, ready_path for the live "
+                      "replicas): its services are created or updated when this service leads (docs/inference.md)."),
     click.option("--admin-token-file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
                  help="A file holding an admin token to accept (or set KANT_ADMIN_TOKEN)."),
     click.option("--token-out", type=click.Path(dir_okay=False, path_type=Path), default=Path("kant-admin.token"),
@@ -178,10 +181,12 @@ def _run(db_url: str, cluster: str | None, policy: str, host: str, port: int, ex
          speed: float, clock_start: float | None, demo: str | None, demo_limit: int | None,
          admin_token_file: Path | None, token_out: Path, advertise_url: str | None, default_estimate: float,
          seed: int, predict: bool, predict_runs: int, predict_every: float, whatif_budget: float,
-         whatif_queue: int, db_wait: float, log_level: str) -> None:
+         whatif_queue: int, db_wait: float, log_level: str, services: str | None) -> None:
     from kant.service.serve import serve as run_service
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # (httpx logs every request at info: the replicas' readiness probes, twice a second each)
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLevelName(log_level.upper())))
     token = os.environ.get("KANT_ADMIN_TOKEN") or None
     if admin_token_file is not None:
         try:
@@ -190,6 +195,13 @@ def _run(db_url: str, cluster: str | None, policy: str, host: str, port: int, ex
             fail(f"{admin_token_file}: {exc.strerror or exc}")
         if not token:
             fail(f"{admin_token_file}: the file is empty")
+    if services is not None:
+        from kant.inference.services import load_services
+
+        try:
+            load_services(services)  # (checked now: a wrong key is one line before anything starts)
+        except KantError as exc:
+            fail(str(exc))
     if demo is not None and clock == "manual":
         fail("--demo replays on a moving clock: use --clock accelerated (the default with --demo) or wall")
     if clock is None:
@@ -202,7 +214,7 @@ def _run(db_url: str, cluster: str | None, policy: str, host: str, port: int, ex
                          advertise_url=advertise_url, default_estimate=default_estimate, seed=seed,
                          demo=demo, demo_limit=demo_limit, log_level=log_level, predict=predict,
                          predict_runs=predict_runs, predict_every=predict_every, whatif_budget=whatif_budget,
-                         whatif_queue=whatif_queue, db_wait=db_wait)
+                         whatif_queue=whatif_queue, db_wait=db_wait, services=services)
     try:
         run_service(config)
     except KantError as exc:

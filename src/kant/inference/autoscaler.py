@@ -28,6 +28,11 @@ count, so replicas still starting count as capacity (Kubernetes counts not-ready
 scaling up, which gives the same ``ceil(L / u*)``). The recommendations do not depend on where or
 whether replicas are placed, so the whole schedule is computed before the simulation
 (:func:`autoscale`) and the simulator only applies its changes.
+
+One implementation: :class:`Hpa` is the controller (one :meth:`Hpa.decide` per sync period, keeping
+the stabilisation windows and the recent scaling events); :func:`autoscale` is a loop over it, and the
+live service (:mod:`kant.service.serving.autoscale`) calls the same ``decide`` every ``period_s`` with
+the load its request route measured.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["HpaConfig", "ScalingPolicy", "ScalingRules", "Schedule", "autoscale", "default_scale_down",
+__all__ = ["Hpa", "HpaConfig", "ScalingPolicy", "ScalingRules", "Schedule", "autoscale", "default_scale_down",
            "default_scale_up"]
 
 FloatArray = npt.NDArray[np.float64]
@@ -53,7 +58,7 @@ _EPS = 1e-9
 class ScalingPolicy(BaseModel):
     """One rate limit: at most ``value`` pods (or percent) of change per ``period_s`` seconds."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     type: Literal["Pods", "Percent"]
     value: int = Field(gt=0)
     period_s: float = Field(gt=0, le=1800)
@@ -62,7 +67,7 @@ class ScalingPolicy(BaseModel):
 class ScalingRules(BaseModel):
     """Kubernetes ``HPAScalingRules`` for one direction."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     stabilization_window_s: float = Field(default=0.0, ge=0, le=3600)
     select_policy: Literal["Max", "Min", "Disabled"] = "Max"
     policies: tuple[ScalingPolicy, ...] = Field(min_length=1)
@@ -81,7 +86,7 @@ def default_scale_down() -> ScalingRules:
 class HpaConfig(BaseModel):
     """Autoscaler settings (see the module docstring)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     period_s: float = Field(default=15.0, gt=0)
     target_utilization: float = Field(default=0.7, gt=0, le=1.0)
     tolerance: float = Field(default=0.1, ge=0, lt=1.0)
@@ -134,57 +139,69 @@ def _limit(current: int, rules: ScalingRules, ups: deque[tuple[float, int]], dow
     return max(proposals) if (rules.select_policy == "Max") == up else min(proposals)
 
 
-def autoscale(tick_times: npt.ArrayLike, load: npt.ArrayLike, *, min_replicas: int, max_replicas: int,
-              config: HpaConfig, start: float = 0.0, initial: int | None = None) -> Schedule:
-    """Run the autoscaler over decision times ``tick_times`` (increasing) with the offered load in
-    replicas ``load[k]`` seen at tick ``k``; the service starts at ``start`` with ``initial``
-    replicas (default ``min_replicas``)."""
-    times = np.asarray(tick_times, dtype=np.float64)
-    loads = np.asarray(load, dtype=np.float64)
-    if times.shape != loads.shape:
-        raise ValueError("tick_times and load must have the same length")
-    if not 0 <= min_replicas <= max_replicas:
-        raise ValueError("need 0 <= min_replicas <= max_replicas")
-    target = config.target_utilization
-    tol = config.tolerance
-    up, down = config.scale_up, config.scale_down
-    up_win, down_win = up.stabilization_window_s, down.stabilization_window_s
-    horizon = max([p.period_s for p in up.policies] + [p.period_s for p in down.policies])
-    current = min(max(min_replicas if initial is None else int(initial), min_replicas), max_replicas)
-    out_t: list[float] = [float(start)]
-    out_r: list[int] = [current]
-    # sliding-window minimum / maximum of the raw recommendations (monotonic deques of (time, value))
-    low: deque[tuple[float, int]] = deque()
-    high: deque[tuple[float, int]] = deque()
-    ups: deque[tuple[float, int]] = deque()  # (time, replicas added)
-    downs: deque[tuple[float, int]] = deque()  # (time, replicas removed)
-    raw_all = np.ceil(loads / target - _EPS).astype(np.int64).tolist()
-    load_list = loads.tolist()
-    for k, now in enumerate(times.tolist()):
+class Hpa:
+    """The autoscaler as an incremental controller: :meth:`decide` is one decision (a sync period's),
+    and the object keeps what the next decision needs (the stabilisation windows, the recent scaling
+    events, the current count). :func:`autoscale` (the simulator's whole schedule) and the live
+    service's loop (one decision every ``period_s``) call it alike."""
+
+    def __init__(self, config: HpaConfig, *, min_replicas: int, max_replicas: int, initial: int | None = None) -> None:
+        if not 0 <= min_replicas <= max_replicas:
+            raise ValueError("need 0 <= min_replicas <= max_replicas")
+        self.config = config
+        self.min_replicas = min_replicas
+        self.max_replicas = max_replicas
+        up, down = config.scale_up, config.scale_down
+        self._horizon = max([p.period_s for p in up.policies] + [p.period_s for p in down.policies])
+        #: the replica count the autoscaler last decided (or was told: :meth:`decide`'s ``current``)
+        self.current = min(max(min_replicas if initial is None else int(initial), min_replicas), max_replicas)
+        # sliding-window minimum / maximum of the raw recommendations (monotonic deques of (time, value))
+        self._low: deque[tuple[float, int]] = deque()
+        self._high: deque[tuple[float, int]] = deque()
+        self._ups: deque[tuple[float, int]] = deque()  # (time, replicas added)
+        self._downs: deque[tuple[float, int]] = deque()  # (time, replicas removed)
+
+    def raw(self, load: float) -> int:
+        """The raw recommendation for offered load ``load`` (replicas), before the tolerance."""
+        return math.ceil(load / self.config.target_utilization - _EPS)
+
+    def decide(self, now: float, load: float, *, current: int | None = None, raw: int | None = None) -> int:
+        """One decision at time ``now`` (not before the last one) with offered load ``load`` in
+        replicas; returns the desired replica count (also kept as :attr:`current`). ``current``: the
+        count now, when something else changed it since the last decision (a user's scale); ``raw``:
+        :meth:`raw` of ``load`` when the caller has it already."""
+        cfg = self.config
+        target, tol = cfg.target_utilization, cfg.tolerance
+        up, down = cfg.scale_up, cfg.scale_down
+        min_replicas, max_replicas = self.min_replicas, self.max_replicas
+        ups, downs, low, high = self._ups, self._downs, self._low, self._high
+        horizon = self._horizon
+        if current is not None:
+            self.current = int(current)
         while ups and ups[0][0] <= now - horizon:
             ups.popleft()
         while downs and downs[0][0] <= now - horizon:
             downs.popleft()
-        cur = current
+        cur = self.current
         if cur > max_replicas:
             desired = max_replicas
         elif cur < min_replicas:
             desired = min_replicas
         else:
-            raw = raw_all[k]
-            if cur > 0 and abs(load_list[k] / (cur * target) - 1.0) <= tol:
-                raw = cur
+            rec = self.raw(load) if raw is None else raw
+            if cur > 0 and abs(load / (cur * target) - 1.0) <= tol:
+                rec = cur
             # stabilisation: min over (now - up_win, now], max over (now - down_win, now]
-            while low and low[0][0] <= now - up_win:
+            while low and low[0][0] <= now - up.stabilization_window_s:
                 low.popleft()
-            while low and low[-1][1] >= raw:
+            while low and low[-1][1] >= rec:
                 low.pop()
-            low.append((now, raw))
-            while high and high[0][0] <= now - down_win:
+            low.append((now, rec))
+            while high and high[0][0] <= now - down.stabilization_window_s:
                 high.popleft()
-            while high and high[-1][1] <= raw:
+            while high and high[-1][1] <= rec:
                 high.pop()
-            high.append((now, raw))
+            high.append((now, rec))
             desired = max(cur, low[0][1])
             desired = min(desired, high[0][1])
             # rate limits and bounds
@@ -199,7 +216,28 @@ def autoscale(tick_times: npt.ArrayLike, load: npt.ArrayLike, *, min_replicas: i
                 ups.append((now, desired - cur))
             else:
                 downs.append((now, cur - desired))
-            current = desired
+            self.current = desired
+        return desired
+
+
+def autoscale(tick_times: npt.ArrayLike, load: npt.ArrayLike, *, min_replicas: int, max_replicas: int,
+              config: HpaConfig, start: float = 0.0, initial: int | None = None) -> Schedule:
+    """Run the autoscaler over decision times ``tick_times`` (increasing) with the offered load in
+    replicas ``load[k]`` seen at tick ``k``; the service starts at ``start`` with ``initial``
+    replicas (default ``min_replicas``): one :class:`Hpa` decision per tick."""
+    times = np.asarray(tick_times, dtype=np.float64)
+    loads = np.asarray(load, dtype=np.float64)
+    if times.shape != loads.shape:
+        raise ValueError("tick_times and load must have the same length")
+    hpa = Hpa(config, min_replicas=min_replicas, max_replicas=max_replicas, initial=initial)
+    out_t: list[float] = [float(start)]
+    out_r: list[int] = [hpa.current]
+    raw_all = np.ceil(loads / config.target_utilization - _EPS).astype(np.int64).tolist()
+    load_list = loads.tolist()
+    for k, now in enumerate(times.tolist()):
+        before = hpa.current
+        desired = hpa.decide(now, load_list[k], raw=raw_all[k])
+        if desired != before:
             out_t.append(now)
             out_r.append(desired)
     return Schedule(np.asarray(out_t, dtype=np.float64), np.asarray(out_r, dtype=np.int64), int(times.size))

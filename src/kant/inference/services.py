@@ -29,6 +29,11 @@ A services file is YAML::
           weekend_factor: 1.0
           noise: 0.0
         autoscaler: {target_utilization: 0.6}  # per-service overrides of the defaults
+        # live only (kant serve --services; kant simulate ignores them):
+        command: python examples/model_server.py   # what each replica runs; it listens on $PORT
+        port: 0                  # 0: kant picks a free port per replica; else the port it must listen on
+        ready_path: /health      # a replica serves once this path answers 2xx
+        ready_timeout_s: 30      # seconds a new replica has to become ready
 
 Everything is checked on load: an unknown key, a value of the wrong type or out of range raises
 :class:`~kant.errors.ConfigError` naming the file and the key path (``services[1].capacity_rps``).
@@ -113,6 +118,11 @@ class ServiceSpec(BaseModel):
     start_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     traffic: TrafficSpec
     autoscaler: dict[str, Any] = Field(default_factory=dict)
+    # the live service's (kant serve --services): what a replica runs and how kant knows it serves
+    command: str | None = Field(default=None, min_length=1)
+    port: int = Field(default=0, ge=0, le=65535)
+    ready_path: str = Field(default="/health", pattern=r"^/[\x21-\x7e]*$", max_length=256)
+    ready_timeout_s: float = Field(default=30.0, gt=0, le=3600, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _check(self) -> ServiceSpec:

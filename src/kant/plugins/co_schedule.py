@@ -32,7 +32,8 @@ and ``inference_in_use`` (GPUs held by inference replicas now).
 
 Arguments:
     mode: ``unified`` or ``separate``.
-    inference_gpus: size of the inference pool in GPUs (null = the GPUs of all inference rows).
+    inference_gpus: size of the inference pool in GPUs (null = the GPUs of all inference rows; on the
+        live service, which has no trace, null is 0 in unified mode and must be given in separate mode).
     headroom_gpus: free GPUs training may never take (unified mode).
     headroom_fraction: extra free GPUs kept per GPU inference holds (unified mode).
     headroom_nodes: empty nodes training may never take (unified mode).
@@ -84,6 +85,10 @@ class CoSchedule(Admit, Filter, JobListener, CoScheduling):
         self._kind: list[int] = jobs.list_of("kind")  # the store's list: it grows with the store
         if args.inference_gpus is not None:
             want = args.inference_gpus
+        elif args.mode == "unified" and env.trace is None:
+            # live, unified: replicas come and go with their services, and the pool only sizes the reports
+            # (pool_gpus, training_share); training may use every GPU no replica holds either way
+            want = 0
         else:
             trace = env.require_trace(NAME, "without inference_gpus the pool is sized from the trace's replicas")
             want = int(trace.total_gpus[trace.kind == JobKind.INFERENCE].sum())

@@ -44,4 +44,5 @@ class ServeConfig:
     predict_every: float = 5.0  # at most one prediction per this many wall seconds
     whatif_budget: float = 30.0  # wall seconds of simulation per what-if request (twice that: stopped)
     whatif_queue: int = 4  # what-if requests running or waiting at most (one per tenant or admin token)
+    services: str | None = None  # a services file (kant.inference.services): created or updated when leading
     db_wait: float = 30.0  # at start, seconds to keep trying a database that cannot be reached (0: none)

@@ -56,6 +56,9 @@ from kant.service.live.reads import Reads
 from kant.service.live.scaling import scale
 from kant.service.live.state import Active, Arrival, LiveState
 from kant.service.live.view import LiveView, NodeView, publish
+from kant.service.serving.endpoints import Endpoints
+from kant.service.serving.replicas import ServingRoom
+from kant.service.serving.signals import LoadSignals
 from kant.twin.snapshot import TwinSnapshot
 
 __all__ = ["ServiceLoop", "CLOCK_KEY", "Command", "Arrivals", "Cancel", "NodeOp", "AddNode", "Reload", "Scale",
@@ -131,7 +134,8 @@ class ServiceLoop:
     def __init__(self, db: Database, policy: Policy, clock: Clock, executor: Executor, *, epoch: int | None = None,
                  default_estimate: float = 86400.0, seed: int = 0,
                  on_events: Callable[[], None] | None = None, metrics: Any = None,
-                 compact_min: int = 10_000, ratio_history: int = 2000, history: Any = None) -> None:
+                 compact_min: int = 10_000, ratio_history: int = 2000, history: Any = None,
+                 endpoints: Endpoints | None = None, signals: Callable[[], LoadSignals | None] | None = None) -> None:
         self.db = db
         self.clock = clock
         self.executor = executor
@@ -152,6 +156,11 @@ class ServiceLoop:
         self.instant = self.live.instant
         self.node_ops = NodeOps(self.live, db)
         self.reads = Reads(self.live)
+        #: the services' live replicas (kant.service.serving.replicas): endpoints, probes, replacement,
+        #: rolling updates, the autoscaler
+        self.serving = ServingRoom(db, self.live, executor, endpoints if endpoints is not None else Endpoints(),
+                                   metrics=metrics, signals=signals)
+        self.serving.wake = self.wake
         self.view: LiveView | None = None
         self._clock_saved = 0.0
         self.turns = 0
@@ -220,7 +229,8 @@ class ServiceLoop:
         live.sched = Scheduler.from_snapshot(live.policy(), live.cluster(), store, snap, seed=self.seed)
         live.sched.binder = live
         live.count_all()
-        self.executor.restore([live.launch_of(live.ids[row], rec.nodes, rec.start) for row, rec in running.items()])
+        self.executor.restore([self.serving.prepare(live.launch_of(live.ids[row], rec.nodes, rec.start))
+                               for row, rec in running.items()])
         self.instant.changed = bool(pending)
         self._publish_view()
         log.info("loaded %d nodes, %d tenants, %d pending and %d running jobs", len(rows), len(live.tenants),
@@ -231,8 +241,10 @@ class ServiceLoop:
         self._running = True
         self._thread = threading.Thread(target=self._run, name="kant-loop", daemon=True)
         self._thread.start()
+        self.serving.start()
 
     def stop(self, timeout: float = 10.0) -> None:
+        self.serving.close()
         if self._thread is None:
             return
         self.inbox.put(Stop())
@@ -329,6 +341,7 @@ class ServiceLoop:
                 continue
             self.changes.reply(cmd.reply, result)
         if not manual:
+            self.serving.tend(self.clock.now())
             self._cycle(self.clock.now())
         self._flush()
         self.compact()
@@ -390,6 +403,7 @@ class ServiceLoop:
             self.node_ops.executor_event(node_ev, now)
         self.instant.due(now)
         for ev in self.executor.poll(now):
+            self.serving.exec_event(ev)
             self.live.executor_event(ev)
         self.live.time_out(now)
 
@@ -426,6 +440,7 @@ class ServiceLoop:
             if self.metrics is not None:
                 self.metrics.commits.labels("loop").inc()
         stops, launches = changes.take_actions()
+        self.serving.stopping(stops)
         for job_id, why in stops:
             self.executor.stop(job_id, why)
         running = self.sched.running
@@ -433,7 +448,7 @@ class ServiceLoop:
             info = self.live.active.get(launch.job_id)
             # (a start the same cycle undid, or a job that ended since, is not launched)
             if info is not None and info.runs == launch.run and info.row in running:
-                self.executor.start(launch)
+                self.executor.start(self.serving.prepare(launch))
         self._publish_view()
         for fut, result in changes.take_replies():
             if fut.done():

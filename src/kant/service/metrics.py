@@ -4,7 +4,9 @@ Gauges are the cluster now: one ``kant_<key>`` per live metric of the registry
 (:func:`kant.metrics.registry.live_values`: GAR, SOR, both GFR forms, with the definitions of
 docs/metrics.md taken at one instant), GPUs by state, queue length by tenant, GPUs in use by tenant;
 counters count jobs by outcome; histograms give the wait before a job's first start by gang size and
-the scheduling cycle time.
+the scheduling cycle time. Per inference service: reclaims (``kant_service_reclaims_total``), their
+latency (scale decision to the new replica ready, ``kant_service_reclaim_seconds``) and replica
+failures (``kant_service_replica_failures_total``).
 Each service has its own registry (several services in one process, as in tests, do not clash).
 """
 
@@ -24,6 +26,7 @@ __all__ = ["ServiceMetrics", "CONTENT_TYPE"]
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _WAIT_BUCKETS = (1, 10, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 86400, 259200, 604800)
+_RECLAIM_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 _CYCLE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
@@ -53,6 +56,16 @@ class ServiceMetrics:
                                       buckets=(0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800), registry=r)
         self.cycle_seconds = Histogram("kant_cycle_seconds", "Wall time of one scheduling cycle",
                                        buckets=_CYCLE_BUCKETS, registry=r)
+        # inference services' replicas (kant.service.serving.replicas), by service name
+        self.service_reclaims = Counter("kant_service_reclaims", "Replicas started by taking GPUs back from "
+                                        "training (an eviction in the same turn), by service", ["service"],
+                                        registry=r)
+        self.service_reclaim_seconds = Histogram("kant_service_reclaim_seconds", "Scale decision to the new "
+                                                 "replica ready, for replicas started by reclaim, by service",
+                                                 ["service"], buckets=_RECLAIM_BUCKETS, registry=r)
+        self.service_replica_failures = Counter("kant_service_replica_failures", "Replicas that exited, never "
+                                                "became ready or stopped answering their readiness path, by "
+                                                "service", ["service"], registry=r)
         self._tenants: set[str] = set()
 
     def observe_view(self, view: LiveView) -> None:

@@ -3,10 +3,12 @@ fields rejected, so a bad payload is answered 422 with the field's path and the 
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
+from kant.inference.autoscaler import HpaConfig
 from kant.service.db.events import EventRow
 from kant.service.db.jobs import SUBMITTED_FIELDS, JobRow, NewJob
 from kant.service.db.nodes import NodeRow
@@ -17,7 +19,8 @@ from kant.service.db.tokens import TokenRow
 __all__ = [
     "JobSubmit", "JobBatch", "JobOut", "JobPage", "SubmitOut", "BatchOut", "WhyOut", "EventOut", "JobDetail",
     "NodeIn", "NodeOut", "NodeAction", "TenantIn", "TenantPatch", "TenantOut", "TokenIn", "TokenOut",
-    "TokenCreated", "ServiceIn", "ServiceOut", "ScaleIn", "ClusterOut", "TenantUse", "ClockIn", "ClockOut",
+    "TokenCreated", "ServiceIn", "ServicePatch", "ServiceOut", "ScaleIn", "ClusterOut", "TenantUse",
+    "ClockIn", "ClockOut",
     "Message", "PredictionOut", "LogsOut", "WhatIfIn", "WhatIfScenario", "WhatIfNode", "WhatIfQuota",
 ]
 
@@ -312,8 +315,33 @@ class TokenCreated(TokenOut):
 
 
 # --- inference services ------------------------------------------------------------------------------
-class ServiceIn(BaseModel):
+ReadyPath = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^/[\x21-\x7e]*$")]
+Command = Annotated[str, StringConstraints(min_length=1, max_length=10_000)]
+
+
+class _Serving(BaseModel):
+    """What a service's replicas run and how kant knows they serve (docs/service.md, "Services")."""
+
     model_config = _STRICT
+    command: Command | None = Field(default=None, description="what each replica runs (sh -c); it must listen "
+                                    "on $PORT; None: replicas hold GPUs and run nothing")
+    port: int = Field(default=0, ge=0, le=65535, description="0: kant picks a free port per replica")
+    ready_path: ReadyPath = Field(default="/health", description="a replica serves once this path answers 2xx")
+    ready_timeout_s: float = Field(default=30.0, gt=0, le=3600, allow_inf_nan=False)
+    slo_ms: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    capacity_rps: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                       description="requests/s one replica serves (the autoscaler's load)")
+    concurrency: int | None = Field(default=None, ge=1, le=4096,
+                                    description="requests one replica serves at once (the load without capacity_rps)")
+    autoscaler: HpaConfig | None = Field(default=None, description="HPA settings; None: replicas set by hand")
+
+
+def _needs_signal(body: _Serving, capacity_rps: float | None, concurrency: int | None) -> None:
+    if body.autoscaler is not None and capacity_rps is None and concurrency is None:
+        raise ValueError("autoscaler: needs capacity_rps or concurrency (the load it scales on)")
+
+
+class ServiceIn(_Serving):
     name: Name
     tenant: Name | None = Field(default=None, description="admins only")
     gpus_per_replica: int = Field(ge=1, le=1024)
@@ -322,6 +350,42 @@ class ServiceIn(BaseModel):
     replicas: int = Field(default=1, ge=0, le=10_000)
     min_replicas: int = Field(default=0, ge=0, le=10_000)
     max_replicas: int = Field(default=10_000, ge=0, le=10_000)
+
+    @model_validator(mode="after")
+    def _check(self) -> ServiceIn:
+        _needs_signal(self, self.capacity_rps, self.concurrency)
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas: {self.min_replicas} is above max_replicas ({self.max_replicas})")
+        return self
+
+    def serving(self) -> dict[str, Any]:
+        """The serving columns of the service (kant.service.db.services.SERVING_FIELDS)."""
+        out = self.model_dump(include=set(_Serving.model_fields) - {"autoscaler"})
+        out["autoscaler"] = None if self.autoscaler is None else self.autoscaler.model_dump_json()
+        return out
+
+
+class ServicePatch(_Serving):
+    """A change of a service: only the fields given change (a new command rolls the replicas)."""
+
+    min_replicas: int | None = Field(default=None, ge=0, le=10_000)
+    max_replicas: int | None = Field(default=None, ge=0, le=10_000)
+
+    @model_validator(mode="after")
+    def _check(self) -> ServicePatch:
+        for key in ("min_replicas", "max_replicas", "port", "ready_path", "ready_timeout_s"):
+            if key in self.model_fields_set and getattr(self, key) is None:
+                raise ValueError(f"{key}: may not be null")
+        if not self.model_fields_set:
+            raise ValueError("nothing to change: give command, autoscaler, min_replicas, ...")
+        return self
+
+    def changes(self) -> dict[str, Any]:
+        """The fields given, as columns."""
+        out = {k: getattr(self, k) for k in self.model_fields_set}
+        if "autoscaler" in out:
+            out["autoscaler"] = None if self.autoscaler is None else self.autoscaler.model_dump_json()
+        return out
 
 
 class ScaleIn(BaseModel):
@@ -339,13 +403,32 @@ class ServiceOut(BaseModel):
     replicas: int
     min_replicas: int
     max_replicas: int
-    state: str
+    state: str = Field(description="active, degraded (see degraded_reason) or deleted")
+    command: str | None = None
+    port: int = 0
+    ready_path: str = "/health"
+    ready_timeout_s: float = 30.0
+    slo_ms: float | None = None
+    capacity_rps: float | None = None
+    concurrency: int | None = None
+    autoscaler: dict[str, Any] | None = None
+    degraded_reason: str | None = None
+    target_replicas: int = Field(0, description="the replica count kant keeps (the autoscaler's or the user's)")
+    ready_replicas: int = Field(0, description="replicas whose readiness path answers 2xx now")
+    serving: dict[str, Any] | None = Field(None, description="the leader's live figures of its replicas: starting, "
+                                           "failures, reclaims, reclaim and scale-up latency P50/P99 (s), load")
 
     @classmethod
-    def of(cls, row: ServiceRow) -> ServiceOut:
+    def of(cls, row: ServiceRow, stats: dict[str, Any] | None = None) -> ServiceOut:
         return cls(id=row.id, tenant=row.tenant, name=row.name, gpus_per_replica=row.gpus_per_replica,
                    gpu_type=row.gpu_type, priority=row.priority, replicas=row.replicas,
-                   min_replicas=row.min_replicas, max_replicas=row.max_replicas, state=row.state)
+                   min_replicas=row.min_replicas, max_replicas=row.max_replicas, state=row.shown_state,
+                   command=row.command, port=row.port, ready_path=row.ready_path,
+                   ready_timeout_s=row.ready_timeout_s, slo_ms=row.slo_ms, capacity_rps=row.capacity_rps,
+                   concurrency=row.concurrency,
+                   autoscaler=None if row.autoscaler is None else json.loads(row.autoscaler),
+                   degraded_reason=row.degraded, target_replicas=row.replicas,
+                   ready_replicas=0 if stats is None else int(stats["ready_replicas"]), serving=stats)
 
 
 # --- the cluster now ---------------------------------------------------------------------------------

@@ -39,6 +39,9 @@ def serve(config: ServeConfig) -> None:
     svc.prepare()
     svc.start()
     app = build_app(svc)
+    # (uvicorn re-raises SIGTERM / SIGINT after its shutdown, which ends the process before ``finally``
+    # runs: close at the application's shutdown, so that replicas' processes are stopped too)
+    app.router.on_shutdown.append(svc.close)
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level=config.log_level,
                                            access_log=False, server_header=False, timeout_graceful_shutdown=5))
     threading.Thread(target=_when_listening, args=(server, svc), name="kant-ready", daemon=True).start()

@@ -42,6 +42,7 @@ from kant.service.history import History
 from kant.service.loop import CLOCK_KEY, ServiceLoop
 from kant.service.metrics import ServiceMetrics
 from kant.service.serving.endpoints import Endpoints
+from kant.service.serving.signals import LoadSignals
 from kant.service.tenants import Tenants
 from kant.service.tokenfile import TokenFile
 from kant.service.twin import Twin, WhatIfGate
@@ -95,6 +96,7 @@ class Service:
         self.tenants = Tenants(self.db, lambda: self.loop)
         self._leader_url: tuple[float, str | None] = (0.0, None)
         self._stop = threading.Event()
+        self._closed = False
         self._lead_thread: threading.Thread | None = None
         self._cluster: Cluster | None = None  # --cluster, registered if the database has no nodes
         self.demo = Demo(config.demo, config.demo_limit) if config.demo is not None else None
@@ -104,6 +106,8 @@ class Service:
         self.whatif_gate = WhatIfGate(config.whatif_budget, config.whatif_queue)
         self.endpoints = Endpoints()  # where services' replicas listen (the replicas write, the request route reads)
         self.token_file: TokenFile | None = None  # the admin token file this service writes when ready
+        #: what the request route measures (it sets this), read by the live autoscaler; None: no autoscaling
+        self.signals: LoadSignals | None = None
 
     # --- start and stop ---------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -163,6 +167,10 @@ class Service:
         self._lead_thread.start()
 
     def close(self) -> None:
+        """Stop everything (the replicas' processes too); a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         self._stop.set()
         self.twin.close()
         if self.loop is not None:
@@ -210,10 +218,13 @@ class Service:
         assert self.hub is not None
         loop = ServiceLoop(self.db, self.policy, self.clock, executor, epoch=epoch,
                            default_estimate=cfg.default_estimate, seed=cfg.seed, on_events=self.hub.notify,
-                           metrics=self.metrics, history=self.history)
+                           metrics=self.metrics, history=self.history, endpoints=self.endpoints,
+                           signals=lambda: self.signals)
         loop.load(self._cluster if self._cluster is not None or not found else Cluster.from_nodes(found))
         loop.start()
         self.loop = loop
+        if cfg.services is not None:
+            self._declare(cfg.services, loop)
         self.twin.start()
         log.info("leader (epoch %d) with policy %s, %s clock, %s executor", epoch, self.policy_name, cfg.clock,
                  cfg.executor)
@@ -221,6 +232,16 @@ class Service:
         if demo is not None:
             threading.Thread(target=demo.replay, args=(self.tenants, self.writer, self.clock, self._stop),
                              name="kant-demo", daemon=True).start()
+
+    def _declare(self, path: str, loop: ServiceLoop) -> None:
+        """Create or update the services of ``--services`` (:mod:`kant.service.declared`)."""
+        from kant.inference.services import load_services
+        from kant.service.declared import apply_services
+
+        config = load_services(path)
+        config.check_cluster(loop.live.cluster())
+        for line in apply_services(config, self.db, self.tenants, loop):
+            log.info("%s: %s", path, line)
 
     def _clock_start(self) -> float:
         cfg = self.config

@@ -1,5 +1,6 @@
-"""Inference services: create one (``replicas`` long-running replicas), list them, read one, scale
-it within its bounds, delete it. A tenant sees its own services only (another's is 404)."""
+"""Inference services: create one (``replicas`` long-running replicas, running ``command`` when it
+has one), list them, read one, change its command (a rolling update) or autoscaler, scale it within
+its bounds, delete it. A tenant sees its own services only (another's is 404)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from kant.service.api.deps import Id, Svc, Who
 from kant.service.auth import Principal
 from kant.service.db.services import ServiceRow
 from kant.service.errors import NotFound, Rejected
-from kant.service.schemas import ScaleIn, ServiceIn, ServiceOut
+from kant.service.schemas import ScaleIn, ServiceIn, ServiceOut, ServicePatch
 from kant.service.server import Service
 
 __all__ = ["router"]
@@ -26,6 +27,19 @@ def visible_service(svc: Service, service_id: int, p: Principal) -> ServiceRow:
     return row
 
 
+def service_out(svc: Service, row: ServiceRow) -> ServiceOut:
+    """The service with the leader's live figures of its replicas (none on a standby)."""
+    loop = svc.loop
+    stats = loop.serving.stats(row.id) if loop is not None and loop.alive and row.state == "active" else None
+    return ServiceOut.of(row, stats)
+
+
+def _changed(svc: Service) -> None:
+    loop = svc.loop
+    if loop is not None:
+        loop.serving.changed()
+
+
 @router.post("/v1/services", status_code=201, response_model=ServiceOut)
 def create_service(body: ServiceIn, p: Who, svc: Svc) -> ServiceOut:
     """An inference service: ``replicas`` long-running replicas of ``gpus_per_replica`` GPUs."""
@@ -33,19 +47,45 @@ def create_service(body: ServiceIn, p: Who, svc: Svc) -> ServiceOut:
     tenant = admission.service_tenant(body, p, svc.tenants, loop.view)
     row = svc.db.services.create(tenant=tenant, name=body.name, gpus_per_replica=body.gpus_per_replica,
                                 gpu_type=body.gpu_type, priority=body.priority, replicas=0,
-                                min_replicas=body.min_replicas, max_replicas=body.max_replicas)
+                                min_replicas=body.min_replicas, max_replicas=body.max_replicas,
+                                **body.serving())
+    loop.serving.changed()
     loop.scale(row.id, body.replicas)
-    return ServiceOut.of(svc.db.services.get(row.id))  # type: ignore[arg-type]
+    return service_out(svc, svc.db.services.get(row.id))  # type: ignore[arg-type]
 
 
 @router.get("/v1/services", response_model=list[ServiceOut])
 def list_services(p: Who, svc: Svc) -> list[ServiceOut]:
-    return [ServiceOut.of(r) for r in svc.db.services.list(p.scope())]
+    return [service_out(svc, r) for r in svc.db.services.list(p.scope())]
 
 
 @router.get("/v1/services/{service_id}", response_model=ServiceOut)
 def get_service(service_id: Id, p: Who, svc: Svc) -> ServiceOut:
-    return ServiceOut.of(visible_service(svc, service_id, p))
+    return service_out(svc, visible_service(svc, service_id, p))
+
+
+@router.patch("/v1/services/{service_id}", response_model=ServiceOut)
+def patch_service(service_id: Id, body: ServicePatch, p: Who, svc: Svc) -> ServiceOut:
+    """Change what the replicas run (a new command rolls them one at a time), how they are probed,
+    the autoscaler or the bounds; the fields not given stay."""
+    row = visible_service(svc, service_id, p)
+    if row.state != "active":
+        raise NotFound(f"no active service {service_id}")
+    loop = svc.leading()
+    changes = body.changes()
+    low = changes.get("min_replicas", row.min_replicas)
+    high = changes.get("max_replicas", row.max_replicas)
+    if low > high:
+        raise Rejected("min_replicas", f"{low} is above max_replicas ({high})")
+    autoscaled = changes.get("autoscaler", row.autoscaler) is not None
+    if autoscaled and changes.get("capacity_rps", row.capacity_rps) is None \
+            and changes.get("concurrency", row.concurrency) is None:
+        raise Rejected("autoscaler", "needs capacity_rps or concurrency (the load it scales on)")
+    svc.db.services.update(service_id, **changes)
+    _changed(svc)
+    if not low <= row.replicas <= high:
+        loop.scale(service_id, min(max(row.replicas, low), high))
+    return service_out(svc, svc.db.services.get(service_id))  # type: ignore[arg-type]
 
 
 @router.post("/v1/services/{service_id}/scale", response_model=ServiceOut)
@@ -55,7 +95,7 @@ def scale_service(service_id: Id, body: ScaleIn, p: Who, svc: Svc) -> ServiceOut
     if not row.min_replicas <= body.replicas <= row.max_replicas:
         raise Rejected("", f"replicas must be within [{row.min_replicas}, {row.max_replicas}]")
     svc.leading().scale(service_id, body.replicas)
-    return ServiceOut.of(svc.db.services.get(service_id))  # type: ignore[arg-type]
+    return service_out(svc, svc.db.services.get(service_id))  # type: ignore[arg-type]
 
 
 @router.delete("/v1/services/{service_id}", response_model=ServiceOut)
@@ -64,4 +104,5 @@ def delete_service(service_id: Id, p: Who, svc: Svc) -> ServiceOut:
     visible_service(svc, service_id, p)
     svc.leading().scale(service_id, 0)
     svc.db.services.update(service_id, state="deleted")
-    return ServiceOut.of(svc.db.services.get(service_id))  # type: ignore[arg-type]
+    _changed(svc)
+    return service_out(svc, svc.db.services.get(service_id))  # type: ignore[arg-type]

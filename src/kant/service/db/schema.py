@@ -104,6 +104,16 @@ services: Final = sa.Table(
     sa.Column("max_replicas", sa.Integer, nullable=False),
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("created_wall", sa.Double, nullable=False),
+    # serving (migration 0003): what a replica runs and how kant knows it serves
+    sa.Column("command", sa.Text, nullable=True),  # None: replicas hold GPUs and run nothing
+    sa.Column("port", sa.Integer, nullable=False, server_default="0"),  # 0: kant picks one per replica
+    sa.Column("ready_path", sa.String(256), nullable=False, server_default="/health"),
+    sa.Column("ready_timeout_s", sa.Double, nullable=False, server_default="30"),
+    sa.Column("slo_ms", sa.Double, nullable=True),
+    sa.Column("capacity_rps", sa.Double, nullable=True),
+    sa.Column("concurrency", sa.Integer, nullable=True),
+    sa.Column("autoscaler", sa.Text, nullable=True),  # HpaConfig as JSON; None: no autoscaling
+    sa.Column("degraded", sa.Text, nullable=True),  # why the service is degraded; None: it is not
     # One active service per (tenant, name); a deleted service's name can be used again.
     sa.Index(
         "uq_services_tenant_name_active",

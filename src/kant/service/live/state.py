@@ -284,6 +284,21 @@ class LiveState:
         self.instant.changed = True
         return "cancelled"
 
+    def fail(self, job_id: int, reason: str, now: float) -> None:
+        """Kant ends a running job as failed and stops its run (a service's replica that never became
+        ready or stopped answering its readiness probe)."""
+        info = self.active.get(job_id)
+        if info is None or info.row not in self.sched.running:
+            return
+        self.sched.cancel(info.row, now)
+        self.ran(info)
+        self.changes.stop(job_id)
+        del self.active[job_id]
+        self.end(job_id, info.tenant, "failed", now, reason=reason)
+        if self.metrics is not None:
+            self.metrics.failed.inc()
+        self.instant.changed = True
+
     # --- the cycle's binds (the scheduler's Binder) -------------------------------------------------
     def bind(self, job: int, placement: Placement) -> None:
         self._binds.append((True, job, placement))

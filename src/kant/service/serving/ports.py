@@ -1,0 +1,48 @@
+"""The ports kant hands to replicas of services with ``port: 0``: one free port per replica on its
+node, tracked per node so that two replicas on one node never get the same one."""
+
+from __future__ import annotations
+
+import threading
+
+from kant.service.executors.base import LOCAL_HOST
+from kant.service.executors.local import port_taken
+
+__all__ = ["PortBook", "FIRST_PORT", "LAST_PORT"]
+
+#: the range kant picks replicas' ports from (below Linux's ephemeral range, 32768-60999)
+FIRST_PORT, LAST_PORT = 20000, 29999
+
+
+class PortBook:
+    """Ports handed out, per node (thread-safe)."""
+
+    def __init__(self, first: int = FIRST_PORT, last: int = LAST_PORT) -> None:
+        self.first, self.last = first, last
+        self._used: dict[str, set[int]] = {}
+        self._cursor: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def pick(self, node: str, host: str) -> int:
+        """A port not handed out on ``node`` (and, on this machine, not listened on); it is booked
+        until :meth:`release`."""
+        span = self.last - self.first + 1
+        with self._lock:
+            used = self._used.setdefault(node, set())
+            start = self._cursor.get(node, 0)
+            for k in range(span):
+                port = self.first + (start + k) % span
+                if port in used or (host == LOCAL_HOST and port_taken(port, host)):
+                    continue
+                used.add(port)
+                self._cursor[node] = (start + k + 1) % span
+                return port
+        raise RuntimeError(f"no free port in {self.first}-{self.last} on node {node}")
+
+    def release(self, node: str, port: int) -> None:
+        with self._lock:
+            self._used.get(node, set()).discard(port)
+
+    def used(self, node: str) -> set[int]:
+        with self._lock:
+            return set(self._used.get(node, ()))
