@@ -8,10 +8,14 @@ import threading
 from kant.service.executors.base import LOCAL_HOST
 from kant.service.executors.local import port_taken
 
-__all__ = ["PortBook", "FIRST_PORT", "LAST_PORT"]
+__all__ = ["PortBook", "NoFreePort", "FIRST_PORT", "LAST_PORT"]
 
 #: the range kant picks replicas' ports from (below Linux's ephemeral range, 32768-60999)
 FIRST_PORT, LAST_PORT = 20000, 29999
+
+
+class NoFreePort(Exception):
+    """Every port of the range is handed out (or listened on) on the node."""
 
 
 class PortBook:
@@ -37,7 +41,7 @@ class PortBook:
                 used.add(port)
                 self._cursor[node] = (start + k + 1) % span
                 return port
-        raise RuntimeError(f"no free port in {self.first}-{self.last} on node {node}")
+        raise NoFreePort(f"no free port in {self.first}-{self.last} on node {node}")
 
     def release(self, node: str, port: int) -> None:
         with self._lock:

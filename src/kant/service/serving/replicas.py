@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import shlex
 import threading
 import time
 from collections import deque
@@ -57,7 +58,7 @@ from kant.service.live.scaling import add_replicas, replica_ids
 from kant.service.live.state import LiveState
 from kant.service.serving.autoscale import LiveAutoscaler
 from kant.service.serving.endpoints import Endpoint, Endpoints
-from kant.service.serving.ports import PortBook
+from kant.service.serving.ports import NoFreePort, PortBook
 from kant.service.serving.prober import Probed, Prober
 from kant.service.serving.signals import LoadSignals
 
@@ -233,7 +234,12 @@ class ServingRoom:
         node = launch.nodes[0]
         host = self.executor.host(node)
         booked = row.port == 0
-        port = self.ports.pick(node, host) if booked else row.port
+        command = launch.command
+        try:
+            port = self.ports.pick(node, host) if booked else row.port
+        except NoFreePort as exc:  # the run fails at once; the service's failure rules (backoff, degraded) follow
+            port, booked = 0, False
+            command = f"echo {shlex.quote(f'kant: {exc}')} >&2; exit 1"
         env = {**launch.env, "PORT": str(port), "KANT_PORT": str(port), "KANT_HOST": host}
         book = self._book(row.id)
         now = time.monotonic()
@@ -249,7 +255,7 @@ class ServingRoom:
             book.reclaims += 1
             if self.metrics is not None:
                 self.metrics.service_reclaims.labels(row.name).inc()
-        return dataclasses.replace(launch, env=env, service=row.name)
+        return dataclasses.replace(launch, env=env, service=row.name, command=command)
 
     def tend(self, now: float) -> None:
         """Once per turn on a moving clock (see the module docstring); ``now`` is the service time."""
