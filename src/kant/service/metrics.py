@@ -4,7 +4,8 @@ Gauges are the cluster now: one ``kant_<key>`` per live metric of the registry
 (:func:`kant.metrics.registry.live_values`: GAR, SOR, both GFR forms, with the definitions of
 docs/metrics.md taken at one instant), GPUs by state, queue length by tenant, GPUs in use by tenant;
 counters count jobs by outcome; histograms give the wait before a job's first start by gang size and
-the scheduling cycle time.
+the scheduling cycle time. The request route's measurements of each inference service's traffic
+(:mod:`kant.service.serving.measure`) are the ``kant_service_*`` series, labelled by service id.
 Each service has its own registry (several services in one process, as in tests, do not clash).
 """
 
@@ -24,6 +25,7 @@ __all__ = ["ServiceMetrics", "CONTENT_TYPE"]
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _WAIT_BUCKETS = (1, 10, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 86400, 259200, 604800)
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _CYCLE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
@@ -53,6 +55,23 @@ class ServiceMetrics:
                                       buckets=(0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800), registry=r)
         self.cycle_seconds = Histogram("kant_cycle_seconds", "Wall time of one scheduling cycle",
                                        buckets=_CYCLE_BUCKETS, registry=r)
+        # the request route (kant.service.serving.measure), by service id
+        self.serve_requests = Counter("kant_service_requests", "Requests answered by an inference service's route, "
+                                      "by status code", ["service", "code"], registry=r)
+        self.serve_inflight = Gauge("kant_service_inflight", "Requests of a service queued or at a replica now",
+                                    ["service"], registry=r)
+        self.serve_queue_seconds = Histogram("kant_service_queue_seconds", "Wait of a request for a replica",
+                                             ["service"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.serve_service_seconds = Histogram("kant_service_service_seconds",
+                                               "Time a replica took to answer a request", ["service"],
+                                               buckets=_LATENCY_BUCKETS, registry=r)
+        self.serve_response_seconds = Histogram("kant_service_response_seconds",
+                                                "A request's time from arrival at kant to its answer", ["service"],
+                                                buckets=_LATENCY_BUCKETS, registry=r)
+        self.serve_tokens = Counter("kant_service_tokens", "Tokens of answered requests, by direction "
+                                    "(prompt, completion)", ["service", "direction"], registry=r)
+        self.serve_slo_attainment = Gauge("kant_service_slo_attainment", "Share of a service's answered requests "
+                                          "that were 2xx within its SLO, since the start", ["service"], registry=r)
         self._tenants: set[str] = set()
 
     def observe_view(self, view: LiveView) -> None:

@@ -42,6 +42,7 @@ from kant.service.history import History
 from kant.service.loop import CLOCK_KEY, ServiceLoop
 from kant.service.metrics import ServiceMetrics
 from kant.service.serving.endpoints import Endpoints
+from kant.service.serving.measure import Traffic
 from kant.service.tenants import Tenants
 from kant.service.twin import Twin, WhatIfGate
 from kant.service.writer import SubmitWriter
@@ -102,6 +103,7 @@ class Service:
                          metrics=self.metrics)
         self.whatif_gate = WhatIfGate(config.whatif_budget, config.whatif_queue)
         self.endpoints = Endpoints()  # where services' replicas listen (the replicas write, the request route reads)
+        self.traffic = Traffic(self.metrics)  # what the request route measures (the autoscaler's LoadSignals)
 
     # --- start and stop ---------------------------------------------------------------------------
     def prepare(self) -> None:
