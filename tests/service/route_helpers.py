@@ -132,6 +132,7 @@ def running_kant(workdir: Path, **config: Any) -> Iterator[Kant]:
     """A leading service (SQLite, a small simulated cluster, manual clock) with its API on a real
     uvicorn at 127.0.0.1 (uvloop and httptools where installed, as ``kant serve``)."""
     token = f"kant_test_{secrets.token_hex(16)}"
+    workdir.mkdir(parents=True, exist_ok=True)
     cfg = ServeConfig(db_url=f"sqlite:///{workdir / 'kant.db'}", cluster="2x8:V100", clock="manual", predict=False,
                       admin_token=token, token_out=workdir / "token", log_level="warning", **config)
     svc = Service(cfg)
