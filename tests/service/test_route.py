@@ -7,6 +7,9 @@ the route measures."""
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -14,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kant.service.serving.measure import Answered, Traffic
-from service.route_helpers import Replica, free_port, model_server, running_kant
+from service.route_helpers import ROOT, Replica, free_port, model_server, running_kant
 
 
 @pytest.fixture(scope="module")
@@ -222,3 +226,52 @@ def test_arrival_rate_counts_the_arrivals_of_the_window(times: list[float], wind
     want = sum(1 for x in times if first <= int(x) <= end) / window
     assert t.arrival_rate(1, window) == pytest.approx(want)
     assert t.inflight(1) == len(times)
+
+
+def _kant(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kant.cli.main", *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_kant_load_replays_a_trace_and_writes_one_row_per_request(tmp_path: Path, replicas: list[Replica]) -> None:
+    trace = tmp_path / "AzureLLMInferenceTrace_conv.csv"  # the Azure trace's format, 6 requests over 1 s
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+        f"2023-11-16 18:15:0{i // 5}.{(i % 5) * 2}000000,{100 + i},{10 * (i + 1)}\n" for i in range(6)))
+    with running_kant(tmp_path / "kant") as k:
+        tok = k.tenant("a")
+        sid = k.service(tok, "chat")
+        k.register(sid, 1, replicas[0])
+        env = {**os.environ, "KANT_URL": k.url, "KANT_TOKEN": tok, "PYTHONPATH": str(ROOT / "src")}
+        out = tmp_path / "load.parquet"
+        p = _kant("load", "chat", "--trace", str(trace), "--speed", "2", "--duration", "30s", "--out", str(out),
+                  "--slo", "10000", env=env)
+        assert p.returncode == 0, p.stderr
+        assert "200: 6" in p.stdout and "100.0% of requests 2xx within 10000 ms" in p.stdout
+        rows = pq.read_table(out).to_pylist()
+        assert [r["request"] for r in rows] == list(range(6)) and {r["code"] for r in rows} == {200}
+        assert [r["max_tokens"] for r in rows] == [r["completion_tokens"] for r in rows] == [10, 20, 30, 40, 50, 60]
+        assert [r["prompt_tokens"] for r in rows] == [100, 101, 102, 103, 104, 105]
+        assert [r["scheduled"] for r in rows] == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4, 0.5])
+        assert all(r["slo_met"] for r in rows) and all(r["latency"] > 0 for r in rows)
+        stats = k.svc.traffic.stats(sid)
+        assert stats.total_requests == 6 and stats.completion_tokens == 210 and stats.prompt_tokens == 615
+        # bounded: --max-requests
+        p = _kant("load", str(sid), "--trace", str(trace), "--max-requests", "2", "--out", str(out), env=env)
+        assert p.returncode == 0, p.stderr
+        assert pq.read_table(out).num_rows == 2
+        for args, words in (
+            (["chat", "--trace", str(trace), "--speed", "0"], "Invalid value for '--speed'"),
+            (["chat", "--trace", str(trace), "--concurrency", "0"], "Invalid value for '--concurrency'"),
+            (["chat", "--trace", str(trace), "--duration", "soon"], "Invalid value for '--duration'"),
+            (["chat", "--trace", "no-such-trace"], "unknown trace"),
+            (["chat", "--trace", str(trace), "--start", "1h"], "no request in"),
+            (["chat", "--trace", str(trace), "--out", "x.csv"], "--out x.csv: the file name must end in .parquet"),
+            (["nope", "--trace", str(trace)], "no service named 'nope'"),
+            (["chat", "--trace", str(trace), "--url", "http://10.9.8.7:8787"], "is not a loopback address"),
+            (["chat"], "Missing option '--trace'"),
+        ):
+            p = _kant("load", *args, env=env)
+            lines = p.stderr.strip().splitlines()
+            assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], \
+                (args, p.stderr)
+        assert k.svc.traffic.stats(sid).total_requests == 8  # the refused runs sent nothing
