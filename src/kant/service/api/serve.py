@@ -33,7 +33,7 @@ from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from kant.service.api.deps import Svc, Who
+from kant.service.api.deps import bearer, principal
 from kant.service.api.errors import answer
 from kant.service.auth import Principal
 from kant.service.db.services import ServiceRow
@@ -126,13 +126,18 @@ class Proxy:
                              queue_timeout=cfg.route_queue_timeout, replica_limit=cfg.route_concurrency)
         self.timeout = cfg.route_timeout
         self.client: httpx.AsyncClient | None = None
+        self.transport: httpx.AsyncHTTPTransport | None = None
+        self._timeouts: dict[str, float | None] = {}
 
     async def open(self) -> None:
         self.router.open(asyncio.get_running_loop())
-        self.client = httpx.AsyncClient(
-            timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 5.0), pool=None),
+        timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, 5.0), pool=None)
+        self.transport = httpx.AsyncHTTPTransport(
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=256, keepalive_expiry=30.0),
-            follow_redirects=False, trust_env=False)
+            trust_env=False)
+        self.client = httpx.AsyncClient(transport=self.transport, timeout=timeout, follow_redirects=False,
+                                        trust_env=False)
+        self._timeouts = timeout.as_dict()
 
     async def close(self) -> None:
         self.router.close()
@@ -149,8 +154,8 @@ class Proxy:
         t0 = self.traffic.arrived(sid)
         sent = 0.0
         try:
-            client = self.client
-            if client is None:
+            transport = self.transport
+            if transport is None:
                 raise NoReplica(f"service {sid}: the request route is not running", retry_after=1.0)
             ep = await self.router.acquire(sid)
         except ServiceError as exc:
@@ -161,9 +166,10 @@ class Proxy:
         streaming = False
         try:
             sent = time.monotonic()
-            upstream = await client.send(client.build_request(
+            # the client's pool, without its per-request layers (cookies, auth, redirects: none here)
+            upstream = await transport.handle_async_request(httpx.Request(
                 request.method, _replica_url(ep, request.scope), headers=_request_headers(request.scope),
-                content=body or None), stream=True)
+                content=body or None, extensions={"timeout": self._timeouts}))
             ctype = upstream.headers.get("content-type", "")
             length = upstream.headers.get("content-length")
             if "json" in ctype or (length is not None and length.isdigit() and int(length) <= _READ_WHOLE):
@@ -299,10 +305,18 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await proxy.close()
 
 
-@router.api_route("/v1/services/{service}/serve/{path:path}", methods=METHODS, include_in_schema=False)
-async def serve_request(service: str, path: str, request: Request, p: Who, svc: Svc) -> Response:
-    """A request for the service's replicas (see the module docstring)."""
+async def serve_request(request: Request) -> Response:
+    """A request for the service's replicas (see the module docstring). A plain Starlette route on the
+    API's router (FastAPI's per-request dependency solving is most of a small route's cost): the
+    caller is :mod:`.deps`' :func:`~.deps.principal`, called here as the other routes have it
+    injected; its errors are answered by the app's handlers like every route's."""
+    svc: Service = request.app.state.svc
+    p = await principal(svc, request, await bearer(request))
     svc.leading()
     proxy: Proxy = request.app.state.proxy
-    row = await proxy.directory.resolve(service, p)
+    row = await proxy.directory.resolve(request.path_params["service"], p)
     return await proxy.forward(row, request)
+
+
+router.add_route("/v1/services/{service}/serve/{path:path}", serve_request, methods=METHODS,
+                 include_in_schema=False)

@@ -22,6 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -75,6 +76,27 @@ class _Service:
     samples: deque[tuple[float, float, float, int]] = field(default_factory=lambda: deque(maxlen=SAMPLES))
 
 
+class _Series:
+    """One service's Prometheus series (``labels()`` looked up once, not per request)."""
+
+    def __init__(self, m: ServiceMetrics, sid: str) -> None:
+        self._m, self._sid = m, sid
+        self.inflight = m.serve_inflight.labels(sid)
+        self.queue = m.serve_queue_seconds.labels(sid)
+        self.service = m.serve_service_seconds.labels(sid)
+        self.response = m.serve_response_seconds.labels(sid)
+        self.prompt = m.serve_tokens.labels(sid, "prompt")
+        self.completion = m.serve_tokens.labels(sid, "completion")
+        self.slo = m.serve_slo_attainment.labels(sid)
+        self._codes: dict[int, Any] = {}
+
+    def code(self, code: int) -> Any:
+        child = self._codes.get(code)
+        if child is None:
+            child = self._codes[code] = self._m.serve_requests.labels(self._sid, str(code))
+        return child
+
+
 @dataclass(frozen=True)
 class ServiceStats:
     """A service's traffic now and over a window (``GET /v1/services/{id}/stats``)."""
@@ -104,7 +126,17 @@ class Traffic(LoadSignals):
         self._lock = threading.Lock()
         self._services: dict[int, _Service] = {}
         self._metrics = metrics
+        self._series: dict[int, _Series] = {}  # the Prometheus children of each service (labels() once)
         self._clock = clock
+
+    def _prometheus(self, service_id: int) -> _Series | None:
+        m = self._metrics
+        if m is None:
+            return None
+        series = self._series.get(service_id)
+        if series is None:
+            series = self._series[service_id] = _Series(m, str(service_id))
+        return series
 
     def _get(self, service_id: int) -> _Service:
         s = self._services.get(service_id)
@@ -138,8 +170,9 @@ class Traffic(LoadSignals):
             s.arrived += 1
             s.inflight += 1
             s.queued += 1
-        if self._metrics is not None:
-            self._metrics.serve_inflight.labels(str(service_id)).inc()
+        series = self._prometheus(service_id)
+        if series is not None:
+            series.inflight.inc()
         return now
 
     def started(self, service_id: int, job_id: int) -> None:
@@ -179,21 +212,20 @@ class Traffic(LoadSignals):
                 s.slo_met += met
             s.samples.append((now, a.queue_s, a.response_s, -1 if met is None else int(met)))
             attainment = s.slo_met / s.slo_counted if s.slo_counted else None
-        m = self._metrics
-        if m is not None:
-            sid = str(service_id)
-            m.serve_inflight.labels(sid).dec()
-            m.serve_requests.labels(sid, str(a.code)).inc()
-            m.serve_queue_seconds.labels(sid).observe(a.queue_s)
-            m.serve_response_seconds.labels(sid).observe(a.response_s)
+        p = self._prometheus(service_id)
+        if p is not None:
+            p.inflight.dec()
+            p.code(a.code).inc()
+            p.queue.observe(a.queue_s)
+            p.response.observe(a.response_s)
             if a.service_s > 0:
-                m.serve_service_seconds.labels(sid).observe(a.service_s)
+                p.service.observe(a.service_s)
             if a.prompt_tokens:
-                m.serve_tokens.labels(sid, "prompt").inc(a.prompt_tokens)
+                p.prompt.inc(a.prompt_tokens)
             if a.completion_tokens:
-                m.serve_tokens.labels(sid, "completion").inc(a.completion_tokens)
+                p.completion.inc(a.completion_tokens)
             if attainment is not None:
-                m.serve_slo_attainment.labels(sid).set(attainment)
+                p.slo.set(attainment)
 
     # --- read by the route, the autoscaler and the API ---------------------------------------------------
     def outstanding(self, service_id: int) -> dict[int, int]:
