@@ -90,7 +90,8 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], what: str) -> None:
     raise SystemExit(f"{what} did not answer {url} in 60 s")
 
 
-async def drive(url: str, headers: dict[str, str], rate: float, seconds: float) -> tuple[np.ndarray, int, float]:
+async def drive(url: str, headers: dict[str, str], rate: float, seconds: float,
+                timeout: float) -> tuple[np.ndarray, int, float]:
     """Send ``rate`` requests/s to ``url`` for ``seconds``; the latencies (s) of the 200s, the count of
     other answers, and the rate achieved."""
     n = int(rate * seconds)
@@ -99,11 +100,15 @@ async def drive(url: str, headers: dict[str, str], rate: float, seconds: float) 
     body = b'{"max_tokens": 1}'
     limits = httpx.Limits(max_connections=512, max_keepalive_connections=512)
     async with httpx.AsyncClient(headers={**headers, "content-type": "application/json"}, limits=limits,
-                                 timeout=30.0, trust_env=False) as http:
+                                 timeout=timeout, trust_env=False) as http:
         async def one(i: int) -> None:
             nonlocal bad
             t = time.perf_counter()
-            r = await http.post(url, content=body)
+            try:
+                r = await http.post(url, content=body)
+            except httpx.HTTPError:  # (a timeout: --timeout bounds each request)
+                bad += 1
+                return
             if r.status_code == 200:
                 lat[i] = time.perf_counter() - t
             else:
@@ -121,10 +126,11 @@ async def drive(url: str, headers: dict[str, str], rate: float, seconds: float) 
     return lat[~np.isnan(lat)], bad, n / sent if sent > 0 else float("nan")
 
 
-def phase(url: str, headers: dict[str, str], rate: float, seconds: float) -> tuple[np.ndarray, int, float]:
+def phase(url: str, headers: dict[str, str], rate: float, seconds: float,
+          timeout: float = 10.0) -> tuple[np.ndarray, int, float]:
     import uvloop
 
-    return uvloop.run(drive(url, headers, rate, seconds))
+    return uvloop.run(drive(url, headers, rate, seconds, timeout))
 
 
 def main() -> None:
@@ -133,6 +139,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=15.0, help="seconds per phase (default 15)")
     ap.add_argument("--rounds", type=int, default=2, help="direct/route phase pairs (default 2)")
     ap.add_argument("--ms-per-token", type=float, default=0.05, help="the replica's CPU ms per token")
+    ap.add_argument("--warmup", type=float, default=2.0, help="seconds of warm-up per path (default 2)")
     ap.add_argument("--kant", nargs=3, metavar=("PORT", "REPLICA_PORT", "WORKDIR"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.kant:
@@ -166,9 +173,10 @@ def main() -> None:
         direct = f"http://127.0.0.1:{rport}/v1/completions"
         route = f"http://127.0.0.1:{kport}/v1/services/1/serve/v1/completions"
         print(f"bench_router: {args.rate:g} requests/s, {args.seconds:g} s per phase, {args.rounds} rounds, "
-              f"{cpus} CPUs{' (kant on CPU 0, the replica on CPU 1)' if pin('0') else ' (not pinned)'}")
-        phase(direct, {}, args.rate, 2.0)  # warm-ups
-        phase(route, auth, args.rate, 2.0)
+              f"{cpus} CPUs{' (kant on CPU 0, the replica on CPU 1)' if pin('0') else ' (not pinned)'}; load average "
+              f"{os.getloadavg()[0]:.1f} at the start", flush=True)
+        phase(direct, {}, args.rate, args.warmup)  # warm-ups
+        phase(route, auth, args.rate, args.warmup)
         got: dict[str, list[np.ndarray]] = {"direct": [], "route": []}
         kant_cpu = routed = 0.0
         for k in range(args.rounds):
@@ -179,9 +187,9 @@ def main() -> None:
                     kant_cpu += cpu_seconds(procs[1].pid) - c0
                     routed += len(lat) + bad
                 got[name].append(lat)
-                p50, p99 = np.percentile(lat, [50, 99]) * 1000
-                print(f"  round {k + 1} {name:6s}: {len(lat)} answered 200 ({bad} other), sent at "
-                      f"{achieved:.0f}/s; P50 {p50:.2f} ms, P99 {p99:.2f} ms")
+                p50, p99 = np.percentile(lat, [50, 99]) * 1000 if len(lat) else (np.nan, np.nan)
+                print(f"  round {k + 1} {name:6s}: {len(lat)} answered 200 ({bad} other or no answer in 10 s), "
+                      f"sent at {achieved:.0f}/s; P50 {p50:.2f} ms, P99 {p99:.2f} ms", flush=True)
         d, r_ = np.concatenate(got["direct"]), np.concatenate(got["route"])
         d50, d99 = np.percentile(d, [50, 99]) * 1000
         r50, r99 = np.percentile(r_, [50, 99]) * 1000
