@@ -10,13 +10,15 @@ executor) on uvicorn in a second subprocess (this script with ``--kant``), which
 server into its :class:`~kant.service.serving.endpoints.Endpoints` as the replica of service 1 (the
 replicas' lifecycle is not the route's; the bench creates the service through the API). The load
 generator (this process, uvloop + one pooled ``httpx.AsyncClient``) sends ``--rate`` requests per
-second, evenly spaced (open loop: a request is sent when due, whether or not earlier ones were
-answered), each ``POST .../v1/completions`` with ``{"max_tokens": 1}`` (about 50 us of the replica's
-CPU at ``--ms-per-token 0.05``), for ``--seconds`` per phase; the phases alternate, direct then
-route, ``--rounds`` times, after a warm-up of each. Latency is the client's: request sent -> answer
-read. The route's overhead is the route's percentile minus the direct one's. With more than 2 CPUs,
-kant is pinned to CPU 0, the replica to CPU 1 and the generator to the others (``taskset``).
-Figures are printed, never asserted.
+second, evenly spaced: open loop, a request is due whether or not earlier ones were answered, with
+at most 64 open (one due beyond that waits its turn here: httpx's pool slows down with many waiting
+requests). Each is ``POST .../v1/completions`` with ``{"max_tokens": 1}`` (about 50 us of the
+replica's CPU at ``--ms-per-token 0.05``). Phases of ``--seconds`` alternate, direct then route,
+``--rounds`` times, after a warm-up of each. Latency is the client's, from when the request was due
+to its answer read; the route's overhead is the route's percentile minus the direct one's. Then
+``--sequential`` requests on each path one at a time (each sent when the last was answered): the
+overhead without any queueing. With more than 2 CPUs, kant is pinned to CPU 0, the replica to CPU 1
+and the generator to the others (``taskset``). Figures are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import httpx
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+CONCURRENCY = 64  # requests open at once at most, per phase
 ROOT = HERE.parent
 
 
@@ -98,32 +101,49 @@ async def drive(url: str, headers: dict[str, str], rate: float, seconds: float,
     lat = np.full(n, np.nan)
     bad = 0
     body = b'{"max_tokens": 1}'
-    limits = httpx.Limits(max_connections=512, max_keepalive_connections=512)
+    # at most CONCURRENCY requests in httpx's pool at once (its pool slows down with many waiting
+    # requests); one due while the cap is reached waits here, and its latency counts from when it
+    # was due (no coordinated omission)
+    cap = asyncio.Semaphore(CONCURRENCY)
+    limits = httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY)
     async with httpx.AsyncClient(headers={**headers, "content-type": "application/json"}, limits=limits,
                                  timeout=timeout, trust_env=False) as http:
-        async def one(i: int) -> None:
+        async def one(i: int, due: float) -> None:
             nonlocal bad
-            t = time.perf_counter()
             try:
-                r = await http.post(url, content=body)
+                async with cap:
+                    r = await http.post(url, content=body)
             except httpx.HTTPError:  # (a timeout: --timeout bounds each request)
                 bad += 1
                 return
             if r.status_code == 200:
-                lat[i] = time.perf_counter() - t
+                lat[i] = time.perf_counter() - due
             else:
                 bad += 1
 
         tasks = []
         t0 = time.perf_counter()
         for i in range(n):
-            wait = t0 + i / rate - time.perf_counter()
+            due = t0 + i / rate
+            wait = due - time.perf_counter()
             if wait > 0:
                 await asyncio.sleep(wait)
-            tasks.append(asyncio.create_task(one(i)))
+            tasks.append(asyncio.create_task(one(i, due)))
         sent = time.perf_counter() - t0
         await asyncio.gather(*tasks)
     return lat[~np.isnan(lat)], bad, n / sent if sent > 0 else float("nan")
+
+
+async def one_at_a_time(url: str, headers: dict[str, str], n: int) -> np.ndarray:
+    """``n`` requests, each sent when the previous one was answered: latencies (s)."""
+    lat = np.empty(n)
+    async with httpx.AsyncClient(headers={**headers, "content-type": "application/json"}, timeout=10.0,
+                                 trust_env=False) as http:
+        for i in range(n):
+            t = time.perf_counter()
+            await http.post(url, content=b'{"max_tokens": 1}')
+            lat[i] = time.perf_counter() - t
+    return lat
 
 
 def phase(url: str, headers: dict[str, str], rate: float, seconds: float,
@@ -139,6 +159,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=15.0, help="seconds per phase (default 15)")
     ap.add_argument("--rounds", type=int, default=2, help="direct/route phase pairs (default 2)")
     ap.add_argument("--ms-per-token", type=float, default=0.05, help="the replica's CPU ms per token")
+    ap.add_argument("--sequential", type=int, default=1000,
+                    help="then this many requests one at a time on each path (0: none; default 1000)")
     ap.add_argument("--warmup", type=float, default=2.0, help="seconds of warm-up per path (default 2)")
     ap.add_argument("--kant", nargs=3, metavar=("PORT", "REPLICA_PORT", "WORKDIR"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -198,6 +220,17 @@ def main() -> None:
         print(f"route overhead: P50 {r50 - d50:.2f} ms (target <= 2 ms), P99 {r99 - d99:.2f} ms (target <= 10 ms)")
         print(f"kant's CPU per routed request: {1e6 * kant_cpu / routed:.0f} us "
               f"({kant_cpu:.1f} CPU s for {routed:.0f} requests)")
+        if args.sequential:
+            import uvloop
+
+            seq = {"direct": [], "route": []}  # type: dict[str, list[np.ndarray]]
+            for _ in range(2):
+                for name, url, headers in (("direct", direct, {}), ("route", route, auth)):
+                    seq[name].append(uvloop.run(one_at_a_time(url, headers, args.sequential // 2)))
+            sd, sr = (np.percentile(np.concatenate(seq[k]), [50, 99]) * 1000 for k in ("direct", "route"))
+            print(f"one at a time ({args.sequential} requests each): direct P50 {sd[0]:.2f} ms, P99 {sd[1]:.2f} ms; "
+                  f"route P50 {sr[0]:.2f} ms, P99 {sr[1]:.2f} ms; overhead P50 {sr[0] - sd[0]:.2f} ms, "
+                  f"P99 {sr[1] - sd[1]:.2f} ms")
         stats = httpx.get(f"http://127.0.0.1:{kport}/v1/services/1/stats", headers=auth).json()
         print(f"kant's own view (last 60 s): response P50 {stats['response_p50_ms']:.2f} ms, "
               f"P99 {stats['response_p99_ms']:.2f} ms, queue P99 {stats['queue_p99_ms']:.3f} ms")
