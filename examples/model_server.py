@@ -10,7 +10,9 @@ measure real latency:
   ``(prompt_tokens * PREFILL + max_tokens) * --ms-per-token`` milliseconds of SHA-256 hashing
   (calibrated once at start: the hashes per millisecond of this machine), done in a worker thread
   so that the server keeps answering. The answer is JSON with ``id``, ``replica``, ``text`` and a
-  ``usage`` block (``prompt_tokens``, ``completion_tokens``, ``total_tokens``).
+  ``usage`` block (``prompt_tokens``, ``completion_tokens``, ``total_tokens``); with ``"stream":
+  true`` it is server-sent events instead, one per 16 generated tokens as they are done, then
+  ``data: [DONE]``.
 * ``GET /health``: 200 ``{"status": "ok"}`` once ready, 503 during ``--warmup`` seconds after start.
 * ``GET /`` (or any other GET path): who answers (``replica``, ``port``), without work.
 
@@ -31,11 +33,12 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 #: a prompt token costs this fraction of a generated token (prefill is batched, decode is not)
@@ -97,10 +100,22 @@ def create_app(ms_per_token: float, warmup_s: float = 0.0, name: str = "replica"
         words = len(prompt.split()) if isinstance(prompt, str) else 0
         inp = _int(body, "prompt_tokens", "input_tokens", default=words)
         rounds = int((inp * PREFILL + out) * ms_per_token * rounds_per_ms)
-        text = await asyncio.to_thread(work, rounds) if rounds else ""
         served += 1
-        return JSONResponse({"id": f"{name}-{served}", "replica": name, "text": text,
-                             "usage": {"prompt_tokens": inp, "completion_tokens": out, "total_tokens": inp + out}})
+        usage = {"prompt_tokens": inp, "completion_tokens": out, "total_tokens": inp + out}
+        if body.get("stream") is True:  # server-sent events: the prefill, then one event per 16 tokens
+            return StreamingResponse(_events(f"{name}-{served}", inp, out), media_type="text/event-stream")
+        text = await asyncio.to_thread(work, rounds) if rounds else ""
+        return JSONResponse({"id": f"{name}-{served}", "replica": name, "text": text, "usage": usage})
+
+    async def _events(rid: str, inp: int, out: int) -> AsyncIterator[bytes]:
+        prefill = int(inp * PREFILL * ms_per_token * rounds_per_ms)
+        if prefill:
+            await asyncio.to_thread(work, prefill)
+        for done in range(0, out, 16):
+            n = min(16, out - done)
+            text = await asyncio.to_thread(work, int(n * ms_per_token * rounds_per_ms))
+            yield f"data: {json.dumps({'id': rid, 'replica': name, 'text': text, 'tokens': n})}\n\n".encode()
+        yield b"data: [DONE]\n\n"
 
     async def whoami(request: Request) -> JSONResponse:
         return JSONResponse({"replica": name, "port": port, "path": request.url.path, "served": served})

@@ -157,6 +157,27 @@ def test_a_drained_replica_finishes_what_it_accepted(tmp_path: Path, replicas: l
         assert accepted[0].json()["usage"]["completion_tokens"] == 1500
 
 
+def test_a_streamed_answer_is_passed_on_as_it_comes_and_counted_when_it_ends(tmp_path: Path,
+                                                                              replicas: list[Replica]) -> None:
+    with running_kant(tmp_path) as k:
+        tok = k.tenant("a")
+        sid = k.service(tok, "chat")
+        k.register(sid, 1, replicas[0])
+        c = k.client(tok)
+        events = []
+        with c.stream("POST", f"/v1/services/{sid}/serve/v1/completions",
+                      json={"max_tokens": 100, "prompt_tokens": 10, "stream": True}) as r:
+            assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    events.append(line[6:])
+        assert events[-1] == "[DONE]" and len(events) == 8  # 7 events of up to 16 tokens, then [DONE]
+        wait_for(lambda: k.svc.traffic.inflight(sid) == 0)
+        stats = k.svc.traffic.stats(sid)
+        assert stats.codes == {200: 1} and stats.outstanding == {}
+        assert (stats.prompt_tokens, stats.completion_tokens) == (10, 100)  # (the request's: no usage block)
+
+
 def test_a_replica_that_cannot_be_reached_is_502_naming_it(tmp_path: Path) -> None:
     with running_kant(tmp_path) as k:
         tok = k.tenant("a")

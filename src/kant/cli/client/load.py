@@ -100,7 +100,7 @@ def trace_requests(trace: str, *, start: float, duration: float, speed: float, m
 
 
 def _body(r: Replay, i: int) -> bytes:
-    body: dict[str, Any] = {"stream": r.stream[i]}
+    body: dict[str, Any] = {"workload": r.stream[i]}
     if r.prompt[i] >= 0:
         body["prompt_tokens"] = int(r.prompt[i])
     if r.output[i] >= 0:
