@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -32,6 +32,7 @@ import httpx
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive, Scope, Send
 
 from kant.service.api.deps import bearer, principal
 from kant.service.api.errors import answer
@@ -203,21 +204,29 @@ class Proxy:
 
     def _stream(self, sid: int, ep: Endpoint, upstream: httpx.Response, t0: float, sent: float,
                 slo: float | None, asked_in: int | None, asked_out: int | None) -> Response:
-        """Pass a streamed answer on as it comes; the request ends at the replica when the stream does."""
+        """Pass a streamed answer on as it comes; the request ends at the replica when the stream does
+        (or when the answer is dropped unsent: the client went away first)."""
+        state = {"code": upstream.status_code, "done": False}
+
+        async def finish() -> None:
+            if state["done"]:
+                return
+            state["done"] = True
+            await upstream.aclose()
+            self.router.release(sid, ep)
+            self._answered(sid, int(state["code"]), t0, sent, slo, asked_in, asked_out, sent_at=sent)
+
         async def chunks() -> AsyncIterator[bytes]:
-            code = upstream.status_code
             try:
                 async for chunk in upstream.aiter_raw():
                     yield chunk
             except BaseException:
-                code = 499
+                state["code"] = 499
                 raise
             finally:
-                await upstream.aclose()
-                self.router.release(sid, ep)
-                self._answered(sid, code, t0, sent, slo, asked_in, asked_out, sent_at=sent)
+                await finish()
 
-        out = StreamingResponse(chunks(), status_code=upstream.status_code)
+        out = _Streamed(chunks(), status_code=upstream.status_code, finish=finish)
         out.raw_headers = _answer_headers(upstream)
         return out
 
@@ -234,6 +243,22 @@ class Proxy:
         self.traffic.answered(sid, Answered(code=code, queue_s=queue, service_s=now - sent_at if sent_at else 0.0,
                                             response_s=now - t0, prompt_tokens=tokens_in,
                                             completion_tokens=tokens_out, slo_ms=slo))
+
+
+class _Streamed(StreamingResponse):
+    """A streamed answer whose ``finish`` runs however the response ends (sent, or dropped before its
+    body was asked for: a generator never started runs no ``finally``)."""
+
+    def __init__(self, content: AsyncIterator[bytes], status_code: int,
+                 finish: Callable[[], Awaitable[None]]) -> None:
+        super().__init__(content, status_code=status_code)
+        self._finish = finish
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._finish()
 
 
 def _replica_url(ep: Endpoint, scope: MutableMapping[str, Any]) -> str:
