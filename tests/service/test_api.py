@@ -185,6 +185,7 @@ def test_tenant_isolation_on_every_endpoint(srv: Server, tokens: dict[str, str])
         ("patch", "/v1/services/{service_id}"): (f"/v1/services/{service}", {"command": "true"}, 404),
         ("post", "/v1/services/{service_id}/scale"): (f"/v1/services/{service}/scale", {"replicas": 0}, 404),
         ("delete", "/v1/services/{service_id}"): (f"/v1/services/{service}", None, 404),
+        ("get", "/v1/services/{service_id}/stats"): (f"/v1/services/{service}/stats", None, 404),
         ("get", "/v1/nodes"): ("/v1/nodes", None, 200),
         ("post", "/v1/nodes"): ("/v1/nodes", {"name": "n9", "gpu_type": "V100", "gpus": 8}, 403),
         ("get", "/v1/nodes/{name}"): (f"/v1/nodes/{node}", None, 200),

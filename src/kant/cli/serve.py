@@ -84,6 +84,15 @@ _AFTER: list[Decorator] = [
                       "restarting) before giving up; 0: give up at once."),
     click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
                  show_default=True),
+    # the request route of inference services (docs/service.md, "Serving requests")
+    click.option("--route-queue", type=click.IntRange(0, 1_000_000), default=1000, show_default=True,
+                 help="Requests of one service that may wait for a replica (more: 503 at once; 0: no queue)."),
+    click.option("--route-queue-timeout", type=FiniteFloat(min=0, min_open=True, max=3600), default=30.0,
+                 show_default=True, help="Seconds a request waits for a ready, free replica before a 503."),
+    click.option("--route-concurrency", type=click.IntRange(0, 1_000_000), default=64, show_default=True,
+                 help="Requests at one replica at once at most (0: no limit); more wait in the service's queue."),
+    click.option("--route-timeout", type=FiniteFloat(min=0, min_open=True, max=86400), default=300.0,
+                 show_default=True, help="Seconds a replica has to answer a request (then 504)."),
 ]
 
 
@@ -181,7 +190,8 @@ def _run(db_url: str, cluster: str | None, policy: str, host: str, port: int, ex
          speed: float, clock_start: float | None, demo: str | None, demo_limit: int | None,
          admin_token_file: Path | None, token_out: Path, advertise_url: str | None, default_estimate: float,
          seed: int, predict: bool, predict_runs: int, predict_every: float, whatif_budget: float,
-         whatif_queue: int, db_wait: float, log_level: str, services: str | None) -> None:
+         whatif_queue: int, db_wait: float, log_level: str, services: str | None, route_queue: int,
+         route_queue_timeout: float, route_concurrency: int, route_timeout: float) -> None:
     from kant.service.serve import serve as run_service
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -214,7 +224,9 @@ def _run(db_url: str, cluster: str | None, policy: str, host: str, port: int, ex
                          advertise_url=advertise_url, default_estimate=default_estimate, seed=seed,
                          demo=demo, demo_limit=demo_limit, log_level=log_level, predict=predict,
                          predict_runs=predict_runs, predict_every=predict_every, whatif_budget=whatif_budget,
-                         whatif_queue=whatif_queue, db_wait=db_wait, services=services)
+                         whatif_queue=whatif_queue, db_wait=db_wait, services=services, route_queue=route_queue,
+                         route_queue_timeout=route_queue_timeout, route_concurrency=route_concurrency,
+                         route_timeout=route_timeout)
     try:
         run_service(config)
     except KantError as exc:

@@ -46,3 +46,8 @@ class ServeConfig:
     whatif_queue: int = 4  # what-if requests running or waiting at most (one per tenant or admin token)
     services: str | None = None  # a services file (kant.inference.services): created or updated when leading
     db_wait: float = 30.0  # at start, seconds to keep trying a database that cannot be reached (0: none)
+    # the request route of inference services (kant.service.api.serve)
+    route_queue: int = 1000  # requests of one service waiting for a replica at most (more: 503)
+    route_queue_timeout: float = 30.0  # seconds a request waits for a replica at most (then 503)
+    route_concurrency: int = 64  # requests at one replica at once at most (0: no limit); more wait in the queue
+    route_timeout: float = 300.0  # seconds a replica has to answer (then 504)

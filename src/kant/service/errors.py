@@ -17,8 +17,11 @@ __all__ = [
     "Forbidden",
     "Invalid",
     "NotFound",
+    "NoReplica",
     "NotLeader",
     "Rejected",
+    "ReplicaFailed",
+    "ReplicaTimeout",
     "ServiceError",
     "TooLong",
     "TurnLost",
@@ -87,6 +90,25 @@ class Busy(ServiceError):
     def __init__(self, message: str, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class NoReplica(ServiceError):
+    """An inference service's request found no replica to take it: none was ready (or free) within
+    the route's queue timeout, or the service's queue was full; ``retry_after`` seconds is when to try
+    again."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ReplicaFailed(ServiceError):
+    """The replica a request was sent to could not be reached or broke the connection (the message
+    names it)."""
+
+
+class ReplicaTimeout(ReplicaFailed):
+    """The replica a request was sent to did not answer within the route's timeout."""
 
 
 class TooLong(ServiceError):

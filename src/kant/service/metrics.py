@@ -4,9 +4,11 @@ Gauges are the cluster now: one ``kant_<key>`` per live metric of the registry
 (:func:`kant.metrics.registry.live_values`: GAR, SOR, both GFR forms, with the definitions of
 docs/metrics.md taken at one instant), GPUs by state, queue length by tenant, GPUs in use by tenant;
 counters count jobs by outcome; histograms give the wait before a job's first start by gang size and
-the scheduling cycle time. Per inference service: reclaims (``kant_service_reclaims_total``), their
-latency (scale decision to the new replica ready, ``kant_service_reclaim_seconds``) and replica
-failures (``kant_service_replica_failures_total``).
+the scheduling cycle time. Per inference service (labelled by service id): reclaims
+(``kant_service_reclaims_total``), their latency (scale decision to the new replica ready,
+``kant_service_reclaim_seconds``) and replica failures (``kant_service_replica_failures_total``); the
+request route's measurements of its traffic (:mod:`kant.service.serving.measure`), the other
+``kant_service_*`` series.
 Each service has its own registry (several services in one process, as in tests, do not clash).
 """
 
@@ -27,6 +29,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _WAIT_BUCKETS = (1, 10, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 86400, 259200, 604800)
 _RECLAIM_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _CYCLE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
@@ -58,14 +61,31 @@ class ServiceMetrics:
                                        buckets=_CYCLE_BUCKETS, registry=r)
         # inference services' replicas (kant.service.serving.replicas), by service name
         self.service_reclaims = Counter("kant_service_reclaims", "Replicas started by taking GPUs back from "
-                                        "training (an eviction in the same turn), by service", ["service"],
+                                        "training (an eviction in the same turn), by service id", ["service"],
                                         registry=r)
         self.service_reclaim_seconds = Histogram("kant_service_reclaim_seconds", "Scale decision to the new "
-                                                 "replica ready, for replicas started by reclaim, by service",
+                                                 "replica ready, for replicas started by reclaim, by service id",
                                                  ["service"], buckets=_RECLAIM_BUCKETS, registry=r)
         self.service_replica_failures = Counter("kant_service_replica_failures", "Replicas that exited, never "
                                                 "became ready or stopped answering their readiness path, by "
                                                 "service", ["service"], registry=r)
+        # the request route (kant.service.serving.measure), by service id
+        self.serve_requests = Counter("kant_service_requests", "Requests answered by an inference service's route, "
+                                      "by status code", ["service", "code"], registry=r)
+        self.serve_inflight = Gauge("kant_service_inflight", "Requests of a service queued or at a replica now",
+                                    ["service"], registry=r)
+        self.serve_queue_seconds = Histogram("kant_service_queue_seconds", "Wait of a request for a replica",
+                                             ["service"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.serve_service_seconds = Histogram("kant_service_service_seconds",
+                                               "Time a replica took to answer a request", ["service"],
+                                               buckets=_LATENCY_BUCKETS, registry=r)
+        self.serve_response_seconds = Histogram("kant_service_response_seconds",
+                                                "A request's time from arrival at kant to its answer", ["service"],
+                                                buckets=_LATENCY_BUCKETS, registry=r)
+        self.serve_tokens = Counter("kant_service_tokens", "Tokens of answered requests, by direction "
+                                    "(prompt, completion)", ["service", "direction"], registry=r)
+        self.serve_slo_attainment = Gauge("kant_service_slo_attainment", "Share of a service's answered requests "
+                                          "that were 2xx within its SLO, since the start", ["service"], registry=r)
         self._tenants: set[str] = set()
 
     def observe_view(self, view: LiveView) -> None:

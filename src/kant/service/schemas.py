@@ -431,6 +431,29 @@ class ServiceOut(BaseModel):
                    ready_replicas=0 if stats is None else int(stats["ready_replicas"]), serving=stats)
 
 
+class ServiceStatsOut(BaseModel):
+    """A service's traffic through kant's request route: now, over ``window_s``, and since the start."""
+
+    service: int
+    window_s: float
+    arrival_rate: float = Field(description="requests per second over the window")
+    inflight: int = Field(description="requests queued or at a replica now")
+    queued: int = Field(description="requests waiting for a replica now")
+    outstanding: dict[str, int] = Field(description="requests at each replica now, by the replica's job id")
+    answered: int = Field(description="requests answered within the window")
+    queue_p50_ms: float | None
+    queue_p99_ms: float | None
+    response_p50_ms: float | None
+    response_p99_ms: float | None
+    slo_ms: float | None = Field(description="the service's SLO (None: none)")
+    slo_attainment: float | None = Field(description="2xx answers within the SLO, share of the window's answers")
+    total_requests: int
+    codes: dict[str, int] = Field(description="answers since the start, by status code")
+    prompt_tokens: int
+    completion_tokens: int
+    slo_attainment_total: float | None
+
+
 # --- the cluster now ---------------------------------------------------------------------------------
 class TenantUse(BaseModel):
     running_gpus: int

@@ -42,7 +42,7 @@ from kant.service.history import History
 from kant.service.loop import CLOCK_KEY, ServiceLoop
 from kant.service.metrics import ServiceMetrics
 from kant.service.serving.endpoints import Endpoints
-from kant.service.serving.signals import LoadSignals
+from kant.service.serving.measure import Traffic
 from kant.service.tenants import Tenants
 from kant.service.tokenfile import TokenFile
 from kant.service.twin import Twin, WhatIfGate
@@ -106,8 +106,7 @@ class Service:
         self.whatif_gate = WhatIfGate(config.whatif_budget, config.whatif_queue)
         self.endpoints = Endpoints()  # where services' replicas listen (the replicas write, the request route reads)
         self.token_file: TokenFile | None = None  # the admin token file this service writes when ready
-        #: what the request route measures (it sets this), read by the live autoscaler; None: no autoscaling
-        self.signals: LoadSignals | None = None
+        self.traffic = Traffic(self.metrics)  # what the request route measures (the autoscaler's LoadSignals)
 
     # --- start and stop ---------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -219,7 +218,7 @@ class Service:
         loop = ServiceLoop(self.db, self.policy, self.clock, executor, epoch=epoch,
                            default_estimate=cfg.default_estimate, seed=cfg.seed, on_events=self.hub.notify,
                            metrics=self.metrics, history=self.history, endpoints=self.endpoints,
-                           signals=lambda: self.signals)
+                           signals=lambda: self.traffic)
         loop.load(self._cluster if self._cluster is not None or not found else Cluster.from_nodes(found))
         loop.start()
         self.loop = loop

@@ -2,7 +2,8 @@
 cluster now, what-if, an event stream, the clock, health and Prometheus metrics. The OpenAPI document
 is at ``/openapi.json`` (and browsable at ``/docs``); docs/service.md describes every route.
 
-One router per resource (:mod:`.jobs`, :mod:`.services`, :mod:`.nodes`, :mod:`.tenants`,
+One router per resource (:mod:`.jobs`, :mod:`.services` (and :mod:`.serve`, the request route to a
+service's replicas), :mod:`.nodes`, :mod:`.tenants`,
 :mod:`.cluster`, :mod:`.whatif`, :mod:`.events`, :mod:`.clock`, :mod:`.health`), what they take in
 :mod:`.deps` (the service, the caller, ids), every error's answer in :mod:`.errors`, the body cap in
 :mod:`.body_limit`. The routes call the service's use cases (:mod:`kant.service.admission`,
@@ -23,14 +24,14 @@ from typing import Any
 from fastapi import FastAPI
 
 import kant
-from kant.service.api import clock, cluster, errors, events, health, jobs, nodes, services, tenants, whatif
+from kant.service.api import clock, cluster, errors, events, health, jobs, nodes, serve, services, tenants, whatif
 from kant.service.api.body_limit import BodyLimit
 from kant.service.server import Service
 
 __all__ = ["create_app"]
 
 #: the routers, in the order of the OpenAPI document (and of /docs)
-ROUTERS = (health, jobs, services, nodes, tenants, cluster, whatif, events, clock)
+ROUTERS = (health, jobs, services, serve, nodes, tenants, cluster, whatif, events, clock)
 
 #: the tags of the OpenAPI document, in order
 TAGS = ("jobs", "services", "nodes", "tenants", "cluster", "events", "health")
@@ -52,9 +53,11 @@ def create_app(svc: Service) -> FastAPI:
         version=kant.__version__,
         description="The live kant scheduler: jobs (gangs), inference services, nodes, tenants, the cluster now.",
         openapi_tags=[{"name": n} for n in TAGS],
+        lifespan=serve.lifespan,  # the request route's shared HTTP client
     )
     app.add_middleware(BodyLimit, limit=svc.config.max_body)
     app.state.svc = svc
+    app.state.proxy = serve.Proxy(svc)
     errors.install(app)
     for module in ROUTERS:
         app.include_router(module.router)

@@ -28,9 +28,12 @@ from kant.service.errors import (
     Fenced,
     Forbidden,
     Invalid,
+    NoReplica,
     NotFound,
     NotLeader,
     Rejected,
+    ReplicaFailed,
+    ReplicaTimeout,
     TooLong,
 )
 
@@ -75,6 +78,9 @@ ANSWERS: dict[type[Exception], Answer] = {
     Forbidden: Answer(403),
     Busy: Answer(429, headers=lambda exc: _retry_after(exc.retry_after)),
     NotLeader: Answer(503, headers=_leader),
+    NoReplica: Answer(503, headers=lambda exc: _retry_after(exc.retry_after)),
+    ReplicaTimeout: Answer(504),
+    ReplicaFailed: Answer(502),
     Fenced: Answer(503, text=lambda exc: "this service lost the leadership"),
     DatabaseError: Answer(503, text=lambda exc: f"database unavailable: {exc}",
                           headers=lambda exc: _retry_after(1.0)),

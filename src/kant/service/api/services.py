@@ -4,14 +4,16 @@ its bounds, delete it. A tenant sees its own services only (another's is 404).""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 
 from kant.service import admission
 from kant.service.api.deps import Id, Svc, Who
 from kant.service.auth import Principal
 from kant.service.db.services import ServiceRow
 from kant.service.errors import NotFound, Rejected
-from kant.service.schemas import ScaleIn, ServiceIn, ServiceOut, ServicePatch
+from kant.service.schemas import ScaleIn, ServiceIn, ServiceOut, ServicePatch, ServiceStatsOut
 from kant.service.server import Service
 
 __all__ = ["router"]
@@ -106,3 +108,21 @@ def delete_service(service_id: Id, p: Who, svc: Svc) -> ServiceOut:
     svc.db.services.update(service_id, state="deleted")
     _changed(svc)
     return service_out(svc, svc.db.services.get(service_id))  # type: ignore[arg-type]
+
+
+@router.get("/v1/services/{service_id}/stats", response_model=ServiceStatsOut)
+def service_stats(service_id: Id, p: Who, svc: Svc,
+                  window: Annotated[float, Query(gt=0, le=3600, description="seconds")] = 60.0) -> ServiceStatsOut:
+    """The service's traffic through its request route (``/v1/services/{service}/serve/...``): arrival
+    rate, requests in flight and at each replica, P50/P99 of queue and response time over ``window``
+    seconds, tokens, status codes and SLO attainment."""
+    row = visible_service(svc, service_id, p)
+    s = svc.traffic.stats(service_id, window)
+    return ServiceStatsOut(
+        service=service_id, window_s=s.window_s, arrival_rate=s.arrival_rate, inflight=s.inflight, queued=s.queued,
+        outstanding={str(k): v for k, v in sorted(s.outstanding.items())}, answered=s.answered,
+        queue_p50_ms=s.queue_p50_ms, queue_p99_ms=s.queue_p99_ms, response_p50_ms=s.response_p50_ms,
+        response_p99_ms=s.response_p99_ms, slo_ms=row.slo_ms, slo_attainment=s.slo_attainment,
+        total_requests=s.total_requests, codes={str(k): v for k, v in sorted(s.codes.items())},
+        prompt_tokens=s.prompt_tokens, completion_tokens=s.completion_tokens,
+        slo_attainment_total=s.slo_attainment_total)

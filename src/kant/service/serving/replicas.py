@@ -254,7 +254,7 @@ class ServingRoom:
         if replica.reclaim:
             book.reclaims += 1
             if self.metrics is not None:
-                self.metrics.service_reclaims.labels(row.name).inc()
+                self.metrics.service_reclaims.labels(str(row.id)).inc()
         return dataclasses.replace(launch, env=env, service=row.name, command=command)
 
     def tend(self, now: float) -> None:
@@ -371,7 +371,7 @@ class ServingRoom:
             if r.reclaim:
                 book.reclaim_s.append(took)
         if r.reclaim and self.metrics is not None:
-            self.metrics.service_reclaim_seconds.labels(r.service).observe(took)
+            self.metrics.service_reclaim_seconds.labels(str(r.service_id)).observe(took)
         if book.failures or book.degraded is not None:
             book.failures, book.next_try = 0, 0.0
             if book.degraded is not None:
@@ -386,8 +386,7 @@ class ServingRoom:
             book.degraded = reason
             self.db.services.update(service_id, degraded=reason[:2000])
         if self.metrics is not None:
-            row = self._rows.get(service_id)
-            self.metrics.service_replica_failures.labels(row.name if row else str(service_id)).inc()
+            self.metrics.service_replica_failures.labels(str(service_id)).inc()
 
     def _autoscale(self, row: ServiceRow, book: _Book, mono: float) -> ServiceRow:
         """The autoscaler's decision, when its period is up, stored as the replica count; the row now."""
