@@ -120,3 +120,16 @@ def test_demo_unified(tmp_path: Path) -> None:
         raise AssertionError("kant serve still answers")
     except httpx.HTTPError:
         pass
+
+
+def test_demo_unified_without_its_traffic_trace_is_one_line(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "kant.cli.main", "serve", "--demo", "unified", "--db",
+                        f"sqlite:///{tmp_path / 'kant.db'}"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                       env={**os.environ, "KANT_TRACES_DIR": str(tmp_path / "none")})
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.startswith("error: --demo unified replays azure:conv as its service's traffic: ")
+    assert "$KANT_TRACES_DIR" in r.stderr and not (tmp_path / "kant.db").exists()
+    r = subprocess.run([sys.executable, "-m", "kant.cli.main", "serve", "--demo", "unified", "--port", "0", "--db",
+                        f"sqlite:///{tmp_path / 'kant.db'}"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.strip() == ("error: --demo unified sends its traffic to --port: give one "
+                                                      "other than 0"), r.stderr

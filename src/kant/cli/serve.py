@@ -223,10 +223,17 @@ def _run(db_url: str, cluster: str | None, policy: str, host: str, port: int, ex
             policy = defaults.policy
         if given("speed") == click.core.ParameterSource.DEFAULT:
             speed = defaults.speed
-        if cluster is None:
+        if cluster is None and not discovers_nodes:
             cluster = defaults.cluster
         if port == 0:
             fail("--demo unified sends its traffic to --port: give one other than 0")
+        from kant.traces.registry import load_load
+
+        try:  # (its traffic's trace is checked now: a missing file is one line before anything starts)
+            load_load(defaults.traffic)
+        except KantError as exc:
+            fail(f"--demo unified replays {defaults.traffic} as its service's traffic: {exc} (the shared traces "
+                 "folder, ../shared/traces or $KANT_TRACES_DIR, must hold azure-llm-inference-2023/)")
     if demo is not None and clock == "manual":
         fail("--demo replays on a moving clock: use --clock accelerated (the default with --demo) or wall")
     if clock is None:
