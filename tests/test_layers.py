@@ -12,7 +12,8 @@ hand: the graph is the code's. Three rules are checked on it:
    are declared once, in :data:`LAYERS`::
 
        0  errors                          the error types every room raises
-       1  text, stamp, policies           small helpers (text, the version-stamped cache); bundled YAML
+       1  text, stamp, policies,          small helpers (text, the version-stamped cache); bundled YAML;
+          model_server                    the example model server (python -m kant.model_server)
        2  model                           domain types: cluster, jobs, job store, cluster state
        3  framework                       the contract for plugins and actions, the runner, the registry
        4  config                          policy files: actions and plugins by name, typed arguments
@@ -56,7 +57,7 @@ import kant
 #: the rooms of src/kant, from the ground up (see the module docstring); one layer per tuple
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
-    ("text", "stamp", "policies"),
+    ("text", "stamp", "policies", "model_server"),
     ("model",),
     ("framework",),
     ("config",),

@@ -53,7 +53,9 @@ _AFTER: list[Decorator] = [
     click.option("--clock-start", type=FiniteFloat(), default=None,
                  help="Start time of an accelerated or manual clock (default: where the database left off)."),
     click.option("--demo", default=None, metavar="TRACE",
-                 help="Replay a trace into the service (e.g. philly) at --speed; jobs run for their trace durations."),
+                 help="Replay a trace into the service (e.g. philly) at --speed; jobs run for their trace durations. "
+                      "`unified`: training and inference on one cluster: a Philly slice, a service of example model "
+                      "servers and its Azure traffic (default --policy unified, --cluster 2x8:V100, --speed 60)."),
     click.option("--demo-limit", type=click.IntRange(min=1), default=None,
                  help="Only the first N jobs of the demo trace."),
     click.option("--services", "services", default=None, metavar="FILE",
@@ -212,6 +214,26 @@ def _run(db_url: str, cluster: str | None, policy: str, host: str, port: int, ex
             load_services(services)  # (checked now: a wrong key is one line before anything starts)
         except KantError as exc:
             fail(str(exc))
+    if demo == "unified":  # (kant.service.demo: its cluster, policy and speed unless given)
+        from kant.service.demo import UnifiedDemo
+
+        given = click.get_current_context().get_parameter_source
+        defaults = UnifiedDemo()
+        if given("policy") == click.core.ParameterSource.DEFAULT:
+            policy = defaults.policy
+        if given("speed") == click.core.ParameterSource.DEFAULT:
+            speed = defaults.speed
+        if cluster is None and not discovers_nodes:
+            cluster = defaults.cluster
+        if port == 0:
+            fail("--demo unified sends its traffic to --port: give one other than 0")
+        from kant.traces.registry import load_load
+
+        try:  # (its traffic's trace is checked now: a missing file is one line before anything starts)
+            load_load(defaults.traffic)
+        except KantError as exc:
+            fail(f"--demo unified replays {defaults.traffic} as its service's traffic: {exc} (the shared traces "
+                 "folder, ../shared/traces or $KANT_TRACES_DIR, must hold azure-llm-inference-2023/)")
     if demo is not None and clock == "manual":
         fail("--demo replays on a moving clock: use --clock accelerated (the default with --demo) or wall")
     if clock is None:

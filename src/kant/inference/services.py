@@ -30,7 +30,7 @@ A services file is YAML::
           noise: 0.0
         autoscaler: {target_utilization: 0.6}  # per-service overrides of the defaults
         # live only (kant serve --services; kant simulate ignores them):
-        command: python examples/model_server.py   # what each replica runs; it listens on $PORT
+        command: python -m kant.model_server       # what each replica runs; it listens on $PORT
         port: 0                  # 0: kant picks a free port per replica; else the port it must listen on
         ready_path: /health      # a replica serves once this path answers 2xx
         ready_timeout_s: 30      # seconds a new replica has to become ready

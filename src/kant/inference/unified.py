@@ -53,7 +53,8 @@ from kant.sim.execution import ExecutionModel
 from kant.sim.simulator import Simulator
 from kant.traces.load import LoadSeries
 
-__all__ = ["InferenceDriver", "ServiceRun", "append_replicas", "inference_rows", "simulate_with_services"]
+__all__ = ["InferenceDriver", "ServiceRun", "append_replicas", "inference_rows", "loaned_gpus", "share_loan",
+           "simulate_with_services", "training_share"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -150,6 +151,31 @@ class _ReplicaLog(JobListener):
 
 
 # --- step functions ------------------------------------------------------------------------------
+def training_share(total_gpus: float, pool: list[tuple[int, int]]) -> float:
+    """The GPUs training owns when no ``co-schedule`` split says otherwise: the cluster less the
+    inference pool, every service at ``max_replicas`` (``pool``: ``(max_replicas, gpus_per_replica)``
+    per service)."""
+    return float(total_gpus) - float(sum(m * g for m, g in pool))
+
+
+def loaned_gpus(training_gpus: npt.ArrayLike, share: float) -> FloatArray:
+    """GPUs *loaned* to training: what training holds above its share (:func:`training_share`),
+    i.e. GPUs of the inference pool's headroom that training jobs hold (the simulator's report
+    integrates it; the live dashboard shows it now)."""
+    return np.maximum(np.asarray(training_gpus, dtype=np.float64) - share, 0.0)
+
+
+def share_loan(loaned: int, headroom: dict[int, int]) -> dict[int, int]:
+    """The ``loaned`` GPUs shared out over the services (by key) in proportion to their headroom
+    (``max_replicas x gpus_per_replica`` less the replicas they keep), floored, never above a
+    service's headroom."""
+    total = sum(max(0, h) for h in headroom.values())
+    if total <= 0 or loaned <= 0:
+        return {k: 0 for k in headroom}
+    part = min(1.0, loaned / total)
+    return {k: int(max(0, h) * part) for k, h in headroom.items()}
+
+
 def _steps(times: FloatArray, deltas: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
     """Breakpoints and values of the step function that starts at 0 and adds ``deltas`` at ``times``."""
     t = np.asarray(times, dtype=np.float64)
@@ -388,8 +414,8 @@ class InferenceDriver:
         inf_alloc = _value_at(ibp, ival, grid)
         train_alloc = total_alloc - inf_alloc
         total = float(self.cluster.total_gpus)
-        share = float(co.training_share) if co is not None else total - float(
-            sum(r.spec.max_replicas * r.spec.gpus_per_replica for r in self.runs))
+        share = float(co.training_share) if co is not None else training_share(
+            total, [(r.spec.max_replicas, r.spec.gpus_per_replica) for r in self.runs])
         covered = hi - lo
         training = self.jobs.kind == JobKind.TRAINING
         return {
@@ -403,7 +429,7 @@ class InferenceDriver:
             "replica_hours": sum(s["replica_hours"] for s in services.values()),
             "gpu_hours_inference": _integral(grid, inf_alloc, lo, hi) / 3600.0,
             "gpu_hours_training": _integral(grid, train_alloc, lo, hi) / 3600.0,
-            "gpu_hours_loaned": _integral(grid, np.maximum(train_alloc - share, 0.0), lo, hi) / 3600.0,
+            "gpu_hours_loaned": _integral(grid, loaned_gpus(train_alloc, share), lo, hi) / 3600.0,
             "training_gpu_share": _integral(grid, train_alloc, lo, hi) / (total * covered) if covered > 0 else None,
             "inference_gpu_share": _integral(grid, inf_alloc, lo, hi) / (total * covered) if covered > 0 else None,
             "reclaims": reclaim.reclaims if reclaim is not None else 0,

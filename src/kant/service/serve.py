@@ -9,8 +9,11 @@ tests call it.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from fastapi import FastAPI
@@ -40,8 +43,9 @@ def serve(config: ServeConfig) -> None:
     svc.start()
     app = build_app(svc)
     # (uvicorn re-raises SIGTERM / SIGINT after its shutdown, which ends the process before ``finally``
-    # runs: close at the application's shutdown, so that replicas' processes are stopped too)
-    app.router.on_shutdown.append(svc.close)
+    # runs: close at the application's shutdown, so that replicas' processes are stopped too; in the
+    # app's lifespan, since Starlette runs no on_shutdown handler of an app that has a lifespan)
+    app.router.lifespan_context = _closing(app.router.lifespan_context, svc)
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level=config.log_level,
                                            access_log=False, server_header=False, timeout_graceful_shutdown=5))
     threading.Thread(target=_when_listening, args=(server, svc), name="kant-ready", daemon=True).start()
@@ -49,6 +53,21 @@ def serve(config: ServeConfig) -> None:
         server.run()
     finally:
         svc.close()
+
+
+def _closing(inner: Callable[[Any], AbstractAsyncContextManager[Any]], svc: Service
+             ) -> Callable[[Any], AbstractAsyncContextManager[None]]:
+    """The app's lifespan ``inner``, with ``svc`` closed at its end."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        async with inner(app):
+            try:
+                yield
+            finally:
+                svc.close()
+
+    return lifespan
 
 
 def _when_listening(server: Any, svc: Service) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from kant.config.policy import load_policy
 from kant.errors import KantError
+from kant.inference.services import ServicesConfig
 from kant.model.cluster import Cluster
 from kant.model.store import JobStore
 from kant.plugins.quota import Quota
@@ -34,7 +35,7 @@ from kant.service.clock import make_clock
 from kant.service.config import ServeConfig
 from kant.service.db.database import Database
 from kant.service.db.leader import LeaderLock
-from kant.service.demo import Demo
+from kant.service.demo import UNIFIED, Demo, DemoTraffic, UnifiedDemo, unified_services
 from kant.service.errors import DatabaseError, NotLeader
 from kant.service.events import EventHub
 from kant.service.executors import make_executor
@@ -99,7 +100,11 @@ class Service:
         self._closed = False
         self._lead_thread: threading.Thread | None = None
         self._cluster: Cluster | None = None  # --cluster, registered if the database has no nodes
-        self.demo = Demo(config.demo, config.demo_limit) if config.demo is not None else None
+        #: --demo unified: a training replay, a service with real replicas and its traffic (kant.service.demo)
+        self.unified = UnifiedDemo() if config.demo == UNIFIED else None
+        u = self.unified
+        self.demo = (Demo(u.trace, config.demo_limit or u.limit, u.start_s) if u is not None
+                     else Demo(config.demo, config.demo_limit) if config.demo is not None else None)
         self.twin = Twin(lambda: queries.twin_snapshot(self.loop), version=lambda: queries.state_version(self.loop),
                          runs=config.predict_runs, min_interval_s=config.predict_every, predict_on=config.predict,
                          metrics=self.metrics)
@@ -223,7 +228,11 @@ class Service:
         loop.start()
         self.loop = loop
         if cfg.services is not None:
-            self._declare(cfg.services, loop)
+            from kant.inference.services import load_services
+
+            self._declare(load_services(cfg.services), loop)
+        if self.unified is not None:
+            self._declare(unified_services(self.unified), loop)
         self.twin.start()
         log.info("leader (epoch %d) with policy %s, %s clock, %s executor", epoch, self.policy_name, cfg.clock,
                  cfg.executor)
@@ -231,16 +240,19 @@ class Service:
         if demo is not None:
             threading.Thread(target=demo.replay, args=(self.tenants, self.writer, self.clock, self._stop),
                              name="kant-demo", daemon=True).start()
+        if self.unified is not None:
+            host = "127.0.0.1" if cfg.host in ("", "0.0.0.0", "::") else cfg.host
+            traffic = DemoTraffic(self.unified, f"http://{'[' + host + ']' if ':' in host else host}:{cfg.port}")
+            threading.Thread(target=traffic.run, args=(self.db, self.endpoints, self._stop), name="kant-demo-traffic",
+                             daemon=True).start()
 
-    def _declare(self, path: str, loop: ServiceLoop) -> None:
-        """Create or update the services of ``--services`` (:mod:`kant.service.declared`)."""
-        from kant.inference.services import load_services
+    def _declare(self, config: ServicesConfig, loop: ServiceLoop) -> None:
+        """Create or update the services of ``--services`` or the demo (:mod:`kant.service.declared`)."""
         from kant.service.declared import apply_services
 
-        config = load_services(path)
         config.check_cluster(loop.live.cluster())
         for line in apply_services(config, self.db, self.tenants, loop):
-            log.info("%s: %s", path, line)
+            log.info("%s: %s", config.source, line)
 
     def _clock_start(self) -> float:
         cfg = self.config

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-__all__ = ["LeafOut", "MapJob", "MapNode", "MapOut", "NodeCounts", "PredictionsOut", "SeriesOut", "TenantRow",
-           "TenantsOut", "WhoOut"]
+__all__ = ["LeafOut", "MapJob", "MapNode", "MapOut", "NodeCounts", "PredictionsOut", "SeriesOut", "ServiceRowOut",
+           "ServicesOut", "TenantRow", "TenantsOut", "WhoOut"]
 
 
 class WhoOut(BaseModel):
@@ -92,3 +92,42 @@ class SeriesOut(BaseModel):
 class PredictionsOut(BaseModel):
     now: float
     predictions: dict[str, dict[str, float | int | str | None]]
+
+
+class ServiceRowOut(BaseModel):
+    """One inference service as the dashboard's Services panel shows it."""
+
+    id: int
+    tenant: str
+    name: str
+    state: str = Field(description="active or degraded (degraded_reason says why)")
+    degraded_reason: str | None
+    ready_replicas: int = Field(description="replicas whose readiness path answers 2xx")
+    starting_replicas: int
+    target_replicas: int = Field(description="the replica count kant keeps (the autoscaler's or a user's)")
+    min_replicas: int
+    max_replicas: int
+    gpus_per_replica: int
+    autoscaled: bool
+    arrival_rate: float = Field(description="requests per second through the route over the window")
+    inflight: int
+    response_p50_ms: float | None
+    response_p99_ms: float | None
+    slo_ms: float | None
+    slo_attainment: float | None = Field(description="share of the window's requests answered 2xx within the SLO")
+    slo_attainment_total: float | None
+    total_requests: int
+    headroom_gpus: int = Field(description="max_replicas x gpus_per_replica less target_replicas x gpus_per_replica")
+    lent_gpus: int = Field(description="GPUs of this service's headroom that training holds now (docs/dashboard.md)")
+    reclaims: int
+    reclaim_p50_s: float | None
+    reclaim_p99_s: float | None
+
+
+class ServicesOut(BaseModel):
+    window_s: float
+    total_gpus: int
+    training_gpus: int = Field(description="GPUs training jobs hold now")
+    training_share_gpus: int = Field(description="total GPUs less every service at max_replicas")
+    loaned_gpus: int = Field(description="max(0, training_gpus - training_share_gpus): GPUs lent to training")
+    services: list[ServiceRowOut] = Field(description="the services the caller may see")

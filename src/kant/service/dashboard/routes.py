@@ -1,7 +1,8 @@
 """The web dashboard of ``kant serve`` (docs/dashboard.md): the page at ``/``, its static assets at
 ``/dashboard/static`` (HTML, JS, CSS and the vendored uPlot; nothing from a CDN), and the aggregate
 routes it reads besides the ``/v1`` API: the cluster map by leaf and node, the tenants' use and
-borrowing, the time series (and a server-sent stream of it), predicted starts of a page of jobs.
+borrowing, the inference services, the time series (and a server-sent stream of it), predicted
+starts of a page of jobs.
 
 Every ``/v1/dashboard`` route takes the API's bearer token and its scoping (:data:`Who`). The map
 and the tenants come from the app's :class:`~kant.service.dashboard.layout.LayoutCache`.
@@ -22,7 +23,8 @@ from fastapi.staticfiles import StaticFiles
 
 from kant.service.api.deps import Svc, Who
 from kant.service.dashboard.layout import LayoutCache, tenant_rows
-from kant.service.dashboard.models import MapOut, PredictionsOut, SeriesOut, TenantsOut, WhoOut
+from kant.service.dashboard.models import MapOut, PredictionsOut, SeriesOut, ServicesOut, TenantsOut, WhoOut
+from kant.service.dashboard.services import service_rows
 from kant.service.errors import NotLeader
 from kant.service.server import Service
 from kant.service.twin import describe_prediction
@@ -81,6 +83,15 @@ def tenants(p: Who, response: Response, svc: Svc, cache: Cache) -> TenantsOut:
     out = tenant_rows(svc, cache.get(), p)
     response.headers["Server-Timing"] = cache.timing(fresh)
     return out
+
+
+@router.get("/services", response_model=ServicesOut)
+def services(p: Who, svc: Svc, cache: Cache,
+             window: Annotated[float, Query(gt=0, le=3600, description="seconds of traffic measured")] = 60.0
+             ) -> ServicesOut:
+    """The Services panel: each inference service the caller may see (state, ready/target replicas,
+    request rate, P99 against the SLO, GPUs lent to training, reclaims)."""
+    return service_rows(svc, cache.get(), p, window)
 
 
 @router.get("/series", response_model=SeriesOut)

@@ -121,7 +121,7 @@ function onState() {
   refreshTimer = setTimeout(() => {
     refreshTimer = null;
     lastRefresh = Date.now();
-    if (["cluster", "queue", "tenants"].includes(routeName())) render(true);
+    if (["cluster", "queue", "tenants", "services"].includes(routeName())) render(true);
   }, wait);
 }
 async function openStream() {
@@ -192,6 +192,7 @@ async function render(refresh = false) {
     if (name === "cluster") html = await clusterView(parts[2] && parts[1] === "leaf" ? parts[2] : null);
     else if (name === "queue") html = await queueView(query);
     else if (name === "tenants") html = await tenantsView();
+    else if (name === "services") html = await servicesView();
     else if (name === "charts") html = chartsView();
     else if (name === "job") html = await jobView(parts[1]);
     else if (name === "results") html = resultsView();
@@ -218,6 +219,7 @@ function after(name) {
   if (name === "results") bindResults();
   if (name === "cluster") bindMap();
   if (name === "queue") bindQueue();
+  if (name === "services") refreshServices();
 }
 window.addEventListener("hashchange", () => render());
 
@@ -460,6 +462,47 @@ async function tenantsView() {
     <table id="tenants"><thead><tr><th>tenant</th><th class="num">guaranteed</th><th class="num">max</th><th class="num">GPUs used</th><th class="num">borrowed</th><th class="num">lent</th><th class="num">jobs waiting</th><th class="num">GPUs asked by waiting jobs</th></tr></thead>
     <tbody>${t.tenants.map((r) => row(r)).join("")}${t.others ? row(t.others, "others") : ""}</tbody></table>
     <p class="muted">borrowed: GPUs used above the guarantee; lent: idle guarantee that others' borrowing uses.</p>`;
+}
+
+// --- services -------------------------------------------------------------------------------------
+// GET /v1/dashboard/services: the inference services the token may see (docs/dashboard.md)
+const SERVICES_REFRESH_MS = 2000;
+const ms = (x) => (x == null ? "n/a" : `${Number(x).toFixed(x < 10 ? 1 : 0)} ms`);
+const secs = (x) => (x == null ? "n/a" : `${Number(x).toFixed(1)} s`);
+async function servicesView() {
+  const d = await api("/v1/dashboard/services");
+  const rows = d.services.map((s) => {
+    const late = s.slo_ms != null && s.response_p99_ms != null && s.response_p99_ms > s.slo_ms;
+    const state = s.state === "degraded" ? `<span class="error">degraded</span>: ${esc(s.degraded_reason)}` : esc(s.state);
+    return `<tr data-service="${s.id}"><td>${esc(s.name)}</td><td>${esc(s.tenant)}</td><td data-col="state">${state}</td>
+      <td class="num" data-col="replicas" data-ready="${s.ready_replicas}" data-target="${s.target_replicas}">${s.ready_replicas} / ${s.target_replicas}${s.starting_replicas ? ` <span class="muted">(${s.starting_replicas} starting)</span>` : ""}</td>
+      <td class="num muted">${s.min_replicas}–${s.max_replicas} × ${s.gpus_per_replica} GPU${s.autoscaled ? ", autoscaled" : ""}</td>
+      <td class="num" data-col="rate" data-value="${s.arrival_rate}">${num(s.arrival_rate, 2)}/s</td>
+      <td class="num${late ? " error" : ""}" data-col="p99" data-value="${s.response_p99_ms ?? ""}">${ms(s.response_p99_ms)} <span class="muted">/ ${s.slo_ms == null ? "no SLO" : ms(s.slo_ms)}</span></td>
+      <td class="num" data-col="slo" data-value="${s.slo_attainment ?? ""}">${pct(s.slo_attainment)}</td>
+      <td class="num" data-col="lent" data-value="${s.lent_gpus}">${s.lent_gpus} <span class="muted">of ${s.headroom_gpus}</span></td>
+      <td class="num" data-col="reclaims" data-value="${s.reclaims}">${s.reclaims}</td>
+      <td class="num" data-col="reclaim">${secs(s.reclaim_p50_s)} / ${secs(s.reclaim_p99_s)}</td></tr>`;
+  }).join("");
+  const kpis = [
+    kpi("training-gpus", "GPUs held by training", int(d.training_gpus), d.training_gpus),
+    kpi("training-share", "training's share (cluster less every service at max)", int(d.training_share_gpus), d.training_share_gpus),
+    kpi("loaned", "GPUs lent to training", int(d.loaned_gpus), d.loaned_gpus),
+  ].join("");
+  return `<h1>Services <span class="muted">${d.total_gpus} GPUs · traffic over the last ${num(d.window_s, 0)} s</span></h1>
+    <div class="kpis">${kpis}</div>
+    <table id="services"><thead><tr><th>service</th><th>tenant</th><th>state</th><th class="num">ready / target</th><th class="num">replicas</th>
+      <th class="num">requests</th><th class="num">P99 response / SLO</th><th class="num">SLO attainment</th><th class="num">GPUs lent / headroom</th>
+      <th class="num">reclaims</th><th class="num">reclaim P50 / P99</th></tr></thead>
+    <tbody>${rows || `<tr><td colspan="11" class="muted">no services</td></tr>`}</tbody></table>
+    <p class="muted">lent: GPUs of the service's headroom (max replicas less the replicas it keeps) that training holds now;
+      a reclaim: a replica started by evicting training, timed from the scale decision to the replica ready.</p>`;
+}
+let servicesTimer = null;
+function refreshServices() {
+  // (traffic moves without a state change: read the panel again every 2 s while it is shown)
+  clearTimeout(servicesTimer);
+  servicesTimer = setTimeout(() => { if (routeName() === "services" && S.token) render(true); }, SERVICES_REFRESH_MS);
 }
 
 // --- charts ---------------------------------------------------------------------------------------
