@@ -225,7 +225,8 @@ def test_service_replicas_scale(kant: Server, tenants: dict[str, str]) -> None:
 
 def test_short_jobs_of_4_tenants_respect_quotas(kant: Server, tenants: dict[str, str]) -> None:
     names = sorted(QUOTAS)
-    batch = [{"tenant": names[i % 4], "name": f"short-{i}", "command": REPORT.format(sleep=0.2)} for i in range(SHORT_JOBS)]
+    batch = [{"tenant": names[i % 4], "name": f"short-{i}", "command": REPORT.format(sleep=0.2)}
+             for i in range(SHORT_JOBS)]
     r = kant.admin.post("/v1/jobs/batch", json={"jobs": batch})
     assert r.status_code == 201, r.text
     ids = [j["id"] for j in r.json()["jobs"]]
