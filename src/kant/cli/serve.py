@@ -232,8 +232,7 @@ def _run(db_url: str, cluster: str | None, policy: str, host: str, port: int, ex
         try:  # (its traffic's trace is checked now: a missing file is one line before anything starts)
             load_load(defaults.traffic)
         except KantError as exc:
-            fail(f"--demo unified replays {defaults.traffic} as its service's traffic: {exc} (the shared traces "
-                 "folder, ../shared/traces or $KANT_TRACES_DIR, must hold azure-llm-inference-2023/)")
+            fail(f"--demo unified replays {defaults.traffic} as its service's traffic: {exc}")
     if demo is not None and clock == "manual":
         fail("--demo replays on a moving clock: use --clock accelerated (the default with --demo) or wall")
     if clock is None:

@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,9 @@ __all__ = ["UNIFIED", "Demo", "DemoTraffic", "UnifiedDemo", "unified_services"]
 
 log = logging.getLogger("kant.serve")
 
+#: the Azure LLM inference trace 2023, conversations (``azure:conv``), as shipped in the package
+BUNDLED_AZURE_CONV = Path(__file__).resolve().parents[1] / "traces" / "data" / "azure-conv.csv.gz"
+
 #: ``--demo unified``: training and inference on one cluster (not a trace name)
 UNIFIED = "unified"
 
@@ -54,7 +58,8 @@ class UnifiedDemo:
     cluster: str = "2x8:V100"  # 16 GPUs: the service's pool (max 6 replicas x 2 GPUs) is 12 of them
     policy: str = "unified"
     speed: float = 60.0  # training: a trace hour per wall minute
-    traffic: str = "azure:conv"  # the service's requests (one hour of Azure LLM conversations)
+    #: the service's requests: one hour of Azure LLM conversations (azure:conv, bundled with the package)
+    traffic: str = str(BUNDLED_AZURE_CONV)
     traffic_speed: float = 1.5  # trace seconds per wall second: about 8 requests/s
     tenant: str = "inference"
     service: str = "chat"
