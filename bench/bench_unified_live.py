@@ -2,8 +2,8 @@
 inference service and running a training queue on the same GPUs, once per policy, next to what
 ``kant simulate`` predicts for the same inputs.
 
-    python bench/bench_unified_live.py                           # unified and separate, 180 s each
-    python bench/bench_unified_live.py --duration 600 --speed 6  # the trace's hour in 10 minutes
+    python bench/bench_unified_live.py                           # unified and separate, 180 s of traffic each
+    python bench/bench_unified_live.py --duration 600 --speed 6  # the trace's hour in 10 minutes (CPU allowing)
 
 Per policy (``--policy``, default ``unified`` then ``separate``), from scratch:
 
@@ -36,6 +36,7 @@ cluster, and any process left by a replica or a job (found by a tag in their env
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
@@ -44,7 +45,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -161,9 +161,11 @@ class Live:
             time.sleep(0.2)
 
     def service(self) -> dict[str, Any]:
-        found = [s for s in self.http.get("/v1/services").json() if s["name"] == "chat"]
-        if not found:
-            raise SystemExit(f"the service 'chat' was not created:\n{self.log.read_text()[-3000:]}")
+        deadline = time.monotonic() + 120  # the services file is applied once the service leads
+        while not (found := [s for s in self.http.get("/v1/services").json() if s["name"] == "chat"]):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the service 'chat' was not created:\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.5)
         row: dict[str, Any] = found[0]
         return row
 
@@ -206,10 +208,8 @@ def tagged_pids(tag: str) -> list[int]:
 def end_tagged(tag: str) -> int:
     pids = tagged_pids(tag)
     for pid in pids:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
     return len(pids)
 
 
@@ -323,16 +323,16 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=4)
     ap.add_argument("--gpus", type=int, default=2, help="GPUs declared per node")
     ap.add_argument("--trace", default="azure:code", help="request trace for kant load")
-    ap.add_argument("--speed", type=float, default=5.0, help="trace seconds per wall second")
+    ap.add_argument("--speed", type=float, default=2.0, help="trace seconds per wall second")
     ap.add_argument("--duration", type=float, default=180.0, help="wall seconds of traffic per policy")
     ap.add_argument("--drain", type=float, default=240.0, help="seconds after the traffic for training to finish")
     ap.add_argument("--jobs", type=int, default=10, help="training gangs")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-replicas", type=int, default=1)
     ap.add_argument("--max-replicas", type=int, default=4)
-    ap.add_argument("--capacity", type=float, default=40.0, help="capacity_rps of one replica")
-    ap.add_argument("--slo-ms", type=float, default=500.0)
-    ap.add_argument("--ms-per-token", type=float, default=0.2, help="the model server's CPU ms per token")
+    ap.add_argument("--capacity", type=float, default=4.0, help="capacity_rps of one replica")
+    ap.add_argument("--slo-ms", type=float, default=2000.0)
+    ap.add_argument("--ms-per-token", type=float, default=0.05, help="the model server's CPU ms per token")
     ap.add_argument("--period", type=float, default=5.0, help="the autoscaler's period_s")
     ap.add_argument("--down-window", type=float, default=20.0, help="scale-down stabilization window, s")
     ap.add_argument("--bin", type=float, default=5.0, help="the simulator's traffic bin_s")
@@ -371,6 +371,7 @@ def main() -> None:
         for j in jobs))
     (base / "separate-pool.yaml").write_text(separate_policy(pool))
     rates = np.bincount((r.scheduled // 10).astype(np.int64)) / 10.0
+    print("$ python bench/bench_unified_live.py " + " ".join(sys.argv[1:]))
     print(f"bench_unified_live: {args.nodes} nodes x {args.gpus} GPUs (Ray, one machine, {os.cpu_count()} CPUs); "
           f"traffic {args.trace} at speed {args.speed:g} for {args.duration:g} s: {n} requests, "
           f"{n / args.duration:.1f}/s mean, 10-s peak {rates.max():.1f}/s; training: {len(jobs)} gangs, "
