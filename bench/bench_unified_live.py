@@ -350,6 +350,8 @@ def main() -> None:
     from kant.traces.registry import load_load
 
     tag = secrets.token_hex(8)
+    # kant serve, kant load and kant simulate run this tree's kant (whatever the cwd)
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
     os.environ[TAG] = tag  # inherited by the raylets, so by every replica and job: found and ended at the end
     base = args.keep or Path(tempfile.mkdtemp(prefix="kant-bench-unified-"))
     base.mkdir(parents=True, exist_ok=True)
