@@ -388,7 +388,7 @@ def main() -> None:
             work.mkdir(exist_ok=True)
             if args.sim_only:
                 sim = run_sim(args, pfile, work, services, jobs_csv)
-                print(sim["stdout"])
+                print(f"{policy}:\n{sim_line(sim['json'], args.bin)}")
                 continue
             try:
                 live = run_live(args, pfile, work, services, jobs, pool, total)
@@ -412,6 +412,15 @@ def _sim_figures(s: dict[str, Any]) -> dict[str, Any]:
             "never_started": m["jwtd"].get("never_started", 0), "slo": inf.get("slo_attainment"),
             "lent_gpu_s": inf.get("gpu_hours_loaned", 0.0) * 3600.0, "reclaims": inf.get("reclaims"),
             "requests": inf.get("requests")}
+
+
+def sim_line(s: dict[str, Any], bin_s: float) -> str:
+    """What the simulation scored the traffic on (the printed table's last line)."""
+    inf = s["metrics"]["extra"]["inference"]
+    c = inf["services"]["chat"]
+    return (f"  simulated: {inf['requests']:.0f} requests scored, {c['mean_rps']:.1f}/s mean, {c['peak_rps']:.1f}/s in "
+            f"the busiest {bin_s:g} s bin, overloaded {c['overloaded_s']:.0f} s, {inf['scale_ups']} scale-ups, "
+            f"peak {c['peak_desired_replicas']} replicas")
 
 
 def _f(x: Any, fmt: str) -> str:
@@ -451,6 +460,7 @@ def table(results: dict[str, tuple[dict[str, Any], dict[str, Any]]], args: argpa
         print(f"  training: {live['finished']} of {live['jobs']} finished, {live['runs']} runs "
               f"({live['runs'] - live['jobs']} restarts), {live['not_started']} never started; replica "
               f"failures {live['failures']}; service state {live['state']}; wall {live['wall_s']:.0f} s")
+        print(sim_line(simj, args.bin))
         print()
 
 
