@@ -205,17 +205,21 @@ def tagged_pids(tag: str) -> list[int]:
     return out
 
 
-def end_tagged(tag: str) -> int:
-    pids = tagged_pids(tag)
-    for pid in pids:
+def end_tagged(tag: str) -> list[str]:
+    """SIGKILL every tagged process; what they were (pid and command line)."""
+    out = []
+    for pid in tagged_pids(tag):
+        with contextlib.suppress(OSError):
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            out.append(f"{pid}: {cmdline[:120]}")
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-    return len(pids)
+    return out
 
 
 def run_live(args: argparse.Namespace, policy: str, work: Path, services: Path, jobs: list[dict[str, Any]],
              pool: int, total: int) -> dict[str, Any]:
-    print(f"[{policy}] starting Ray ({args.nodes} nodes x {args.gpus} GPUs) and kant serve ...", flush=True)
+    print(f"[{Path(policy).stem}] starting Ray ({args.nodes} nodes x {args.gpus} GPUs) and kant serve ...", flush=True)
     t_start = time.monotonic()
     live = Live(args, work, policy, services)
     try:
@@ -226,7 +230,8 @@ def run_live(args: argparse.Namespace, policy: str, work: Path, services: Path, 
                 raise SystemExit(f"no replica of 'chat' ready after 180 s: {live.service()}\n"
                                  f"{live.log.read_text()[-3000:]}")
             time.sleep(0.5)
-        print(f"[{policy}] ready: Ray + kant serve + first replica in {time.monotonic() - t_start:.1f} s", flush=True)
+        print(f"[{Path(policy).stem}] ready: Ray + kant serve + first replica in {time.monotonic() - t_start:.1f} s",
+              flush=True)
         assert live.http.post("/v1/tenants", json={"name": "train"}).status_code in (201, 409)
         load_json = work / "load.json"
         env = {**os.environ, "KANT_URL": live.url, "KANT_TOKEN": live.token}
@@ -395,7 +400,8 @@ def main() -> None:
             finally:
                 left = end_tagged(tag)
                 if left:
-                    print(f"[{policy}] ended {left} processes left by replicas or jobs after the shutdown", flush=True)
+                    print(f"[{policy}] ended {len(left)} processes left by replicas or jobs after the shutdown: "
+                          + "; ".join(left), flush=True)
             sim = run_sim(args, pfile, work, services, jobs_csv)
             (work / "sim.json").write_text(json.dumps(sim["json"], indent=1))
             results[policy] = (live, sim["json"])
