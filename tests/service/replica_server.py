@@ -1,7 +1,9 @@
 """A tiny real HTTP server for the replica tests (stdlib only): it listens on 127.0.0.1:$PORT and
 answers ``GET /health`` 200 and any other path 200 with its port and pid. Options change its
 behaviour: ``--exit CODE`` prints a line and exits at once; ``--never-ready`` answers /health 503;
-``--sick-after S`` answers /health 503 after S seconds; ``--ignore-term`` keeps running on SIGTERM.
+``--sick-after S`` answers /health 503 after S seconds; ``--slow-after S --slow-for D`` answers
+/health 200 but 2 s late from S to S + D seconds (a busy replica); ``--ignore-term`` keeps running on
+SIGTERM.
 
 (The route helper's ``examples/model_server.py`` is the real model server; this one only needs to
 listen and answer its readiness path.)
@@ -23,6 +25,8 @@ def main() -> None:
     ap.add_argument("--exit", type=int, default=None)
     ap.add_argument("--never-ready", action="store_true")
     ap.add_argument("--sick-after", type=float, default=None)
+    ap.add_argument("--slow-after", type=float, default=None)
+    ap.add_argument("--slow-for", type=float, default=0.0)
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
     if args.exit is not None:
@@ -35,6 +39,9 @@ def main() -> None:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path == "/health":
+                age = time.monotonic() - started
+                if args.slow_after is not None and args.slow_after <= age < args.slow_after + args.slow_for:
+                    time.sleep(2.0)
                 sick = args.never_ready or (args.sick_after is not None
                                             and time.monotonic() - started > args.sick_after)
                 self.send_response(503 if sick else 200)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -109,11 +110,24 @@ def test_a_readiness_path_that_never_answers(api: httpx.Client) -> None:
 
 
 def test_a_replica_that_stops_answering_is_replaced(api: httpx.Client) -> None:
-    sid = create(api, name="sick", replicas=1, command=replica("--sick-after", "5"))
+    sid = create(api, name="sick", replicas=1, ready_timeout_s=2, command=replica("--sick-after", "5"))
     first = eventually(lambda: [j for j in replicas(api, sid) if j["state"] == "failed"], "the sick replica stopped")
-    assert first[0]["reason"] == "readiness path /health stopped answering 2xx (3 probes in a row)"
+    assert re.fullmatch(r"readiness path /health stopped answering 2xx \(\d+ probes in a row\)", first[0]["reason"])
     assert first[0]["first_start_time"] is not None
     eventually(lambda: len(replicas(api, sid)) >= 2, "a replacement")  # (itself sick 5 s after it starts)
+
+
+def test_a_slow_replica_is_taken_out_of_the_route_not_killed(api: httpx.Client) -> None:
+    # /health answers 2 s late (after the probe's timeout) for 4 s: the replica is not ready meanwhile,
+    # but it answered within its ready_timeout_s (10 s), so it is ready again, in its first run
+    sid = create(api, name="busy", replicas=1, ready_timeout_s=10,
+                 command=replica("--slow-after", "3", "--slow-for", "4"))
+    eventually(lambda: service(api, sid)["ready_replicas"] == 1, "ready")
+    eventually(lambda: service(api, sid)["ready_replicas"] == 0, "out of the route while slow")
+    eventually(lambda: service(api, sid)["ready_replicas"] == 1, "ready again")
+    jobs = replicas(api, sid)
+    assert len(jobs) == 1 and jobs[0]["state"] == "running" and jobs[0]["runs"] == 1, [j["reason"] for j in jobs]
+    assert service(api, sid)["serving"]["failures"] == 0
 
 
 def test_a_port_in_use(api: httpx.Client) -> None:

@@ -1,5 +1,6 @@
 """The ports kant hands to replicas of services with ``port: 0``: one free port per replica on its
-node, tracked per node so that two replicas on one node never get the same one."""
+node's address, tracked per address (not per node name: several nodes may share one address, as
+several raylets on one machine do), so that two replicas at one address never get the same one."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ FIRST_PORT, LAST_PORT = 20000, 29999
 
 
 class NoFreePort(Exception):
-    """Every port of the range is handed out (or listened on) on the node."""
+    """Every port of the range is handed out (or listened on) at the node's address."""
 
 
 class PortBook:
-    """Ports handed out, per node (thread-safe)."""
+    """Ports handed out, per address (thread-safe)."""
 
     def __init__(self, first: int = FIRST_PORT, last: int = LAST_PORT) -> None:
         self.first, self.last = first, last
@@ -28,25 +29,25 @@ class PortBook:
         self._lock = threading.Lock()
 
     def pick(self, node: str, host: str) -> int:
-        """A port not handed out on ``node`` (and, on this machine, not listened on); it is booked
-        until :meth:`release`."""
+        """A port not handed out at ``host``, the address of ``node`` (and, on this machine, not
+        listened on); it is booked until :meth:`release`."""
         span = self.last - self.first + 1
         with self._lock:
-            used = self._used.setdefault(node, set())
-            start = self._cursor.get(node, 0)
+            used = self._used.setdefault(host, set())
+            start = self._cursor.get(host, 0)
             for k in range(span):
                 port = self.first + (start + k) % span
                 if port in used or (host == LOCAL_HOST and port_taken(port, host)):
                     continue
                 used.add(port)
-                self._cursor[node] = (start + k + 1) % span
+                self._cursor[host] = (start + k + 1) % span
                 return port
-        raise NoFreePort(f"no free port in {self.first}-{self.last} on node {node}")
+        raise NoFreePort(f"no free port in {self.first}-{self.last} on node {node} ({host})")
 
-    def release(self, node: str, port: int) -> None:
+    def release(self, host: str, port: int) -> None:
         with self._lock:
-            self._used.get(node, set()).discard(port)
+            self._used.get(host, set()).discard(port)
 
-    def used(self, node: str) -> set[int]:
+    def used(self, host: str) -> set[int]:
         with self._lock:
-            return set(self._used.get(node, ()))
+            return set(self._used.get(host, ()))

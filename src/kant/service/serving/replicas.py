@@ -21,8 +21,10 @@ Rules (docs/inference.md, "Live"):
 
 - **Ready.** A replica serves once its ``ready_path`` answers 2xx; before that it gets no requests.
   One that is not ready within the service's ``ready_timeout_s``, or that fails
-  :data:`FAILS_AFTER_READY` probes in a row after it was ready, is stopped (its job ends ``failed``
-  with the reason).
+  :data:`FAILS_AFTER_READY` probes in a row after it was ready with no 2xx for ``ready_timeout_s``,
+  is stopped (its job ends ``failed`` with the reason). A failed probe takes a ready replica out of
+  the route at once; the time condition keeps a replica that is only slow (busy, CPUs contended)
+  from being killed for it.
 - **Replace with backoff.** A replica that ended (its process exited, it was stopped by a probe
   verdict) is a failure of the service: the next replica is started after a backoff of
   :data:`BACKOFF_FIRST_S` doubling to :data:`BACKOFF_MAX_S` (one at a time while failures last).
@@ -100,6 +102,7 @@ class Replica:
     decided: float  # monotonic time of the scale decision that asked for it
     reclaim: bool  # started in a turn that evicted training (GPUs taken back)
     ready_at: float | None = None  # monotonic, first 2xx
+    last_ok: float = 0.0  # monotonic, last 2xx
     fails: int = 0  # failed probes in a row after it was ready
     verdict: str | None = None  # the prober's: why it must be stopped
     ended: str | None = None  # why its run ended (the executor's report)
@@ -170,6 +173,7 @@ class ServingRoom:
                 return False
             if ok:
                 replica.fails = 0
+                replica.last_ok = now
                 first = replica.ready_at is None
                 if first:
                     replica.ready_at = now
@@ -183,7 +187,7 @@ class ServingRoom:
                 return False
             replica.fails += 1
             self.endpoints.set_ready(replica.service_id, replica.job_id, False)
-            if replica.fails >= FAILS_AFTER_READY:
+            if replica.fails >= FAILS_AFTER_READY and now - replica.last_ok >= replica.ready_timeout_s:
                 replica.verdict = (f"readiness path {replica.ready_path} stopped answering 2xx "
                                    f"({replica.fails} probes in a row)")
                 return True
@@ -248,7 +252,7 @@ class ServingRoom:
         with self._lock:
             old = self._replicas.get(launch.job_id)
             if old is not None and old.booked:
-                self.ports.release(old.node, old.port)
+                self.ports.release(old.host, old.port)
             self._replicas[launch.job_id] = replica
         self.endpoints.add(Endpoint(row.id, launch.job_id, launch.run, host, port))
         if replica.reclaim:
@@ -357,7 +361,7 @@ class ServingRoom:
                     self._replicas.pop(r.job_id, None)
                 self.endpoints.remove(r.service_id, r.job_id)
                 if r.booked:
-                    self.ports.release(r.node, r.port)
+                    self.ports.release(r.host, r.port)
                 continue
             if r.ready_at is not None and not r.counted:
                 r.counted = True
