@@ -196,8 +196,8 @@ def test_reclaim_of_a_training_job_on_the_unified_policy(tmp_path: Path) -> None
         assert job["runs"] == 1
         assert out["serving"]["reclaims"] == 1 and out["serving"]["reclaim_p50_s"] > 0
         metrics = s.admin.get("/metrics").text
-        assert 'kant_service_reclaims_total{service="llm"} 1.0' in metrics
-        assert 'kant_service_reclaim_seconds_count{service="llm"} 1.0' in metrics
+        assert f'kant_service_reclaims_total{{service="{sid}"}} 1.0' in metrics  # (labelled by service id)
+        assert f'kant_service_reclaim_seconds_count{{service="{sid}"}} 1.0' in metrics
         # scaled back down, the training job resumes
         assert api.post(f"/v1/services/{sid}/scale", json={"replicas": 0}).status_code == 200
         eventually(lambda: api.get(f"/v1/jobs/{train}").json()["state"] == "running", "training resumes")
