@@ -7,31 +7,19 @@ services. Screenshots go to ``test-artifacts/`` (gitignored)."""
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
-from service.serve_proc import Server, running_server
+from service.serve_proc import Server, eventually, running_server
 
 pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the browser extra)")
 
-T = TypeVar("T")
 TIMEOUT_MS = 15_000
 MODEL_SERVER = f"exec {sys.executable} -m kant.model_server --ms-per-token 0.05"
 
-
-def eventually(fn: Callable[[], T | None], what: str, timeout: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")

@@ -10,13 +10,28 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
 __all__ = ["Server", "free_port", "start_server", "running_server"]
+
+T = TypeVar("T")
+
+
+def eventually(fn: Callable[[], T | None], what: str, timeout: float = 60.0) -> T:
+    """``fn()``'s first truthy value, polled every 0.1 s for up to ``timeout`` s (else an AssertionError
+    naming ``what``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        time.sleep(0.1)
 
 
 def free_port() -> int:

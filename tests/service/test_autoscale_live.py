@@ -11,9 +11,8 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import httpx
 import pytest
@@ -22,20 +21,9 @@ from kant.inference.autoscaler import HpaConfig, ScalingPolicy, ScalingRules
 from kant.service.config import ServeConfig
 from kant.service.executors.local import LocalRuns
 from kant.service.server import Service
+from service.serve_proc import eventually
 
 SERVER = Path(__file__).with_name("replica_server.py")
-T = TypeVar("T")
-
-
-def eventually(fn: Callable[[], T | None], what: str, timeout: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.1)
 
 
 class CountedArrivals:

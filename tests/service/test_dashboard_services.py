@@ -6,28 +6,15 @@ training job is simulated): its numbers against the API's and against the rule o
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
-from service.serve_proc import running_server
+from service.serve_proc import eventually, running_server
 
-T = TypeVar("T")
 MODEL_SERVER = f"exec {sys.executable} -m kant.model_server --ms-per-token 0.05"
 
-
-def eventually(fn: Callable[[], T | None], what: str, timeout: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.1)
 
 
 def panel(api: httpx.Client) -> dict[str, Any]:

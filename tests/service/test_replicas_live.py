@@ -9,32 +9,21 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
 
-from service.serve_proc import Server, running_server
+from service.serve_proc import Server, eventually, running_server
 
 SERVER = Path(__file__).with_name("replica_server.py")
-T = TypeVar("T")
 
 
 def replica(*args: str) -> str:
     return " ".join(["exec", sys.executable, str(SERVER), *args])
 
-
-def eventually(fn: Callable[[], T | None], what: str, timeout: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture
