@@ -37,6 +37,7 @@ def test_a_live_metric_added_with_one_registry_line(tmp_path: Path, monkeypatch:
     svc.prepare()
     try:
         svc.start()
+        svc.ready()  # (what serve() calls once uvicorn listens: the admin token file is written then)
         deadline = time.monotonic() + 30
         while (svc.loop is None or svc.loop.view is None) and time.monotonic() < deadline:
             time.sleep(0.02)

@@ -44,6 +44,7 @@ from kant.service.loop import CLOCK_KEY, ServiceLoop
 from kant.service.metrics import ServiceMetrics
 from kant.service.serving.endpoints import Endpoints
 from kant.service.serving.measure import Traffic
+from kant.service.serving.signals import LoadSignals
 from kant.service.tenants import Tenants
 from kant.service.tokenfile import TokenFile
 from kant.service.twin import Twin, WhatIfGate
@@ -111,7 +112,9 @@ class Service:
         self.whatif_gate = WhatIfGate(config.whatif_budget, config.whatif_queue)
         self.endpoints = Endpoints()  # where services' replicas listen (the replicas write, the request route reads)
         self.token_file: TokenFile | None = None  # the admin token file this service writes when ready
-        self.traffic = Traffic(self.metrics)  # what the request route measures (the autoscaler's LoadSignals)
+        self.traffic = Traffic(self.metrics)  # what the request route measures
+        #: what the live autoscaler reads: the route's measurements (a test may give its own)
+        self.signals: LoadSignals = self.traffic
 
     # --- start and stop ---------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -223,7 +226,7 @@ class Service:
         loop = ServiceLoop(self.db, self.policy, self.clock, executor, epoch=epoch,
                            default_estimate=cfg.default_estimate, seed=cfg.seed, on_events=self.hub.notify,
                            metrics=self.metrics, history=self.history, endpoints=self.endpoints,
-                           signals=lambda: self.traffic)
+                           signals=lambda: self.signals)
         loop.load(self._cluster if self._cluster is not None or not found else Cluster.from_nodes(found))
         loop.start()
         self.loop = loop
