@@ -141,6 +141,7 @@ class _Run:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     codes: dict[int, int] = field(default_factory=dict)
     ended: bool = False
+    went: bool = False  # the go signal was sent: commands may run
 
 
 class RaySettings(ExecutorSettings):
@@ -321,6 +322,7 @@ class RayExecutor:
             self._end(run, "bind_failed", reason=problem)
             return
         infos = [f.result() for f in firsts]
+        run.went = True
         try:
             notes = await asyncio.gather(*(a.go.remote(str(infos[0]["ip"]), int(infos[0]["port"]))
                                            for a in run.actors))
@@ -422,7 +424,13 @@ class RayExecutor:
             del self._runs[launch.job_id]
         for task in run.tasks:
             task.cancel()
-        self._aio.create_task(self._stop_actors(run, why, kill=kind is None or kind in ("bind_failed", "lost")))
+        if kind == "bind_failed" and not run.went:
+            # no command ran: kill the actors now. Asking them to stop would wait for their creation, and
+            # an actor still waiting for its GPUs would get them before the job's next run does.
+            _kill(run.actors)
+            self.logs.forget(launch.job_id, launch.run)
+        else:
+            self._aio.create_task(self._stop_actors(run, why, kill=kind is None or kind in ("bind_failed", "lost")))
         if kind is not None:
             self._emit(kind, run, exit_code, reason)
 
