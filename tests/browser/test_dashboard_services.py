@@ -21,7 +21,6 @@ TIMEOUT_MS = 15_000
 MODEL_SERVER = f"exec {sys.executable} -m kant.model_server --ms-per-token 0.05"
 
 
-
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("services")

@@ -24,6 +24,8 @@ import pytest
 from kant_ray_cluster import RayNodes
 
 from service.serve_proc import Server
+from service.serve_proc import job_of as job
+from service.serve_proc import wait_for_job as wait_for
 
 ENDED = ("finished", "failed", "cancelled", "unschedulable")
 QUOTAS = {"a": 2, "b": 2, "c": 1, "d": 1}  # max_gpus of the tenants of the short-jobs test
@@ -55,22 +57,6 @@ def submit(kant: Server, token: str, **body: Any) -> int:
     return int(r.json()["id"])
 
 
-def job(kant: Server, job_id: int) -> dict[str, Any]:
-    r = kant.admin.get(f"/v1/jobs/{job_id}")
-    assert r.status_code == 200, r.text
-    return dict(r.json())
-
-
-def wait_for(kant: Server, job_id: int, states: tuple[str, ...], timeout: float = 60.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        data = job(kant, job_id)
-        if data["state"] in states:
-            return data
-        if time.monotonic() > deadline:
-            raise AssertionError(f"job {job_id} is {data['state']}, not {states} after {timeout} s: {data}\n"
-                                 f"{kant.log_text()[-3000:]}")
-        time.sleep(0.1)
 
 
 def logs(kant: Server, job_id: int, worker: int = 0, token: str | None = None, **params: Any) -> dict[str, Any]:

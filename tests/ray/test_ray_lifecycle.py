@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from kant_ray_cluster import RayNodes
 
-from service.serve_proc import Server, free_port
+from service.serve_proc import Server, free_port, wait_for_job
 
 POLICY = Path(__file__).parent / "quota-policy.yaml"
 ENDED = ("finished", "failed", "cancelled", "timeout", "unschedulable")
@@ -75,27 +75,16 @@ def _cancel_all(server: Server) -> None:
             server.admin.post(f"/v1/jobs/{item['id']}/cancel")
 
 
+def wait_for(kant: Server, job_id: int, states: tuple[str, ...], timeout: float = 90.0) -> dict[str, Any]:
+    return wait_for_job(kant, job_id, states, timeout)
+
+
 def submit(kant: Server, **body: Any) -> int:
     r = kant.admin.post("/v1/jobs", json={"tenant": "t", **body})
     assert r.status_code == 201, r.text
     return int(r.json()["id"])
 
 
-def job(kant: Server, job_id: int) -> dict[str, Any]:
-    r = kant.admin.get(f"/v1/jobs/{job_id}")
-    assert r.status_code == 200, r.text
-    return dict(r.json())
-
-
-def wait_for(kant: Server, job_id: int, states: tuple[str, ...], timeout: float = 90.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        data = job(kant, job_id)
-        if data["state"] in states:
-            return data
-        if time.monotonic() > deadline:
-            raise AssertionError(f"job {job_id} is {data['state']}, not {states}: {data}\n{kant.log_text()[-3000:]}")
-        time.sleep(0.1)
 
 
 def output(kant: Server, job_id: int, worker: int = 0, run: int | None = None) -> str:

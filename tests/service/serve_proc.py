@@ -34,6 +34,26 @@ def eventually(fn: Callable[[], T | None], what: str, timeout: float = 60.0) -> 
         time.sleep(0.1)
 
 
+def job_of(srv: Server, job_id: int) -> dict[str, Any]:
+    """The job as the admin sees it (``GET /v1/jobs/{id}``)."""
+    r = srv.admin.get(f"/v1/jobs/{job_id}")
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def wait_for_job(srv: Server, job_id: int, states: tuple[str, ...], timeout: float = 60.0) -> dict[str, Any]:
+    """The job once it is in one of ``states`` (else an AssertionError with the server's log tail)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        data = job_of(srv, job_id)
+        if data["state"] in states:
+            return data
+        if time.monotonic() > deadline:
+            raise AssertionError(f"job {job_id} is {data['state']}, not {states} after {timeout} s: {data}\n"
+                                 f"{srv.log_text()[-3000:]}")
+        time.sleep(0.1)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

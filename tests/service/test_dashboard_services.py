@@ -16,7 +16,6 @@ from service.serve_proc import eventually, running_server
 MODEL_SERVER = f"exec {sys.executable} -m kant.model_server --ms-per-token 0.05"
 
 
-
 def panel(api: httpx.Client) -> dict[str, Any]:
     r = api.get("/v1/dashboard/services")
     assert r.status_code == 200, r.text

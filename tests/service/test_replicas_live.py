@@ -25,7 +25,6 @@ def replica(*args: str) -> str:
     return " ".join(["exec", sys.executable, str(SERVER), *args])
 
 
-
 @pytest.fixture
 def srv(tmp_path: Path) -> Iterator[Server]:
     with running_server(tmp_path / "work", f"sqlite:///{tmp_path / 'kant.db'}", cluster="2x8:V100", clock="wall") as s:
