@@ -8,6 +8,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -168,27 +169,66 @@ def test_bad_serving_fields_are_422_with_the_field(api: httpx.Client) -> None:
     assert r.status_code == 422 and "min_replicas" in r.json()["message"]
 
 
-def test_reclaim_of_a_training_job_on_the_unified_policy(tmp_path: Path) -> None:
-    """Training borrows every GPU; a replica scaled up takes them back: the training job gets the
-    checkpoint stop and waits again, the replica serves, and the reclaim is measured."""
+def model_server(*args: str) -> str:
+    return " ".join(["exec", sys.executable, "-m", "kant.model_server", *args])
+
+
+def test_a_reclaim_and_a_drain_under_traffic_answer_every_request(tmp_path: Path) -> None:
+    """Requests flow through the route the whole time. Training borrows the GPUs a service holds as
+    headroom; the service scales up and takes them back (the training job gets the checkpoint stop and
+    waits again; the reclaim is measured); then it scales down while long requests are at both
+    replicas: the drained one is stopped only once it has answered (the requests outlast what a fixed
+    drain and a 1 s stop grace would give them). No request is lost."""
     with running_server(tmp_path / "work", f"sqlite:///{tmp_path / 'kant.db'}", cluster="1x8:V100", clock="wall",
-                        policy="unified") as s:
-        api = s.client(s.tenant("team"))
-        train = api.post("/v1/jobs", json={"gpus_per_worker": 8, "duration_s": 3600}).json()["id"]
-        eventually(lambda: api.get(f"/v1/jobs/{train}").json()["state"] == "running", "training runs")
-        sid = create(api, name="llm", gpus_per_replica=4, replicas=0, max_replicas=2, command=replica())
-        assert api.post(f"/v1/services/{sid}/scale", json={"replicas": 1}).status_code == 200
-        out = eventually(lambda: (x := service(api, sid))["ready_replicas"] == 1 and x, "the replica is ready")
-        job = api.get(f"/v1/jobs/{train}").json()
-        assert job["state"] == "pending" and job["reason"].endswith("back in the queue after: preempted")
-        assert job["runs"] == 1
-        assert out["serving"]["reclaims"] == 1 and out["serving"]["reclaim_p50_s"] > 0
-        metrics = s.admin.get("/metrics").text
-        assert f'kant_service_reclaims_total{{service="{sid}"}} 1.0' in metrics  # (labelled by service id)
-        assert f'kant_service_reclaim_seconds_count{{service="{sid}"}} 1.0' in metrics
-        # scaled back down, the training job resumes
-        assert api.post(f"/v1/services/{sid}/scale", json={"replicas": 0}).status_code == 200
-        eventually(lambda: api.get(f"/v1/jobs/{train}").json()["state"] == "running", "training resumes")
+                        policy="unified", extra=["--stop-grace", "1"]) as s:
+        tok = s.tenant("team")
+        api = s.client(tok)
+        sid = create(api, name="llm", gpus_per_replica=4, replicas=1, max_replicas=2,
+                     command=model_server("--ms-per-token", "1"))
+        eventually(lambda: service(api, sid)["ready_replicas"] == 1, "the first replica is ready")
+        train = api.post("/v1/jobs", json={"gpus_per_worker": 4, "duration_s": 3600}).json()["id"]
+        eventually(lambda: api.get(f"/v1/jobs/{train}").json()["state"] == "running", "training borrows the headroom")
+        codes: list[int] = []
+        stop = threading.Event()
+
+        def traffic() -> None:  # one short request after another, through the route
+            with s.client(tok) as c:
+                while not stop.is_set():
+                    codes.append(c.post(f"/v1/services/{sid}/serve/v1/completions", json={"max_tokens": 5}).status_code)
+
+        def long_request(out: list[httpx.Response]) -> None:
+            with s.client(tok) as c:
+                out.append(c.post(f"/v1/services/{sid}/serve/v1/completions", json={"max_tokens": 5000}, timeout=60))
+
+        sender = threading.Thread(target=traffic)
+        sender.start()
+        try:
+            assert api.post(f"/v1/services/{sid}/scale", json={"replicas": 2}).status_code == 200
+            out = eventually(lambda: (x := service(api, sid))["ready_replicas"] == 2 and x,
+                             "the reclaimed replica is ready")
+            job = api.get(f"/v1/jobs/{train}").json()
+            assert job["state"] == "pending" and job["reason"].endswith("back in the queue after: preempted")
+            assert out["serving"]["reclaims"] == 1 and out["serving"]["reclaim_p50_s"] > 0
+            metrics = s.admin.get("/metrics").text
+            assert f'kant_service_reclaims_total{{service="{sid}"}} 1.0' in metrics  # (labelled by service id)
+            assert f'kant_service_reclaim_seconds_count{{service="{sid}"}} 1.0' in metrics
+            # long requests at both replicas (least outstanding spreads them), then a scale down drains one
+            answers: list[httpx.Response] = []
+            longs = [threading.Thread(target=long_request, args=(answers,)) for _ in range(3)]
+            for t in longs:
+                t.start()
+            eventually(lambda: len(s.admin.get(f"/v1/services/{sid}/stats").json()["outstanding"]) == 2,
+                       "requests at both replicas")
+            assert api.post(f"/v1/services/{sid}/scale", json={"replicas": 1}).status_code == 200
+            for t in longs:
+                t.join(60)
+            assert [a.status_code for a in answers] == [200, 200, 200], [a.text for a in answers]
+            assert len({a.json()["replica"] for a in answers}) == 2
+            eventually(lambda: api.get(f"/v1/jobs/{train}").json()["state"] == "running", "training resumes")
+        finally:
+            stop.set()
+            sender.join(30)
+        assert codes and set(codes) == {200}, sorted(set(codes))
 
 
 def test_serve_services_file(tmp_path: Path) -> None:

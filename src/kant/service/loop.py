@@ -135,7 +135,8 @@ class ServiceLoop:
                  default_estimate: float = 86400.0, seed: int = 0,
                  on_events: Callable[[], None] | None = None, metrics: Any = None,
                  compact_min: int = 10_000, ratio_history: int = 2000, history: Any = None,
-                 endpoints: Endpoints | None = None, signals: Callable[[], LoadSignals | None] | None = None) -> None:
+                 endpoints: Endpoints | None = None, signals: Callable[[], LoadSignals | None] | None = None,
+                 in_flight: Callable[[int, int], int] | None = None) -> None:
         self.db = db
         self.clock = clock
         self.executor = executor
@@ -159,7 +160,7 @@ class ServiceLoop:
         #: the services' live replicas (kant.service.serving.replicas): endpoints, probes, replacement,
         #: rolling updates, the autoscaler
         self.serving = ServingRoom(db, self.live, executor, endpoints if endpoints is not None else Endpoints(),
-                                   metrics=metrics, signals=signals)
+                                   metrics=metrics, signals=signals, in_flight=in_flight)
         self.serving.wake = self.wake
         self.view: LiveView | None = None
         self._clock_saved = 0.0
@@ -362,6 +363,8 @@ class ServiceLoop:
         if isinstance(cmd, Reload):
             return self.live.reload_tenants(self.db.tenants.list(), now)
         if isinstance(cmd, Scale):
+            if self.serving.scale(cmd.service_id, cmd.replicas, now):  # (replicas it runs: drained, not cancelled)
+                return cmd.replicas
             return scale(self.live, self.db, cmd.service_id, cmd.replicas, now)
         if isinstance(cmd, Advance):
             raise Invalid("the clock is not manual: it cannot be moved")

@@ -226,7 +226,7 @@ class Service:
         loop = ServiceLoop(self.db, self.policy, self.clock, executor, epoch=epoch,
                            default_estimate=cfg.default_estimate, seed=cfg.seed, on_events=self.hub.notify,
                            metrics=self.metrics, history=self.history, endpoints=self.endpoints,
-                           signals=lambda: self.signals)
+                           signals=lambda: self.signals, in_flight=self.traffic.at)
         loop.load(self._cluster if self._cluster is not None or not found else Cluster.from_nodes(found))
         loop.start()
         self.loop = loop

@@ -34,8 +34,9 @@ Rules (docs/inference.md, "Live"):
   every new replica is ready, one old replica is drained and stopped; and so on. Ready replicas never
   drop below what they were, so never below ``min_replicas``.
 - **Draining.** A replica kant takes away (scale down, rolling update) gets no new requests at once
-  and is stopped ``drain_s`` later; one stopped by the scheduler (an eviction) or a user is drained
-  as it stops.
+  and is stopped once the requests it had are answered (no request at it, at least
+  :data:`DRAIN_MIN_S` after the drain began), or ``drain_s`` after the drain began at the latest;
+  one stopped by the scheduler (an eviction) or a user is drained as it stops.
 """
 
 from __future__ import annotations
@@ -64,13 +65,15 @@ from kant.service.serving.ports import NoFreePort, PortBook
 from kant.service.serving.prober import Probed, Prober
 from kant.service.serving.signals import LoadSignals
 
-__all__ = ["ServingRoom", "Replica", "BACKOFF_FIRST_S", "BACKOFF_MAX_S", "DEGRADED_AFTER", "FAILS_AFTER_READY",
-           "backoff_s"]
+__all__ = ["ServingRoom", "Replica", "BACKOFF_FIRST_S", "BACKOFF_MAX_S", "DEGRADED_AFTER", "DRAIN_MAX_S",
+           "DRAIN_MIN_S", "FAILS_AFTER_READY", "backoff_s"]
 
 BACKOFF_FIRST_S = 1.0  # the wait before the first replacement
 BACKOFF_MAX_S = 60.0  # the longest wait
 DEGRADED_AFTER = 3  # failures in a row that make the service degraded
 FAILS_AFTER_READY = 3  # failed probes in a row that stop a replica that was ready
+DRAIN_MIN_S = 0.5  # a drained replica is stopped once idle, but not sooner than this after the drain
+DRAIN_MAX_S = 30.0  # nor later than this (Kubernetes' default termination grace period)
 _REFRESH_S = 1.0  # wall seconds between two reads of the services table
 _KEPT = 1000  # latencies kept per service
 
@@ -122,7 +125,7 @@ class _Book:
     degraded: str | None = None
     reason: str | None = None  # the last failure's
     decided: dict[int, float] = field(default_factory=dict)  # replica job -> monotonic time it was asked for
-    stopping: dict[int, tuple[float, str]] = field(default_factory=dict)  # job -> (stop at, why), draining
+    stopping: dict[int, tuple[float, str]] = field(default_factory=dict)  # job -> (drain began, why)
     autoscaler: LiveAutoscaler | None = None
     bad_autoscaler: tuple[str | None, int, int] | None = None  # settings found not valid (not tried again)
     reclaims: int = 0
@@ -131,17 +134,21 @@ class _Book:
 
 
 class ServingRoom:
-    """The live replicas (see the module docstring)."""
+    """The live replicas (see the module docstring). ``in_flight(service, job)`` is the number of
+    requests at a replica now (the request route's count); without it a drained replica is stopped
+    ``drain_s`` after its drain began."""
 
     def __init__(self, db: Database, live: LiveState, executor: Executor, endpoints: Endpoints, *,
                  metrics: Any = None, signals: Callable[[], LoadSignals | None] | None = None,
-                 drain_s: float = 2.0, probe_every_s: float = 0.5) -> None:
+                 in_flight: Callable[[int, int], int] | None = None,
+                 drain_s: float = DRAIN_MAX_S, probe_every_s: float = 0.5) -> None:
         self.db = db
         self.live = live
         self.executor = executor
         self.endpoints = endpoints
         self.metrics = metrics
         self.signals = signals or (lambda: None)
+        self.in_flight = in_flight
         self.drain_s = drain_s
         self.ports = PortBook()
         self.wake: Callable[[], None] = lambda: None  # set by the loop
@@ -268,8 +275,8 @@ class ServingRoom:
         self._settle(now, mono)
         for book_id, book in list(self._books.items()):
             row = self._rows.get(book_id)
-            for job_id, (at, why) in list(book.stopping.items()):
-                if row is None or at <= mono:
+            for job_id, (began, why) in list(book.stopping.items()):
+                if row is None or self._drained(book_id, job_id, mono - began):
                     del book.stopping[job_id]
                     if job_id in self.live.active:
                         self.live.cancel(job_id, None, why, now)
@@ -279,6 +286,28 @@ class ServingRoom:
                 row = self._autoscale(row, book, mono)
             if row.command is not None or row.autoscaler is not None:
                 self._reconcile(row, book, now, mono)
+
+    def _drained(self, service_id: int, job_id: int, draining_s: float) -> bool:
+        """Whether a draining replica may be stopped now (see the module docstring). The minimum
+        covers a request the route picked the replica for just before the drain, on its own thread."""
+        if draining_s >= self.drain_s:
+            return True
+        if self.in_flight is None or draining_s < DRAIN_MIN_S:
+            return False
+        return self.in_flight(service_id, job_id) == 0
+
+    def scale(self, service_id: int, replicas: int, now: float) -> bool:
+        """A user's scale of a service whose replicas the room runs (a command or an autoscaler): the
+        count stored and the service brought to it at once, extra replicas drained as a scale down
+        drains them. False (nothing done) for a service the room does not run."""
+        row = self.db.services.get(service_id)
+        if row is None or row.state != "active" or (row.command is None and row.autoscaler is None):
+            return False
+        if row.replicas != replicas:
+            row = self.db.services.update(service_id, replicas=replicas)
+        self._rows[service_id] = row  # (the cached row would undo the scale until the next refresh)
+        self._reconcile(row, self._book(service_id), now, time.monotonic())
+        return True
 
     # --- reads (any thread) ------------------------------------------------------------------------------
     def stats(self, service_id: int) -> dict[str, Any]:
@@ -432,14 +461,14 @@ class ServingRoom:
 
     def _take_away(self, jobs: Sequence[int], row: ServiceRow, book: _Book, now: float, mono: float,
                    why: str) -> None:
-        """Drain running replicas (stopped ``drain_s`` later); cancel queued ones at once."""
+        """Drain running replicas (stopped once idle, see :meth:`_drained`); cancel queued ones at once."""
         running = self.live.sched.running
         for job_id in jobs:
             info = self.live.active[job_id]
             book.decided.pop(job_id, None)
             if info.row in running and self.endpoints.get(row.id, job_id) is not None:
                 self.endpoints.drain(row.id, job_id)
-                book.stopping[job_id] = (mono + self.drain_s, why)
+                book.stopping[job_id] = (mono, why)
             else:
                 self.live.cancel(job_id, None, why, now)
 
