@@ -190,6 +190,23 @@ def test_a_replica_that_cannot_be_reached_is_502_naming_it(tmp_path: Path) -> No
         assert k.svc.traffic.outstanding(sid) == {}
 
 
+def test_a_replica_slower_than_the_route_timeout_is_504_and_a_missing_token_401(tmp_path: Path,
+                                                                               replicas: list[Replica]) -> None:
+    with running_kant(tmp_path, route_timeout=0.3) as k:
+        tok = k.tenant("a")
+        sid = k.service(tok, "chat")
+        k.register(sid, 1, replicas[0])
+        r = ask(k.client(tok), sid, 3000)()  # 3 s of the replica's CPU
+        assert r.status_code == 504
+        assert r.json()["message"] == f"service {sid}: replica job 1 at 127.0.0.1:{replicas[0].port} did not answer " \
+                                      "within 0.3 s"
+        assert ask(k.client(tok), sid, 1)().status_code == 200  # (a new connection: the slow one is closed)
+        r = k.client().post(f"/v1/services/{sid}/serve/v1/completions", headers={"Authorization": ""})
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        assert r.json()["message"] == "the Authorization header must be 'Bearer <token>'"
+        assert k.svc.traffic.outstanding(sid) == {}
+
+
 def test_measurements_count_what_was_sent_and_metrics_show_them(tmp_path: Path, replicas: list[Replica]) -> None:
     with running_kant(tmp_path) as k:
         tok = k.tenant("a")

@@ -55,6 +55,7 @@ def create_app(svc: Service) -> FastAPI:
         openapi_tags=[{"name": n} for n in TAGS],
         lifespan=serve.lifespan,  # the request route's shared HTTP client
     )
+    app.add_middleware(serve.ServeFirst)  # (the request route past the router; added first: inside the body limit)
     app.add_middleware(BodyLimit, limit=svc.config.max_body)
     app.state.svc = svc
     app.state.proxy = serve.Proxy(svc)

@@ -37,7 +37,7 @@ from kant.service.errors import (
     TooLong,
 )
 
-__all__ = ["ANSWERS", "Answer", "error_body", "install"]
+__all__ = ["ANSWERS", "Answer", "error_body", "install", "respond"]
 
 log = logging.getLogger("kant.serve")
 
@@ -120,6 +120,16 @@ async def _validation(request: Request, exc: Exception) -> JSONResponse:
 async def _internal(request: Request, exc: Exception) -> JSONResponse:  # pragma: no cover - a bug
     log.error("internal error on %s %s: %s", request.method, request.url.path, type(exc).__name__, exc_info=exc)
     return JSONResponse(error_body("internal error"), status_code=500)
+
+
+async def respond(request: Request, exc: Exception) -> JSONResponse:
+    """The answer to ``exc`` that the app's handlers (:func:`install`) give it, for a route that runs
+    outside the app's router (:class:`kant.service.api.serve.ServeFirst`)."""
+    if isinstance(exc, StarletteHTTPException):
+        return await _http_error(request, exc)
+    if any(c in ANSWERS for c in type(exc).__mro__):
+        return answer(exc)
+    return await _internal(request, exc)
 
 
 def install(app: FastAPI) -> None:

@@ -3,9 +3,9 @@
 A request for a service reaches one of its ready replicas through kant: the caller's token is
 checked as on every route (another tenant's service is 404), the replica is chosen and the request
 queued by :class:`~kant.service.serving.route.Router` (least outstanding requests; a bounded queue
-with a timeout; 503 with ``Retry-After``, never a hang), and the request is sent on with one shared
-``httpx.AsyncClient`` (pooled keep-alive connections to the replicas, opened and closed with the
-app's lifespan, :func:`lifespan`). ``{path}`` and the query go to the replica as they came, with the
+with a timeout; 503 with ``Retry-After``, never a hang), and the request is sent on over a kept-alive
+connection to the replica (:class:`~kant.service.serving.upstream.Upstreams`, open with the app's
+lifespan, :func:`lifespan`). ``{path}`` and the query go to the replica as they came, with the
 request's headers but kant's ``Authorization`` and the hop-by-hop ones; the replica's answer comes
 back as it is (a JSON answer read whole, anything else streamed). A replica that cannot be reached
 is a 502 naming it, one that does not answer within ``--route-timeout`` a 504.
@@ -28,14 +28,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx
+import httpcore
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kant.service.api.deps import bearer, principal
-from kant.service.api.errors import answer
+from kant.service.api.errors import answer, respond
 from kant.service.auth import Principal
 from kant.service.db.services import ServiceRow
 from kant.service.errors import NoReplica, NotFound, ReplicaFailed, ReplicaTimeout, ServiceError
@@ -43,8 +43,9 @@ from kant.service.server import Service
 from kant.service.serving.endpoints import Endpoint
 from kant.service.serving.measure import Answered
 from kant.service.serving.route import Router
+from kant.service.serving.upstream import Upstreams
 
-__all__ = ["METHODS", "Proxy", "lifespan", "router"]
+__all__ = ["METHODS", "Proxy", "ServeFirst", "lifespan", "router"]
 
 router = APIRouter(tags=["services"])
 
@@ -116,7 +117,7 @@ class Directory:
 
 class Proxy:
     """What the route works with: the service's directory, the router and (while the app runs) the
-    shared HTTP client."""
+    shared connection pool."""
 
     def __init__(self, svc: Service) -> None:
         cfg = svc.config
@@ -126,25 +127,19 @@ class Proxy:
         self.router = Router(svc.endpoints, svc.traffic, max_queue=cfg.route_queue,
                              queue_timeout=cfg.route_queue_timeout, replica_limit=cfg.route_concurrency)
         self.timeout = cfg.route_timeout
-        self.client: httpx.AsyncClient | None = None
-        self.transport: httpx.AsyncHTTPTransport | None = None
-        self._timeouts: dict[str, float | None] = {}
+        self.upstreams: Upstreams | None = None
+        self._timeouts: dict[str, float | None] = {"connect": min(self.timeout, 5.0), "read": self.timeout,
+                                                   "write": self.timeout, "pool": None}
 
     async def open(self) -> None:
         self.router.open(asyncio.get_running_loop())
-        timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, 5.0), pool=None)
-        self.transport = httpx.AsyncHTTPTransport(
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256, keepalive_expiry=30.0),
-            trust_env=False)
-        self.client = httpx.AsyncClient(transport=self.transport, timeout=timeout, follow_redirects=False,
-                                        trust_env=False)
-        self._timeouts = timeout.as_dict()
+        self.upstreams = Upstreams()
 
     async def close(self) -> None:
         self.router.close()
-        if self.client is not None:
-            await self.client.aclose()
-            self.client = None
+        if self.upstreams is not None:
+            await self.upstreams.aclose()
+            self.upstreams = None
 
     async def forward(self, row: ServiceRow, request: Request) -> Response:
         """Send ``request`` to a replica of ``row`` and its answer back, measuring it."""
@@ -155,8 +150,8 @@ class Proxy:
         t0 = self.traffic.arrived(sid)
         sent = 0.0
         try:
-            transport = self.transport
-            if transport is None:
+            upstreams = self.upstreams
+            if upstreams is None:
                 raise NoReplica(f"service {sid}: the request route is not running", retry_after=1.0)
             ep = await self.router.acquire(sid)
         except ServiceError as exc:
@@ -167,25 +162,25 @@ class Proxy:
         streaming = False
         try:
             sent = time.monotonic()
-            # the client's pool, without its per-request layers (cookies, auth, redirects: none here)
-            upstream = await transport.handle_async_request(httpx.Request(
-                request.method, _replica_url(ep, request.scope), headers=_request_headers(request.scope),
-                content=body or None, extensions={"timeout": self._timeouts}))
-            ctype = upstream.headers.get("content-type", "")
-            length = upstream.headers.get("content-length")
-            if "json" in ctype or (length is not None and length.isdigit() and int(length) <= _READ_WHOLE):
+            upstream, conn = await upstreams.send(ep.host, ep.port, httpcore.Request(
+                request.method.encode("ascii"), _replica_url(ep, request.scope),
+                headers=_request_headers(ep, request.scope, body), content=body or None,
+                extensions={"timeout": self._timeouts}))
+            ctype, length = _header(upstream, b"content-type"), _header(upstream, b"content-length")
+            if b"json" in ctype or (length.isdigit() and int(length) <= _READ_WHOLE):
                 try:
                     data = await upstream.aread()
                 finally:
                     await upstream.aclose()
+                    await upstreams.done(ep.host, ep.port, conn)  # (kept for the next request if it may be)
             else:
                 streaming = True
-                return self._stream(sid, ep, upstream, t0, sent, slo, asked_in, asked_out)
-        except httpx.TimeoutException:
+                return self._stream(sid, ep, upstream, conn, upstreams, t0, sent, slo, asked_in, asked_out)
+        except httpcore.TimeoutException:
             return self._refused(sid, ReplicaTimeout(
                 f"service {sid}: replica job {ep.job_id} at {ep.host}:{ep.port} did not answer within "
                 f"{self.timeout:g} s"), t0, slo, asked_in, asked_out, sent)
-        except httpx.HTTPError as exc:
+        except (httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol) as exc:
             return self._refused(sid, ReplicaFailed(
                 f"service {sid}: replica job {ep.job_id} at {ep.host}:{ep.port} failed: {_reason(exc)}"),
                 t0, slo, asked_in, asked_out, sent)
@@ -195,30 +190,32 @@ class Proxy:
         finally:
             if not streaming:
                 self.router.release(sid, ep)
-        used_in, used_out = _usage(data, upstream.headers) if "json" in ctype else (None, None)
-        self._answered(sid, upstream.status_code, t0, sent, slo, used_in if used_in is not None else asked_in,
+        used_in, used_out = _usage(data, upstream) if b"json" in ctype else (None, None)
+        self._answered(sid, upstream.status, t0, sent, slo, used_in if used_in is not None else asked_in,
                        used_out if used_out is not None else asked_out, sent_at=sent)
-        out = Response(content=data, status_code=upstream.status_code)
+        out = Response(content=data, status_code=upstream.status)
         out.raw_headers = [*_answer_headers(upstream), (b"content-length", str(len(data)).encode())]
         return out
 
-    def _stream(self, sid: int, ep: Endpoint, upstream: httpx.Response, t0: float, sent: float,
+    def _stream(self, sid: int, ep: Endpoint, upstream: httpcore.Response, conn: httpcore.AsyncHTTP11Connection,
+                upstreams: Upstreams, t0: float, sent: float,
                 slo: float | None, asked_in: int | None, asked_out: int | None) -> Response:
         """Pass a streamed answer on as it comes; the request ends at the replica when the stream does
         (or when the answer is dropped unsent: the client went away first)."""
-        state = {"code": upstream.status_code, "done": False}
+        state = {"code": upstream.status, "done": False}
 
         async def finish() -> None:
             if state["done"]:
                 return
             state["done"] = True
             await upstream.aclose()
+            await upstreams.done(ep.host, ep.port, conn)
             self.router.release(sid, ep)
             self._answered(sid, int(state["code"]), t0, sent, slo, asked_in, asked_out, sent_at=sent)
 
         async def chunks() -> AsyncIterator[bytes]:
             try:
-                async for chunk in upstream.aiter_raw():
+                async for chunk in upstream.aiter_stream():
                     yield chunk
             except BaseException:
                 state["code"] = 499
@@ -226,7 +223,7 @@ class Proxy:
             finally:
                 await finish()
 
-        out = _Streamed(chunks(), status_code=upstream.status_code, finish=finish)
+        out = _Streamed(chunks(), status_code=upstream.status, finish=finish)
         out.raw_headers = _answer_headers(upstream)
         return out
 
@@ -261,21 +258,37 @@ class _Streamed(StreamingResponse):
             await self._finish()
 
 
-def _replica_url(ep: Endpoint, scope: MutableMapping[str, Any]) -> str:
+def _replica_url(ep: Endpoint, scope: MutableMapping[str, Any]) -> httpcore.URL:
     """The replica's URL of this request: the raw path after ``/serve/`` (encoding kept) and the query."""
     raw: bytes = scope.get("raw_path") or scope["path"].encode()
     parts = raw.split(b"/", 5)  # b"", b"v1", b"services", SERVICE, b"serve", REST
-    rest = parts[5].decode("latin-1") if len(parts) == 6 else ""
+    target = b"/" + (parts[5] if len(parts) == 6 else b"")
     query: bytes = scope.get("query_string", b"")
-    return f"{ep.url}/{rest}" + (f"?{query.decode('latin-1')}" if query else "")
+    if query:
+        target += b"?" + query
+    return httpcore.URL(scheme=b"http", host=ep.host.encode("idna"), port=ep.port, target=target)
 
 
-def _request_headers(scope: MutableMapping[str, Any]) -> list[tuple[bytes, bytes]]:
-    return [(k, v) for k, v in scope["headers"] if k not in _DROP_REQUEST]
+def _request_headers(ep: Endpoint, scope: MutableMapping[str, Any], body: bytes) -> list[tuple[bytes, bytes]]:
+    """The request's headers for the replica: its own ``Host`` and the body's length, the caller's
+    others but :data:`_DROP_REQUEST`."""
+    out = [(b"host", f"{ep.host}:{ep.port}".encode("idna"))]
+    out += [(k, v) for k, v in scope["headers"] if k not in _DROP_REQUEST]
+    if body:
+        out.append((b"content-length", b"%d" % len(body)))
+    return out
 
 
-def _answer_headers(upstream: httpx.Response) -> list[tuple[bytes, bytes]]:
-    return [(k.lower(), v) for k, v in upstream.headers.raw if k.lower() not in _DROP_ANSWER]
+def _answer_headers(upstream: httpcore.Response) -> list[tuple[bytes, bytes]]:
+    return [(k.lower(), v) for k, v in upstream.headers if k.lower() not in _DROP_ANSWER]
+
+
+def _header(upstream: httpcore.Response, name: bytes) -> bytes:
+    """The answer's header ``name`` (lower case), lower-cased; empty when absent."""
+    for k, v in upstream.headers:
+        if k.lower() == name:
+            return v.lower()
+    return b""
 
 
 def _count(d: dict[str, Any], *keys: str) -> int | None:
@@ -300,9 +313,9 @@ def _asked(body: bytes) -> tuple[int | None, int | None]:
     return _count(d, "prompt_tokens", "input_tokens"), _count(d, "max_tokens", "output_tokens")
 
 
-def _usage(data: bytes, headers: httpx.Headers) -> tuple[int | None, int | None]:
+def _usage(data: bytes, upstream: httpcore.Response) -> tuple[int | None, int | None]:
     """The tokens a JSON answer's ``usage`` counts (prompt, completion)."""
-    if headers.get("content-encoding") or not data or data[:1] != b"{":
+    if _header(upstream, b"content-encoding") or not data or data[:1] != b"{":
         return None, None
     try:
         d = json.loads(data)
@@ -321,7 +334,7 @@ def _reason(exc: Exception) -> str:
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """The route's shared HTTP client and router, open while the app runs."""
+    """The route's shared connection pool and router, open while the app runs."""
     proxy: Proxy = app.state.proxy
     await proxy.open()
     try:
@@ -345,3 +358,30 @@ async def serve_request(request: Request) -> Response:
 
 router.add_route("/v1/services/{service}/serve/{path:path}", serve_request, methods=METHODS,
                  include_in_schema=False)
+
+
+class ServeFirst:
+    """An ASGI layer of the app (inside its body limit): a request for a service's replicas goes to
+    :func:`serve_request` at once, past the app's router, which would match its path against every
+    route of the API first (about a third of the route's own CPU: ``bench/bench_router.py``); its
+    errors get the answers the app's handlers give (:func:`~kant.service.api.errors.respond`). Any
+    other request goes on to the app. The route stays on the app's router too (one rule, one handler;
+    an app without this layer serves it the same)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        parts: list[str] = scope["path"].split("/", 5) if scope["type"] == "http" else []
+        # b"", "v1", "services", SERVICE, "serve", REST (REST may be empty)
+        if (len(parts) != 6 or parts[1] != "v1" or parts[2] != "services" or parts[4] != "serve" or not parts[3]
+                or scope["method"] not in METHODS):
+            await self.app(scope, receive, send)
+            return
+        scope["path_params"] = {"service": parts[3], "path": parts[5]}
+        request = Request(scope, receive, send)
+        try:
+            response = await serve_request(request)
+        except Exception as exc:  # (as the app's handlers answer it; a bug is a 500 and a log line)
+            response = await respond(request, exc)
+        await response(scope, receive, send)
