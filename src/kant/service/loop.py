@@ -43,6 +43,7 @@ from typing import Any
 from kant.config.policy import Policy
 from kant.errors import KantError
 from kant.model.cluster import Cluster, NodeSpec
+from kant.model.deps import Outcome
 from kant.model.store import JobStore
 from kant.scheduler import RunningRecord, Scheduler, SchedulerSnapshot
 from kant.service.clock import Clock, ManualClock, WallClock
@@ -51,6 +52,7 @@ from kant.service.db.nodes import NodeRow
 from kant.service.errors import DatabaseError, Fenced, Invalid, TurnLost
 from kant.service.executors.base import Executor
 from kant.service.live.compaction import compact
+from kant.service.live.deps import LiveDeps, outcome_of_state
 from kant.service.live.nodes import NodeOps, flags_of, register
 from kant.service.live.reads import Reads
 from kant.service.live.scaling import scale
@@ -153,6 +155,7 @@ class ServiceLoop:
         self.live = LiveState(policy, seed=seed, default_estimate=default_estimate, metrics=metrics,
                               history=history, ratio_history=ratio_history)
         self.changes = self.live.changes
+        self.live.deps.lookup = self._dep_lookup
         self.instant = self.live.instant
         self.node_ops = NodeOps(self.live, db)
         self.reads = Reads(self.live)
@@ -206,6 +209,13 @@ class ServiceLoop:
         live.tenants = {t.name: t for t in self.db.tenants.list()}
         store = JobStore(tenant_names=sorted(live.tenants))
         jobs = self.db.jobs.load_active()
+        # jobs that may wait for their dependencies join after the others (kant.service.live.deps)
+        live.deps = LiveDeps()
+        live.deps.lookup = self._dep_lookup
+        deferred = [Arrival(j.id, j, j.submit_time) for j in jobs
+                    if j.dependency and j.state == "pending" and j.first_start_time is None]
+        if deferred:
+            jobs = [j for j in jobs if not (j.dependency and j.state == "pending" and j.first_start_time is None)]
         live.ids = []
         live.active = {}
         live.deadlines = []
@@ -232,6 +242,8 @@ class ServiceLoop:
         self.executor.restore([self.serving.prepare(live.launch_of(live.ids[row], rec.nodes, rec.start))
                                for row, rec in running.items()])
         self.instant.changed = bool(pending)
+        if deferred:
+            live.arrive(deferred, now)
         self._publish_view()
         log.info("loaded %d nodes, %d tenants, %d pending and %d running jobs", len(rows), len(live.tenants),
                  len(pending), len(running))
@@ -439,6 +451,7 @@ class ServiceLoop:
                 raise TurnLost(f"this turn's changes could not be written: {exc}") from exc
             if self.metrics is not None:
                 self.metrics.commits.labels("loop").inc()
+        self.live.deps.flushed()
         stops, launches = changes.take_actions()
         self.serving.stopping(stops)
         for job_id, why in stops:
@@ -459,6 +472,15 @@ class ServiceLoop:
                 fut.set_result(result)
         if writes is not None and writes[1] and self.on_events is not None:
             self.on_events()
+
+    def _dep_lookup(self, job_ids: list[int]) -> dict[int, Outcome]:
+        """The outcomes of stored jobs the loop no longer holds (a dependency on a job that ended)."""
+        out = {}
+        for job_id in job_ids:
+            row = self.db.jobs.get(job_id)
+            if row is not None:
+                out[job_id] = outcome_of_state(row.state, row.first_start_time is not None)
+        return out
 
     def _publish_view(self) -> None:
         self.view = publish(self.live, self.clock.now())

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from kant.inference.autoscaler import HpaConfig
+from kant.model.deps import format_dependency, parse_dependency
 from kant.service.db.events import EventRow
 from kant.service.db.jobs import SUBMITTED_FIELDS, JobRow, NewJob
 from kant.service.db.nodes import NodeRow
@@ -36,6 +37,16 @@ class Message(BaseModel):
 
 
 # --- jobs --------------------------------------------------------------------------------------------
+def live_dependency(text: str) -> str | None:
+    """A submitted dependency in canonical form (ids are job ids); ValueError says what is wrong."""
+    clauses = parse_dependency(text)
+    for c in clauses:
+        for ident in c.jobs:
+            if not ident.isdigit() or not 0 < int(ident) < 2**63:
+                raise ValueError(f"{ident!r} is not a job id")
+    return format_dependency(clauses) or None
+
+
 class JobSubmit(BaseModel):
     """A training gang: ``workers`` workers, each with ``gpus_per_worker`` GPUs (and CPU, memory) on one
     node; all of them start together or none."""
@@ -67,6 +78,17 @@ class JobSubmit(BaseModel):
     time_limit_s: float | None = Field(default=None, gt=0, le=10**9, allow_inf_nan=False,
                                        description="past it the job is stopped and ends 'timeout' (null: the "
                                                    "tenant's default time limit, if any)")
+    dependency: str | None = Field(
+        default=None, max_length=4096,
+        description="wait for other jobs, Slurm's form: 'afterok:41:42,afterany:7' (after: started; afterok: "
+                    "finished; afternotok: failed, cancelled or timed out; afterany: ended)")
+    kill_on_invalid_dep: bool = Field(default=False, description="cancel the job when its dependency can never "
+                                                                 "be met (else it waits, DependencyNeverSatisfied)")
+
+    @field_validator("dependency")
+    @classmethod
+    def _dependency(cls, v: str | None) -> str | None:
+        return None if v is None else live_dependency(v)
 
     @field_validator("labels")
     @classmethod
@@ -141,6 +163,8 @@ class JobOut(BaseModel):
     placement: list[str] | None
     runs: int
     exit_code: int | None
+    dependency: str | None = None
+    kill_on_invalid_dep: bool = False
 
     @classmethod
     def of(cls, row: JobRow, reason: str | None = None) -> JobOut:

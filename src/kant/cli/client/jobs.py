@@ -33,7 +33,7 @@ SUBMIT_OPTIONS = {"name": "--name", "workers": "--workers", "gpus_per_worker": "
                   "cpu_milli": "--cpu", "memory_mib": "--memory", "priority": "--priority", "estimate_s": "--estimate",
                   "duration_s": "--duration", "tenant": "--tenant", "user": "--user", "labels": "--label",
                   "command": "COMMAND", "idempotency_key": "--idempotency-key", "chdir": "--chdir",
-                  "environment": "--export", "time_limit_s": "--time"}
+                  "environment": "--export", "time_limit_s": "--time", "dependency": "--dependency"}
 
 
 def _label_option(ctx: click.Context, param: click.Parameter, value: Sequence[str]) -> dict[str, str]:
@@ -129,11 +129,18 @@ def _state(state: str) -> Text:
 @click.option("--time", "-t", "time_limit", default=None, callback=_time_option, metavar="TIME",
               help=f"Time limit ({TIME_FORMS}): past it the job gets SIGTERM, then SIGKILL after the grace "
                    "period, and ends 'timeout' (default: the tenant's default time limit).")
+@click.option("--dependency", "-d", default=None, metavar="TYPE:ID[:ID...][,...]",
+              help="Wait for other jobs, as Slurm's: after (started), afterok (finished), afternotok (failed, "
+                   "cancelled or timed out), afterany (ended); e.g. afterok:41:42,afterany:7.")
+@click.option("--kill-on-invalid-dep", is_flag=True, default=False,
+              help="Cancel the job if its dependency can never be met (default: it waits, "
+                   "DependencyNeverSatisfied).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def submit(api: Client, name: str | None, workers: int, gpus: int, gpu_type: str | None, cpu: int, memory: int,
            priority: int, estimate: float | None, duration: float | None, tenant: str | None, user: str | None,
            labels: dict[str, str], idempotency_key: str | None, chdir: str | None, export: str,
-           time_limit: float | None, command: tuple[str, ...], as_json: bool) -> None:
+           time_limit: float | None, dependency: str | None, kill_on_invalid_dep: bool, command: tuple[str, ...],
+           as_json: bool) -> None:
     """Submit a job (a gang of WORKERS x GPUS); prints its id. The command goes after '--':
 
     \b
@@ -153,6 +160,10 @@ def submit(api: Client, name: str | None, workers: int, gpus: int, gpu_type: str
                        ("tenant", tenant), ("user", user), ("command", cmd), ("time_limit_s", time_limit)):
         if value is not None:
             body[key] = value
+    if dependency is not None:
+        body["dependency"] = dependency
+    if kill_on_invalid_dep:
+        body["kill_on_invalid_dep"] = True
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
     try:
         answer = api.post("/v1/jobs", body, headers=headers)
@@ -307,6 +318,8 @@ def show(api: Client, job: str, absolute: bool, as_json: bool) -> None:
         ("estimate", format_duration(data["estimate_s"], "compact") if data.get("estimate_s") is not None else "-"),
         ("duration", format_duration(data["duration_s"], "compact") if data.get("duration_s") is not None else "-"),
         ("time limit", format_duration(data["time_limit_s"], "compact") if data.get("time_limit_s") else "-"),
+        ("dependency", Text((data.get("dependency") or "-")
+                            + (" (kill on invalid dependency)" if data.get("kill_on_invalid_dep") else ""))),
         ("directory", Text(data.get("chdir") or "-")),
         ("environment", "the node's" if data.get("environment") is None else
          f"{len(data['environment'])} variable(s) (--json shows them)"),

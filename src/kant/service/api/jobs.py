@@ -48,6 +48,7 @@ async def submit_job(body: JobSubmit, p: Who, response: Response, svc: Svc,
     """Submit one gang. Answered once the job is committed to the database."""
     loop = svc.leading()
     job = admission.new_job(body, p, idempotency_key, svc.tenants, loop.view)
+    admission.check_dependency(job, p, svc.db.jobs.get)
     ((job_id, created),) = await svc.writer.submit([job])
     if not created:
         response.status_code = 200
@@ -59,6 +60,8 @@ async def submit_jobs(body: JobBatch, p: Who, svc: Svc) -> BatchOut:
     """Submit up to 1,000 jobs in one request (one commit; each may carry its idempotency key)."""
     loop = svc.leading()
     jobs = [admission.new_job(j, p, None, svc.tenants, loop.view) for j in body.jobs]
+    for job in jobs:
+        admission.check_dependency(job, p, svc.db.jobs.get)
     results = await svc.writer.submit(jobs)
     return BatchOut(jobs=[SubmitOut(id=i, created=c) for i, c in results])
 

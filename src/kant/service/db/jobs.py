@@ -57,6 +57,8 @@ class NewJob:
     chdir: str | None = None  # the working directory (None: the executor's own)
     environment: dict[str, str] | None = None  # the job's environment (--export; None: the node's)
     time_limit_s: float | None = None  # past it the job is stopped and ends 'timeout' (None: no limit)
+    dependency: str | None = None  # waits for other jobs (kant.model.deps: afterok:41:42); None: no dependency
+    kill_on_invalid_dep: bool = False  # cancelled when its dependency can never be met (else it waits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +140,8 @@ def _job_rows(rows: Iterable[Sequence[Any]]) -> list[JobRow]:
     flat: dict[str, dict[str, Any]] = {}
     out: list[JobRow] = []
     for (id_, tenant, user, name, kind, service_id, workers, gpw, milli, gtype, cpu, mem, prio, est, dur, cmd,
-         labels, ikey, chdir, environment, limit, state, reason, submit, first, start, end, placement, runs, code,
-         created) in rows:
+         labels, ikey, chdir, environment, limit, dependency, kill_dep, state, reason, submit, first, start, end,
+         placement, runs, code, created) in rows:
         known = flat.get(labels)
         if known is not None:
             decoded = known.copy()
@@ -150,7 +152,7 @@ def _job_rows(rows: Iterable[Sequence[Any]]) -> list[JobRow]:
         out.append(JobRow(
             tenant, user, name, kind, service_id, workers, gpw, milli, gtype, cpu, mem, prio, est, dur, cmd,
             decoded, ikey, chdir, None if environment is None else json.loads(environment), limit,
-            id_, state, reason, submit, first, start, end,
+            dependency, bool(kill_dep), id_, state, reason, submit, first, start, end,
             None if placement is None else json.loads(placement), runs, code, created,
         ))
     return out

@@ -57,6 +57,10 @@ class Reads:
         """A pending or running job's state, the reason, and (pending) its place in the queue."""
         info = self.live.active.get(job_id)
         if info is None:
+            held = self.live.deps.held.get(job_id)
+            if held is not None:  # waits for its dependency, outside the queue
+                return {"state": "pending", "reason": held.reason(), "plugin": "dependency", "position": None,
+                        "queue_len": len(self.live.sched.queue)}
             raise NotFound(f"job {job_id} is not pending or running")
         sched = self.live.sched
         if info.row in sched.running:
@@ -80,6 +84,8 @@ class Reads:
             info = live.active.get(job_id)
             if info is not None and info.row in live.sched.queue:
                 out[job_id] = self.why_pending(info, now)
+            elif info is None and (held := live.deps.held.get(job_id)) is not None:
+                out[job_id] = held.reason()
         return out
 
     def twin_snapshot(self, now: float) -> TwinSnapshot:

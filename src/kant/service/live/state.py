@@ -26,6 +26,7 @@ from kant.instant import Instant
 from kant.metrics.summary import BUCKETS
 from kant.metrics.summary import gang_bucket as bucket_index
 from kant.model.cluster import Cluster, NodeSpec
+from kant.model.deps import Outcome
 from kant.model.job import JobKind
 from kant.model.state import Placement
 from kant.model.store import JobStore
@@ -38,6 +39,7 @@ from kant.service.db.tenants import TenantRow
 from kant.service.errors import NotFound
 from kant.service.executors.base import ExecEvent, Launch
 from kant.service.live.changes import TurnChanges
+from kant.service.live.deps import HeldJob, LiveDeps
 from kant.text import format_duration
 
 __all__ = ["Arrival", "Active", "LiveState", "gang_bucket", "describe_nodes"]
@@ -117,6 +119,9 @@ class LiveState:
         #: bumped by every change of state (arrivals, and every turn that writes a job or node change):
         #: the twin's staleness test
         self.state_version = 0
+        #: jobs held for their dependencies (kant.service.live.deps), out of the scheduler until released
+        self.deps = LiveDeps()
+        self._dep_work: list[tuple[int, Outcome]] = []
 
     # --- the scheduler's inputs -------------------------------------------------------------------
     def policy(self) -> Policy:
@@ -190,9 +195,16 @@ class LiveState:
 
     # --- transitions --------------------------------------------------------------------------------
     def arrive(self, arrivals: Iterable[Arrival], now: float) -> int:
-        """Jobs the database accepted join the store and the queue (or end unschedulable)."""
+        """Jobs the database accepted join the store and the queue (or end unschedulable); a job whose
+        dependency is not met yet is held (:mod:`kant.service.live.deps`)."""
+        held = self.deps.held
+        new = [a for a in arrivals if a.id not in self.active and a.id not in held]  # (a retried submit is here)
+        if any(a.job.dependency for a in new):
+            new = [a for a in new if not a.job.dependency or not self._held(a, now)]
+        return self._queue(new, now)
+
+    def _queue(self, new: list[Arrival], now: float) -> int:
         sched = self.sched
-        new = [a for a in arrivals if a.id not in self.active]  # (a retried submit is here already)
         with sched.jobs.batch():
             rows = [self.add_to_store(sched.jobs, a.id, a.job, a.submit_time) for a in new]
         n = 0
@@ -218,6 +230,57 @@ class LiveState:
         self.changes.job(JobUpdate(job_id, state=state, reason=reason, end_time=now,
                                    exit_code=exit_code if exit_code is not None else UNSET))
         self.changes.event(now, state, job_id, node, tenant, reason or state)
+        self.dep_outcome(job_id, Outcome.OK if state == "finished" else Outcome.NOTOK, now)
+
+    # --- dependencies -------------------------------------------------------------------------------
+    def _held(self, a: Arrival, now: float) -> bool:
+        """Hold ``a`` if its dependency is not met yet (True), cancel it if it never can be and it asked
+        for that (True), else let it be queued (False)."""
+        held = self.deps.hold(a, self._dep_current)
+        if held is None:
+            return False
+        if held.never is not None and a.job.kill_on_invalid_dep:
+            self.deps.cancel(a.id)
+            self.end(a.id, a.job.tenant, "cancelled", now, reason=f"cancelled (kill_on_invalid_dep): {held.never}")
+            return True
+        self._held_reason(held, now, "held")
+        return True
+
+    def _held_reason(self, held: HeldJob, now: float, kind: str) -> None:
+        a = held.arrival
+        why = held.reason()
+        self.changes.job(JobUpdate(a.id, reason=why))
+        self.changes.event(now, kind, a.id, None, a.job.tenant, why)
+
+    def _dep_current(self, job_id: int) -> Outcome | None:
+        info = self.active.get(job_id)
+        if info is not None:
+            return Outcome.STARTED if info.first_start is not None else Outcome.WAITING
+        if job_id in self.deps.held:
+            return Outcome.WAITING
+        return None
+
+    def dep_outcome(self, job_id: int, outcome: Outcome, now: float) -> None:
+        """``job_id`` started for the first time or ended: queue the held jobs now free to go, cancel the
+        ones that asked for it (each cancel an outcome in turn: followed through in order, no recursion)."""
+        work = self._dep_work
+        work.append((job_id, outcome))
+        if len(work) > 1:
+            return  # (an outer call is working through the list)
+        while work:
+            j, out = work[0]
+            to_queue, to_kill, changed = self.deps.outcome(j, out)
+            for held in changed:
+                self._held_reason(held, now, "dependency")
+            for held in to_kill:
+                a = held.arrival
+                self.end(a.id, a.job.tenant, "cancelled", now, reason=f"cancelled (kill_on_invalid_dep): {held.never}")
+            if to_queue:
+                for held in to_queue:
+                    self.changes.event(now, "released", held.arrival.id, None, held.arrival.job.tenant,
+                                       "dependency met: queued")
+                self._queue([h.arrival for h in to_queue], now)
+            work.pop(0)
 
     def executor_event(self, ev: ExecEvent) -> None:
         """A run finished, failed, could not start, or was lost (the executor's report)."""
@@ -269,6 +332,11 @@ class LiveState:
     def cancel(self, job_id: int, tenant: str | None, by: str, now: float) -> str:
         """Take a pending or running job away (a user's cancel; ``tenant`` None: any tenant's)."""
         info = self.active.get(job_id)
+        held = self.deps.held.get(job_id) if info is None else None
+        if held is not None and (tenant is None or held.arrival.job.tenant == tenant):
+            self.deps.cancel(job_id)
+            self.end(job_id, held.arrival.job.tenant, "cancelled", now, reason=f"cancelled by {by}")
+            return "cancelled"
         if info is None or (tenant is not None and info.tenant != tenant):
             raise NotFound(f"job {job_id} is not pending or running")
         row = info.row
@@ -341,6 +409,8 @@ class LiveState:
                                    first_start_time=now if first else UNSET, placement=list(nodes), runs=info.runs))
         self.changes.event(now, "started", info.id, nodes[0], info.tenant,
                            f"run {info.runs} on {describe_nodes(nodes)}")
+        if first:
+            self.dep_outcome(info.id, Outcome.STARTED, now)
         self.changes.launch(self.launch_of(info.id, nodes, now))
         self.keep_deadline(info, now)
         if self.metrics is not None:

@@ -1,0 +1,31 @@
+"""Job dependencies (Slurm's --dependency and --kill-on-invalid-dep).
+
+Revision ID: 0005
+Revises: 0003
+Create Date: 2026-12-05
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0005"
+down_revision: str | None = "0003"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    """Add the columns (nullable: the jobs before have no dependency)."""
+    with op.batch_alter_table("jobs") as batch:
+        batch.add_column(sa.Column("dependency", sa.Text(), nullable=True))
+        batch.add_column(sa.Column("kill_on_invalid_dep", sa.Boolean(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("jobs") as batch:
+        batch.drop_column("kill_on_invalid_dep")
+        batch.drop_column("dependency")
