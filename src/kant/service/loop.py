@@ -232,6 +232,8 @@ class ServiceLoop:
                 running[row] = RunningRecord(tuple(job.placement), job.gpus_per_worker, job.cpu_milli,
                                              job.memory_mib, start, start + info.planned)
                 live.keep_deadline(info, start)
+            elif job.held is not None:  # held by a user (kant hold): out of the queue until released
+                info.held = job.held
             else:
                 pending.append(row)
         flags = {n.name: flags_of(n.state) for n in rows if flags_of(n.state)}

@@ -165,6 +165,7 @@ class JobOut(BaseModel):
     exit_code: int | None
     dependency: str | None = None
     kill_on_invalid_dep: bool = False
+    held: str | None = None
 
     @classmethod
     def of(cls, row: JobRow, reason: str | None = None) -> JobOut:

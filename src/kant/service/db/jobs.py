@@ -82,6 +82,7 @@ class JobRow(NewJob):
     runs: int = 0
     exit_code: int | None = None
     created_wall: float = 0.0
+    held: str | None = None  # who holds the pending job out of the queue (kant hold); None: not held
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,12 @@ class JobUpdate:
     placement: Sequence[str] | Unset | None = UNSET
     runs: int | Unset = UNSET
     exit_code: int | Unset | None = UNSET
+    held: str | Unset | None = UNSET
+    # a pending job's fields a user may change (kant update)
+    name: str | Unset = UNSET
+    priority: int | Unset = UNSET
+    estimate_s: float | Unset | None = UNSET
+    time_limit_s: float | Unset | None = UNSET
 
     def __post_init__(self) -> None:
         if self.state is None or self.runs is None:
@@ -141,7 +148,7 @@ def _job_rows(rows: Iterable[Sequence[Any]]) -> list[JobRow]:
     out: list[JobRow] = []
     for (id_, tenant, user, name, kind, service_id, workers, gpw, milli, gtype, cpu, mem, prio, est, dur, cmd,
          labels, ikey, chdir, environment, limit, dependency, kill_dep, state, reason, submit, first, start, end,
-         placement, runs, code, created) in rows:
+         placement, runs, code, created, held) in rows:
         known = flat.get(labels)
         if known is not None:
             decoded = known.copy()
@@ -153,7 +160,7 @@ def _job_rows(rows: Iterable[Sequence[Any]]) -> list[JobRow]:
             tenant, user, name, kind, service_id, workers, gpw, milli, gtype, cpu, mem, prio, est, dur, cmd,
             decoded, ikey, chdir, None if environment is None else json.loads(environment), limit,
             dependency, bool(kill_dep), id_, state, reason, submit, first, start, end,
-            None if placement is None else json.loads(placement), runs, code, created,
+            None if placement is None else json.loads(placement), runs, code, created, held,
         ))
     return out
 

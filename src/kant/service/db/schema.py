@@ -161,6 +161,7 @@ jobs: Final = sa.Table(
     sa.Column("runs", sa.Integer, nullable=False, server_default="0"),
     sa.Column("exit_code", sa.Integer, nullable=True),
     sa.Column("created_wall", sa.Double, nullable=False),
+    sa.Column("held", sa.Text, nullable=True),  # (0005) who holds the pending job (kant hold); NULL: not held
     sa.UniqueConstraint("tenant", "idempotency_key"),
     sa.Index("ix_jobs_state_id", "state", "id"),
     sa.Index("ix_jobs_tenant_state_id", "tenant", "state", "id"),

@@ -21,6 +21,11 @@ from kant.twin.snapshot import TwinSnapshot
 __all__ = ["Reads"]
 
 
+def held_reason(info: Active) -> str:
+    """Why a job a user holds waits."""
+    return f"JobHeld: held by {info.held} (kant release {info.id})"
+
+
 class Reads:
     """The API's reads of ``live`` (see the module docstring)."""
 
@@ -67,6 +72,9 @@ class Reads:
             names = sched.cluster.names
             nodes = describe_nodes([names[n] for n in sched.state.allocations[info.row].nodes])
             return {"state": "running", "reason": f"running since {info.start:g} on {nodes}", "position": None}
+        if info.held is not None:
+            return {"state": "pending", "reason": held_reason(info), "plugin": "hold", "position": None,
+                    "queue_len": len(sched.queue)}
         status: Status | None = sched.pending_status(info.row)
         return {
             "state": "pending",
@@ -86,6 +94,8 @@ class Reads:
                 out[job_id] = self.why_pending(info, now)
             elif info is None and (held := live.deps.held.get(job_id)) is not None:
                 out[job_id] = held.reason()
+            elif info is not None and info.held is not None:
+                out[job_id] = held_reason(info)
         return out
 
     def twin_snapshot(self, now: float) -> TwinSnapshot:

@@ -1,4 +1,4 @@
-"""Job dependencies (Slurm's --dependency and --kill-on-invalid-dep).
+"""Job dependencies (Slurm's --dependency and --kill-on-invalid-dep) and holds (kant hold / release).
 
 Revision ID: 0005
 Revises: 0003
@@ -23,9 +23,11 @@ def upgrade() -> None:
     with op.batch_alter_table("jobs") as batch:
         batch.add_column(sa.Column("dependency", sa.Text(), nullable=True))
         batch.add_column(sa.Column("kill_on_invalid_dep", sa.Boolean(), nullable=True))
+        batch.add_column(sa.Column("held", sa.Text(), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("jobs") as batch:
+        batch.drop_column("held")
         batch.drop_column("kill_on_invalid_dep")
         batch.drop_column("dependency")
