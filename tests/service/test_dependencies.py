@@ -15,6 +15,8 @@ import click.testing
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kant.cli.main import cli
 from kant.service.config import ServeConfig
@@ -196,3 +198,101 @@ def test_cli_submit_with_dependency_and_show(live: Live, monkeypatch: pytest.Mon
     assert f"Dependency: waiting for afterok:{a}" in " ".join(why.stdout.split())
     bad = kant("submit", "--tenant", "a", "--dependency", "afterok", "--", "true")
     assert bad.exit_code == 2 and "--dependency" in bad.stderr, bad.output
+
+
+# --- the property, live ---------------------------------------------------------------------------
+@st.composite
+def live_dags(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Up to 7 jobs; each may depend on earlier ones (by index); some run past their time limit (a
+    'timeout', not ok) and some ask for kill_on_invalid_dep."""
+    n = draw(st.integers(2, 7))
+    jobs = []
+    for i in range(n):
+        clauses = []
+        if i:
+            for kind in ("after", "afterok", "afternotok", "afterany"):
+                ids = draw(st.lists(st.integers(0, i - 1), max_size=2, unique=True))
+                if ids:
+                    clauses.append((kind, ids))
+        duration = draw(st.integers(1, 20))
+        jobs.append(
+            {
+                "clauses": clauses,
+                "gpus": draw(st.sampled_from([1, 4, 8])),
+                "duration": duration,
+                "timeout": draw(st.booleans()) and duration > 1,
+                "kill": draw(st.booleans()),
+            }
+        )
+    return jobs
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(dag=live_dags())
+def test_live_dependency_graph_runs_in_an_order_that_respects_it(tmp_path: Path, dag: list[dict[str, Any]]) -> None:
+    global _LIVE
+    if _LIVE is None:
+        _LIVE = Live(f"sqlite:///{tmp_path / 'dag.db'}", tmp_path)
+        assert _LIVE.client.post("/v1/tenants", json={"name": "a"}).status_code == 201
+    lv = _LIVE
+    ids: list[int] = []
+    for j in dag:
+        dep = ",".join(":".join([kind, *(str(ids[d]) for d in ds)]) for kind, ds in j["clauses"])
+        body: dict[str, Any] = {
+            "gpus_per_worker": j["gpus"],
+            "duration_s": j["duration"],
+            "kill_on_invalid_dep": j["kill"],
+        }
+        if dep:
+            body["dependency"] = dep
+        if j["timeout"]:
+            body["time_limit_s"] = j["duration"] - 0.5
+        r = lv.submit(**body)
+        assert r.status_code == 201, r.text
+        ids.append(r.json()["id"])
+    t = lv.now()
+    for _ in range(3 * len(dag) + 2):  # every job ends within 20 s of its start: enough steps to drain
+        lv.advance(t)
+        t += 21
+    rows = {i: lv.job(i) for i in ids}
+    for i, j in zip(ids, dag, strict=True):
+        me = rows[i]
+        started = me["first_start_time"]
+        met_all = True
+        for kind, ds in j["clauses"]:
+            for d in ds:
+                dep = rows[ids[d]]
+                ended = dep["state"] not in ("pending", "running")
+                ok = dep["state"] == "finished"
+                met = {
+                    "after": dep["first_start_time"] is not None or ended,
+                    "afterok": ok,
+                    "afternotok": ended and not ok,
+                    "afterany": ended,
+                }[kind]
+                met_all = met_all and met
+                if started is not None:
+                    assert met, (kind, me, dep)
+                    if kind == "after" and dep["first_start_time"] is not None:
+                        assert dep["first_start_time"] <= started
+                    elif kind != "after":
+                        assert dep["end_time"] <= started
+        if met_all:
+            assert started is not None, me
+        else:
+            assert started is None and me["state"] in ("pending", "cancelled"), me
+            assert "Dependency" in (me["reason"] or ""), me
+            if me["state"] == "pending":
+                assert lv.client.post(f"/v1/jobs/{i}/cancel").status_code == 200  # (for the next example)
+
+
+_LIVE: Live | None = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_live_dag() -> Iterator[None]:
+    yield
+    global _LIVE
+    if _LIVE is not None:
+        _LIVE.close()
+        _LIVE = None
