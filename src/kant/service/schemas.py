@@ -205,6 +205,9 @@ class WhyOut(BaseModel):
     prediction: PredictionOut | None = None
     prediction_text: str | None = Field(default=None, description="the prediction in words, from now")
     summary: str | None = Field(default=None, description="the reason and the predicted start in one line")
+    behind: int | None = Field(default=None, description="the job first in the queue, where the last cycle "
+                                                         "stopped without reaching this one")
+    behind_prediction_text: str | None = Field(default=None, description="that job's predicted start in words")
 
 
 class LogsOut(BaseModel):

@@ -282,6 +282,8 @@ def _state_text(why: dict[str, Any]) -> str:
         text += f"; {ahead} in a queue of {queue_len}"
     if state == "pending" and why.get("prediction_text"):
         text += f"; {why['prediction_text']}"
+    if state == "pending" and why.get("behind_prediction_text"):
+        text += f"; job {why['behind']} (ahead of it): {why['behind_prediction_text']}"
     return text
 
 

@@ -48,15 +48,23 @@ class Reads:
         sched = live.sched
         if sched.cycles <= info.queued_cycle:  # a reason of its shape would be older than the job
             why = "waiting for the next scheduling cycle"
-        elif (sched.pending_status(info.row) is None and (head := self.first_pending(now)) is not None
-                and head != info.row):
+        elif (head := self.behind(info, now)) is not None:
             # the policy's walk stopped before it (a blocking head, a backfill depth): say behind what
             status = sched.pending_status(head)
-            why = (f"not looked at in the last cycle: it is behind job {live.ids[head]}, first in the queue, "
-                   f"which waits ({status if status is not None else 'not yet considered'})")
+            why = (f"waits behind job {live.ids[head]}, first in the queue, where the last cycle stopped: "
+                   f"{status if status is not None else 'not yet considered'}")
         else:
             why = sched.why_pending(info.row)
         return why if info.requeued is None else f"{why}; back in the queue after: {info.requeued}"
+
+    def behind(self, info: Active, now: float) -> int | None:
+        """The row of the job first in the queue, if the last cycle stopped there without reaching the
+        pending job ``info`` (None otherwise)."""
+        sched = self.live.sched
+        if sched.cycles <= info.queued_cycle or sched.pending_status(info.row) is not None:
+            return None
+        head = self.first_pending(now)
+        return head if head is not None and head != info.row else None
 
     def why(self, job_id: int, now: float) -> dict[str, Any]:
         """A pending or running job's state, the reason, and (pending) its place in the queue."""
@@ -82,6 +90,7 @@ class Reads:
             "plugin": status.plugin if status is not None else None,
             "position": sched.queue.position(info.row, sched.framework.dynamic_key(now)),
             "queue_len": len(sched.queue),
+            "behind": None if (head := self.behind(info, now)) is None else self.live.ids[head],
         }
 
     def reasons(self, job_ids: Sequence[int], now: float) -> dict[int, str]:
