@@ -183,6 +183,7 @@ def test_tenant_isolation_on_every_endpoint(srv: Server, tokens: dict[str, str])
         ("post", "/v1/jobs/{job_id}/release"): (f"/v1/jobs/{job}/release", None, 404),
         ("post", "/v1/jobs/{job_id}/requeue"): (f"/v1/jobs/{job}/requeue", None, 404),
         ("patch", "/v1/jobs/{job_id}"): (f"/v1/jobs/{job}", {"priority": 1}, 404),
+        ("post", "/v1/arrays/{array_id}/cancel"): (f"/v1/arrays/{job}/cancel", None, 404),
         ("get", "/v1/services"): ("/v1/services", None, 200),
         ("post", "/v1/services"): ("/v1/services", {"name": "x", "tenant": "team-a", "gpus_per_replica": 1}, 403),
         ("get", "/v1/services/{service_id}"): (f"/v1/services/{service}", None, 404),

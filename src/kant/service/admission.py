@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Callable
 
 from kant.model.deps import parse_dependency
+from kant.service.arrays import parse_array
 from kant.service.auth import Principal
 from kant.service.db.jobs import JobRow, NewJob
 from kant.service.errors import Forbidden, Rejected
@@ -18,7 +19,7 @@ from kant.service.schemas import JobSubmit, ServiceIn
 from kant.service.tenants import Tenants
 from kant.text import format_duration
 
-__all__ = ["check_dependency", "check_request", "new_job", "service_tenant"]
+__all__ = ["array_tasks", "check_dependency", "check_request", "new_job", "service_tenant"]
 
 
 def check_request(view: LiveView | None, body: JobSubmit) -> None:
@@ -74,6 +75,15 @@ def check_dependency(job: NewJob, p: Principal, get: Callable[[int], JobRow | No
             row = get(int(ident))
             if row is None or not p.sees(row.tenant):
                 raise Rejected("dependency", f"no job {ident}")
+
+
+def array_tasks(job: NewJob, text: str) -> list[NewJob]:
+    """The jobs of an array submit (``0-99%10``): one per task, with its index and place."""
+    if job.idempotency_key is not None:
+        raise Rejected("array", "a job array takes no idempotency key")
+    indices, throttle = parse_array(text)
+    return [dataclasses.replace(job, array_task_id=index, array_position=pos, array_throttle=throttle)
+            for pos, index in enumerate(indices)]
 
 
 def service_tenant(body: ServiceIn, p: Principal, tenants: Tenants, view: LiveView | None) -> str:

@@ -48,6 +48,7 @@ from kant.model.store import JobStore
 from kant.scheduler import RunningRecord, Scheduler, SchedulerSnapshot
 from kant.service.clock import Clock, ManualClock, WallClock
 from kant.service.db.database import Database
+from kant.service.db.jobs import JobRow
 from kant.service.db.nodes import NodeRow
 from kant.service.errors import DatabaseError, Fenced, Invalid, TurnLost
 from kant.service.executors.base import Executor
@@ -56,7 +57,7 @@ from kant.service.live.deps import LiveDeps, outcome_of_state
 from kant.service.live.nodes import NodeOps, flags_of, register
 from kant.service.live.reads import Reads
 from kant.service.live.scaling import scale
-from kant.service.live.state import Active, Arrival, LiveState
+from kant.service.live.state import Active, ArrayBook, Arrival, LiveState
 from kant.service.live.view import LiveView, NodeView, publish
 from kant.service.serving.endpoints import Endpoints
 from kant.service.serving.replicas import ServingRoom
@@ -212,10 +213,16 @@ class ServiceLoop:
         # jobs that may wait for their dependencies join after the others (kant.service.live.deps)
         live.deps = LiveDeps()
         live.deps.lookup = self._dep_lookup
-        deferred = [Arrival(j.id, j, j.submit_time) for j in jobs
-                    if j.dependency and j.state == "pending" and j.first_start_time is None]
+        # (and the pending tasks of throttled arrays, which take the places their running tasks leave)
+        live.arrays, live.array_of = {}, {}
+
+        def later(j: JobRow) -> bool:
+            return j.state == "pending" and j.held is None and (
+                (bool(j.dependency) and j.first_start_time is None) or j.array_throttle is not None)
+
+        deferred = [Arrival(j.id, j, j.submit_time) for j in jobs if later(j)]
         if deferred:
-            jobs = [j for j in jobs if not (j.dependency and j.state == "pending" and j.first_start_time is None)]
+            jobs = [j for j in jobs if not later(j)]
         live.ids = []
         live.active = {}
         live.deadlines = []
@@ -244,8 +251,16 @@ class ServiceLoop:
         self.executor.restore([self.serving.prepare(live.launch_of(live.ids[row], rec.nodes, rec.start))
                                for row, rec in running.items()])
         self.instant.changed = bool(pending)
+        for job in jobs:  # the running tasks of throttled arrays hold their places
+            if job.array_throttle is not None and job.array_position is not None:
+                array_id = job.id - job.array_position
+                live.arrays.setdefault(array_id, ArrayBook(job.array_throttle)).active.add(job.id)
+                live.array_of[job.id] = array_id
         if deferred:
             live.arrive(deferred, now)
+            for a in deferred:  # (a requeued task keeps its runs)
+                if (task := live.active.get(a.id)) is not None and isinstance(a.job, JobRow):
+                    task.runs, task.first_start = a.job.runs, a.job.first_start_time
         self._publish_view()
         log.info("loaded %d nodes, %d tenants, %d pending and %d running jobs", len(rows), len(live.tenants),
                  len(pending), len(running))

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from kant.inference.autoscaler import HpaConfig
 from kant.model.deps import format_dependency, parse_dependency
+from kant.service.arrays import parse_array
 from kant.service.db.events import EventRow
 from kant.service.db.jobs import SUBMITTED_FIELDS, JobRow, NewJob
 from kant.service.db.nodes import NodeRow
@@ -85,10 +86,21 @@ class JobSubmit(BaseModel):
     kill_on_invalid_dep: bool = Field(default=False, description="cancel the job when its dependency can never "
                                                                  "be met (else it waits, DependencyNeverSatisfied)")
 
+    array: str | None = Field(default=None, max_length=4096,
+                              description="a job array, Slurm's form: '0-99%10' (100 tasks, at most 10 running at "
+                                          "once), '1,3,5-7', '0-15:4'; one job per task")
+
     @field_validator("dependency")
     @classmethod
     def _dependency(cls, v: str | None) -> str | None:
         return None if v is None else live_dependency(v)
+
+    @field_validator("array")
+    @classmethod
+    def _array(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_array(v)
+        return v
 
     @field_validator("labels")
     @classmethod
@@ -125,6 +137,7 @@ class JobBatch(BaseModel):
 class SubmitOut(BaseModel):
     id: int
     created: bool
+    tasks: int | None = Field(default=None, description="a job array: its tasks, jobs id .. id + tasks - 1")
 
 
 class BatchOut(BaseModel):
@@ -166,17 +179,22 @@ class JobOut(BaseModel):
     dependency: str | None = None
     kill_on_invalid_dep: bool = False
     held: str | None = None
+    array_task_id: int | None = None
+    array_position: int | None = None
+    array_throttle: int | None = None
+    array_job_id: int | None = Field(default=None, description="a job array's id: its first task's job id")
 
     @classmethod
     def of(cls, row: JobRow, reason: str | None = None) -> JobOut:
         """The answer for the stored job ``row`` (``reason``: the live reason, if the loop has one)."""
         return cls(**{n: getattr(row, n) for n in _OUT_FROM_ROW},
                    kind="inference" if row.kind == 1 else "training",
-                   reason=reason if reason is not None else row.reason)
+                   reason=reason if reason is not None else row.reason,
+                   array_job_id=None if row.array_position is None else row.id - row.array_position)
 
 
 #: the fields of JobOut copied from the row as they are
-_OUT_FROM_ROW: Final = tuple(n for n in JobOut.model_fields if n not in ("kind", "reason"))
+_OUT_FROM_ROW: Final = tuple(n for n in JobOut.model_fields if n not in ("kind", "reason", "array_job_id"))
 
 
 class JobPage(BaseModel):

@@ -33,7 +33,8 @@ SUBMIT_OPTIONS = {"name": "--name", "workers": "--workers", "gpus_per_worker": "
                   "cpu_milli": "--cpu", "memory_mib": "--memory", "priority": "--priority", "estimate_s": "--estimate",
                   "duration_s": "--duration", "tenant": "--tenant", "user": "--user", "labels": "--label",
                   "command": "COMMAND", "idempotency_key": "--idempotency-key", "chdir": "--chdir",
-                  "environment": "--export", "time_limit_s": "--time", "dependency": "--dependency"}
+                  "environment": "--export", "time_limit_s": "--time", "dependency": "--dependency",
+                  "array": "--array"}
 
 
 def _label_option(ctx: click.Context, param: click.Parameter, value: Sequence[str]) -> dict[str, str]:
@@ -135,12 +136,15 @@ def _state(state: str) -> Text:
 @click.option("--kill-on-invalid-dep", is_flag=True, default=False,
               help="Cancel the job if its dependency can never be met (default: it waits, "
                    "DependencyNeverSatisfied).")
+@click.option("--array", "-a", default=None, metavar="INDEXES[%N]",
+              help="A job array, as Slurm's: 0-99%10 (100 tasks, at most 10 at once), 1,3,5-7, 0-15:4; one job "
+                   "per task, with KANT_ARRAY_TASK_ID and KANT_ARRAY_JOB_ID; prints the array's id.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def submit(api: Client, name: str | None, workers: int, gpus: int, gpu_type: str | None, cpu: int, memory: int,
            priority: int, estimate: float | None, duration: float | None, tenant: str | None, user: str | None,
            labels: dict[str, str], idempotency_key: str | None, chdir: str | None, export: str,
-           time_limit: float | None, dependency: str | None, kill_on_invalid_dep: bool, command: tuple[str, ...],
-           as_json: bool) -> None:
+           time_limit: float | None, dependency: str | None, kill_on_invalid_dep: bool, array: str | None,
+           command: tuple[str, ...], as_json: bool) -> None:
     """Submit a job (a gang of WORKERS x GPUS); prints its id. The command goes after '--':
 
     \b
@@ -164,6 +168,8 @@ def submit(api: Client, name: str | None, workers: int, gpus: int, gpu_type: str
         body["dependency"] = dependency
     if kill_on_invalid_dep:
         body["kill_on_invalid_dep"] = True
+    if array is not None:
+        body["array"] = array
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
     try:
         answer = api.post("/v1/jobs", body, headers=headers)
@@ -206,13 +212,51 @@ def _job_table(jobs: Iterable[dict[str, Any]], clock: Clock, absolute: bool, his
             where = Text(job.get("reason") or "", style="dim")
         else:
             where = Text(_nodes(job.get("placement")) or (job.get("reason") or ""))
-        row: list[str | Text] = [str(job["id"]), Text(job["name"] or "-"), Text(job["tenant"]), _state(job["state"]),
+        state = Text(job["counts"]) if "counts" in job else _state(job["state"])
+        row: list[str | Text] = [str(job["id"]), Text(job["name"] or "-"), Text(job["tenant"]), state,
                                  _gang(job), clock.at(job["submit_time"], absolute),
                                  clock.at(job["start_time"], absolute)]
         if history:
             row += [clock.at(job["end_time"], absolute), or_dash(job["exit_code"])]
         listing.add_row(*row, where)
     return listing
+
+
+_STATE_ORDER = {s: k for k, s in enumerate(JOB_STATES)}
+
+
+def fold_arrays(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The jobs with each job array's tasks folded into one line (at its first task's place): its id
+    ``41_[0-99%10]`` (the tasks listed), the count of tasks in each state, the first task's times and
+    the first pending task's reason (as squeue folds an array's pending tasks)."""
+    from kant.service.arrays import format_array
+
+    tasks: dict[int, list[dict[str, Any]]] = {}
+    for job in items:
+        if job.get("array_job_id") is not None:
+            tasks.setdefault(job["array_job_id"], []).append(job)
+    if not tasks:
+        return items
+    out: list[dict[str, Any]] = []
+    for job in items:
+        array_id = job.get("array_job_id")
+        if array_id is None:
+            out.append(job)
+            continue
+        group = tasks.pop(array_id, None)
+        if group is None:
+            continue  # (folded at its first task)
+        counts: dict[str, int] = {}
+        for t in group:
+            counts[t["state"]] = counts.get(t["state"], 0) + 1
+        pending = next((t for t in group if t["state"] == "pending"), None)
+        first = group[0]
+        indexes = format_array([t["array_task_id"] for t in group], first.get("array_throttle"))
+        out.append({**first, "id": f"{array_id}_[{indexes}]",
+                    "counts": ", ".join(f"{counts[s]} {s}" for s in sorted(counts, key=lambda s: _STATE_ORDER.get(s, 99))),
+                    "state": "pending" if pending is not None else first["state"],
+                    "reason": (pending or first).get("reason"), "start_time": first.get("start_time")})
+    return out
 
 
 def _list_jobs(api: Client, *, states: Sequence[str], tenant: str | None, limit: int, desc: bool, absolute: bool,
@@ -227,7 +271,7 @@ def _list_jobs(api: Client, *, states: Sequence[str], tenant: str | None, limit:
         print_json({"items": items, "next": more})
         return
     clock = _clock(api)
-    emit(_job_table(items, clock, absolute, history))
+    emit(_job_table(items if history else fold_arrays(items), clock, absolute, history))
     if more is not None:
         console.print(f"(the first {len(items)} jobs; more with --limit)", highlight=False)
 
@@ -345,12 +389,18 @@ def show(api: Client, job: str, absolute: bool, as_json: bool) -> None:
 
 @client_command("cancel", json_option=False)
 @click.argument("job_ids", metavar="JOB...", nargs=-1, required=True)
-def cancel(api: Client, job_ids: tuple[str, ...]) -> None:
+@click.option("--array", "arrays", is_flag=True,
+              help="Each JOB is a job array's id: cancel every pending or running task of it.")
+def cancel(api: Client, job_ids: tuple[str, ...], arrays: bool) -> None:
     """Cancel jobs (pending or running; every worker stops). Tries every job; exits 2 if any failed."""
     ids = [_job_id(j) for j in job_ids]
     failed = 0
     for job_id in ids:
         try:
+            if arrays:
+                done = api.post(f"/v1/arrays/{job_id}/cancel")
+                click.echo(f"array {job_id}: {done['cancelled']} task(s) cancelled")
+                continue
             answer = api.post(f"/v1/jobs/{job_id}/cancel")
         except ApiError as exc:
             if exc.status is None:  # the service cannot be reached: no use trying the others

@@ -64,6 +64,18 @@ def requeue_job(job_id: Id, p: Who, svc: Svc) -> JobOut:
     return _answer(svc, job_id)
 
 
+class ArrayCancelled(BaseModel):
+    array_id: int
+    cancelled: int = Field(description="tasks cancelled (those pending or running)")
+
+
+@router.post("/v1/arrays/{array_id}/cancel", response_model=ArrayCancelled)
+def cancel_array(array_id: Id, p: Who, svc: Svc) -> ArrayCancelled:
+    """Cancel every pending or running task of a job array (404 if the caller sees none)."""
+    n = svc.leading().call(lambda lp: lp.live.cancel_array(array_id, p.scope(), p.who, lp.clock.now()))
+    return ArrayCancelled(array_id=array_id, cancelled=int(n))
+
+
 @router.patch("/v1/jobs/{job_id}", response_model=JobOut)
 def update_job(job_id: Id, body: JobChange, p: Who, svc: Svc) -> JobOut:
     """Change a pending job's name, priority, estimate or time limit (the tenant's maximum holds)."""

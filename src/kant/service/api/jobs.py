@@ -49,6 +49,9 @@ async def submit_job(body: JobSubmit, p: Who, response: Response, svc: Svc,
     loop = svc.leading()
     job = admission.new_job(body, p, idempotency_key, svc.tenants, loop.view)
     admission.check_dependency(job, p, svc.db.jobs.get)
+    if body.array is not None:  # a job array: one job per task, in one commit (consecutive ids)
+        results = await svc.writer.submit(admission.array_tasks(job, body.array))
+        return SubmitOut(id=results[0][0], created=True, tasks=len(results))
     ((job_id, created),) = await svc.writer.submit([job])
     if not created:
         response.status_code = 200
@@ -60,8 +63,10 @@ async def submit_jobs(body: JobBatch, p: Who, svc: Svc) -> BatchOut:
     """Submit up to 1,000 jobs in one request (one commit; each may carry its idempotency key)."""
     loop = svc.leading()
     jobs = [admission.new_job(j, p, None, svc.tenants, loop.view) for j in body.jobs]
-    for job in jobs:
+    for job, j in zip(jobs, body.jobs, strict=True):
         admission.check_dependency(job, p, svc.db.jobs.get)
+        if j.array is not None:
+            raise Rejected("array", "a job array is submitted alone (POST /v1/jobs), not in a batch")
     results = await svc.writer.submit(jobs)
     return BatchOut(jobs=[SubmitOut(id=i, created=c) for i, c in results])
 

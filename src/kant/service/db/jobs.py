@@ -59,6 +59,9 @@ class NewJob:
     time_limit_s: float | None = None  # past it the job is stopped and ends 'timeout' (None: no limit)
     dependency: str | None = None  # waits for other jobs (kant.model.deps: afterok:41:42); None: no dependency
     kill_on_invalid_dep: bool = False  # cancelled when its dependency can never be met (else it waits)
+    array_task_id: int | None = None  # a job array's task: its index (kant.service.arrays); None: no array
+    array_position: int | None = None  # its place in the array: the array's id is the job id minus it
+    array_throttle: int | None = None  # at most this many tasks of its array are queued or running at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +150,8 @@ def _job_rows(rows: Iterable[Sequence[Any]]) -> list[JobRow]:
     flat: dict[str, dict[str, Any]] = {}
     out: list[JobRow] = []
     for (id_, tenant, user, name, kind, service_id, workers, gpw, milli, gtype, cpu, mem, prio, est, dur, cmd,
-         labels, ikey, chdir, environment, limit, dependency, kill_dep, state, reason, submit, first, start, end,
-         placement, runs, code, created, held) in rows:
+         labels, ikey, chdir, environment, limit, dependency, kill_dep, task, position, throttle, state, reason,
+         submit, first, start, end, placement, runs, code, created, held) in rows:
         known = flat.get(labels)
         if known is not None:
             decoded = known.copy()
@@ -159,7 +162,7 @@ def _job_rows(rows: Iterable[Sequence[Any]]) -> list[JobRow]:
         out.append(JobRow(
             tenant, user, name, kind, service_id, workers, gpw, milli, gtype, cpu, mem, prio, est, dur, cmd,
             decoded, ikey, chdir, None if environment is None else json.loads(environment), limit,
-            dependency, bool(kill_dep), id_, state, reason, submit, first, start, end,
+            dependency, bool(kill_dep), task, position, throttle, id_, state, reason, submit, first, start, end,
             None if placement is None else json.loads(placement), runs, code, created, held,
         ))
     return out

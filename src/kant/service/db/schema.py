@@ -151,6 +151,9 @@ jobs: Final = sa.Table(
     sa.Column("time_limit_s", sa.Double, nullable=True),  # (0002)
     sa.Column("dependency", sa.Text, nullable=True),  # (0005) Slurm's form with job ids: afterok:41:42
     sa.Column("kill_on_invalid_dep", sa.Boolean, nullable=True),  # (0005) NULL: false
+    sa.Column("array_task_id", sa.Integer, nullable=True),  # (0005) a job array's task: its index
+    sa.Column("array_position", sa.Integer, nullable=True),  # (0005) array id = id - array_position
+    sa.Column("array_throttle", sa.Integer, nullable=True),  # (0005) the array's %N
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("reason", sa.Text, nullable=True),
     sa.Column("submit_time", sa.Double, nullable=False),

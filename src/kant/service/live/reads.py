@@ -74,6 +74,10 @@ class Reads:
             if held is not None:  # waits for its dependency, outside the queue
                 return {"state": "pending", "reason": held.reason(), "plugin": "dependency", "position": None,
                         "queue_len": len(self.live.sched.queue)}
+            parked = self.live.parked_task(job_id) if self.live.arrays else None
+            if parked is not None:  # waits for a place in its array (%N)
+                return {"state": "pending", "reason": parked[1].reason(parked[0]), "plugin": "array",
+                        "position": None, "queue_len": len(self.live.sched.queue)}
             raise NotFound(f"job {job_id} is not pending or running")
         sched = self.live.sched
         if info.row in sched.running:
@@ -105,6 +109,8 @@ class Reads:
                 out[job_id] = held.reason()
             elif info is not None and info.held is not None:
                 out[job_id] = held_reason(info)
+            elif info is None and live.arrays and (parked := live.parked_task(job_id)) is not None:
+                out[job_id] = parked[1].reason(parked[0])
         return out
 
     def twin_snapshot(self, now: float) -> TwinSnapshot:

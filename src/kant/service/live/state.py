@@ -91,6 +91,19 @@ class Active:
     requeued: str | None = None  # why its last run ended and it waits again (until it starts)
     queued_cycle: int = 0  # the scheduler's cycle count when it (re)joined the queue
     held: str | None = None  # who holds it out of the queue (kant hold); None: not held
+    array: tuple[int, int] | None = None  # a job array's task: (the array's id, its index)
+
+
+@dataclass(slots=True)
+class ArrayBook:
+    """A throttled job array (``%N``): its tasks in the queue or running, and those waiting for a place."""
+
+    throttle: int
+    active: set[int] = field(default_factory=set)
+    parked: dict[int, Arrival] = field(default_factory=dict)  # in submit order
+
+    def reason(self, array_id: int) -> str:
+        return f"JobArrayTaskLimit: at most {self.throttle} task(s) of array {array_id} at once"
 
 
 class LiveState:
@@ -124,6 +137,10 @@ class LiveState:
         #: jobs held for their dependencies (kant.service.live.deps), out of the scheduler until released
         self.deps = LiveDeps()
         self._dep_work: list[tuple[int, Outcome]] = []
+        #: throttled job arrays by array id, and the array of each of their tasks in the queue or running
+        self.arrays: dict[int, ArrayBook] = {}
+        self.array_of: dict[int, int] = {}
+        self._array_free: list[int] = []  # arrays with a place freed, to refill (no recursion)
 
     # --- the scheduler's inputs -------------------------------------------------------------------
     def policy(self) -> Policy:
@@ -164,10 +181,12 @@ class LiveState:
                         time_limit=job.time_limit_s)
         assert row == len(self.ids)
         self.ids.append(job_id)
-        self.active[job_id] = Active(job_id, row, job.tenant, submit_time, job.workers * job.gpus_per_worker,
-                                     duration_s=job.duration_s, command=job.command, labels=dict(job.labels),
-                                     service_id=job.service_id, chdir=job.chdir, environment=job.environment,
-                                     time_limit_s=job.time_limit_s)
+        info = self.active[job_id] = Active(job_id, row, job.tenant, submit_time, job.workers * job.gpus_per_worker,
+                                            duration_s=job.duration_s, command=job.command, labels=dict(job.labels),
+                                            service_id=job.service_id, chdir=job.chdir,
+                                            environment=job.environment, time_limit_s=job.time_limit_s)
+        if job.array_task_id is not None and job.array_position is not None:
+            info.array = (job_id - job.array_position, job.array_task_id)
         return row
 
     def count_all(self) -> None:
@@ -191,9 +210,11 @@ class LiveState:
         """What the executor needs to start the current run of ``job_id`` on ``nodes``."""
         info = self.active[job_id]
         jobs = self.sched.jobs
+        env = {} if info.array is None else {"KANT_ARRAY_JOB_ID": str(info.array[0]),
+                                              "KANT_ARRAY_TASK_ID": str(info.array[1])}
         return Launch(job_id, info.runs, tuple(nodes), int(jobs.gpus_per_worker[info.row]), start,
                       info.command, info.duration_s, {str(k): str(v) for k, v in info.labels.items()},
-                      int(jobs.gpu_milli[info.row]), cwd=info.chdir, job_env=info.environment)
+                      int(jobs.gpu_milli[info.row]), env=env, cwd=info.chdir, job_env=info.environment)
 
     # --- transitions --------------------------------------------------------------------------------
     def arrive(self, arrivals: Iterable[Arrival], now: float) -> int:
@@ -206,6 +227,8 @@ class LiveState:
         return self._queue(new, now)
 
     def _queue(self, new: list[Arrival], now: float) -> int:
+        if any(a.job.array_throttle is not None for a in new):
+            new = [a for a in new if a.job.array_throttle is None or self._array_admit(a)]
         sched = self.sched
         with sched.jobs.batch():
             rows = [self.add_to_store(sched.jobs, a.id, a.job, a.submit_time) for a in new]
@@ -233,6 +256,75 @@ class LiveState:
                                    exit_code=exit_code if exit_code is not None else UNSET))
         self.changes.event(now, state, job_id, node, tenant, reason or state)
         self.dep_outcome(job_id, Outcome.OK if state == "finished" else Outcome.NOTOK, now)
+        if job_id in self.array_of:
+            self._array_left(job_id, now)
+
+    # --- job arrays ---------------------------------------------------------------------------------
+    def _array_admit(self, a: Arrival) -> bool:
+        """Whether the task ``a`` of a throttled array may be queued now (else it waits for a place)."""
+        assert a.job.array_position is not None and a.job.array_throttle is not None
+        array_id = a.id - a.job.array_position
+        book = self.arrays.get(array_id)
+        if book is None:
+            book = self.arrays[array_id] = ArrayBook(a.job.array_throttle)
+        if len(book.active) < book.throttle and not (book.parked and a.id not in book.parked
+                                                      and a.id > next(iter(book.parked))):
+            book.parked.pop(a.id, None)
+            book.active.add(a.id)
+            self.array_of[a.id] = array_id
+            return True
+        if a.id not in book.parked:
+            book.parked[a.id] = a
+            self.changes.job(JobUpdate(a.id, reason=book.reason(array_id)))
+        return False
+
+    def _array_left(self, job_id: int, now: float) -> None:
+        """A task left the queue for good: the next waiting task of its array takes its place."""
+        array_id = self.array_of.pop(job_id)
+        book = self.arrays[array_id]
+        book.active.discard(job_id)
+        self._array_free.append(array_id)
+        if len(self._array_free) > 1:
+            return  # (an outer call is refilling)
+        while self._array_free:
+            aid = self._array_free[0]
+            other = self.arrays.get(aid)
+            if other is not None:
+                if other.parked and len(other.active) < other.throttle:
+                    nxt = next(iter(other.parked.values()))
+                    self.changes.event(now, "released", nxt.id, None, nxt.job.tenant,
+                                       f"a place in array {aid}: queued")
+                    self._queue([nxt], now)  # (its end, if it is refused, refills again: appended)
+                    continue
+                if not other.active and not other.parked:
+                    del self.arrays[aid]
+            self._array_free.pop(0)
+
+    def parked_task(self, job_id: int) -> tuple[int, ArrayBook] | None:
+        """(array id, book) of a task waiting for a place in its array, or None."""
+        for array_id, book in self.arrays.items():
+            if job_id in book.parked:
+                return array_id, book
+        return None
+
+    def cancel_array(self, array_id: int, tenant: str | None, by: str, now: float) -> int:
+        """Cancel every pending or running task of the array ``array_id``; returns how many."""
+        ids = [i for i, a in self.active.items() if a.array is not None and a.array[0] == array_id]
+        book = self.arrays.get(array_id)
+        if book is not None:
+            ids += list(book.parked)
+        ids += [i for i, h in self.deps.held.items()
+                if h.arrival.job.array_position is not None and i - h.arrival.job.array_position == array_id]
+        n = 0
+        for job_id in sorted(set(ids)):
+            try:
+                self.cancel(job_id, tenant, by, now)
+                n += 1
+            except NotFound:
+                continue
+        if not n:
+            raise NotFound(f"array {array_id} has no pending or running task")
+        return n
 
     # --- dependencies -------------------------------------------------------------------------------
     def _held(self, a: Arrival, now: float) -> bool:
@@ -334,6 +426,11 @@ class LiveState:
     def cancel(self, job_id: int, tenant: str | None, by: str, now: float) -> str:
         """Take a pending or running job away (a user's cancel; ``tenant`` None: any tenant's)."""
         info = self.active.get(job_id)
+        parked = self.parked_task(job_id) if info is None and self.arrays else None
+        if parked is not None and (tenant is None or parked[1].parked[job_id].job.tenant == tenant):
+            a = parked[1].parked.pop(job_id)
+            self.end(job_id, a.job.tenant, "cancelled", now, reason=f"cancelled by {by}")
+            return "cancelled"
         held = self.deps.held.get(job_id) if info is None else None
         if held is not None and (tenant is None or held.arrival.job.tenant == tenant):
             self.deps.cancel(job_id)

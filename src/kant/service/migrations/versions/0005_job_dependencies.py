@@ -1,4 +1,5 @@
-"""Job dependencies (Slurm's --dependency and --kill-on-invalid-dep) and holds (kant hold / release).
+"""Job dependencies (Slurm's --dependency and --kill-on-invalid-dep), holds (kant hold / release) and job
+arrays (kant submit --array).
 
 Revision ID: 0005
 Revises: 0003
@@ -24,10 +25,14 @@ def upgrade() -> None:
         batch.add_column(sa.Column("dependency", sa.Text(), nullable=True))
         batch.add_column(sa.Column("kill_on_invalid_dep", sa.Boolean(), nullable=True))
         batch.add_column(sa.Column("held", sa.Text(), nullable=True))
+        batch.add_column(sa.Column("array_task_id", sa.Integer(), nullable=True))
+        batch.add_column(sa.Column("array_position", sa.Integer(), nullable=True))
+        batch.add_column(sa.Column("array_throttle", sa.Integer(), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("jobs") as batch:
-        batch.drop_column("held")
+        for column in ("array_throttle", "array_position", "array_task_id", "held"):
+            batch.drop_column(column)
         batch.drop_column("kill_on_invalid_dep")
         batch.drop_column("dependency")
