@@ -252,8 +252,8 @@ def fold_arrays(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         pending = next((t for t in group if t["state"] == "pending"), None)
         first = group[0]
         indexes = format_array([t["array_task_id"] for t in group], first.get("array_throttle"))
-        out.append({**first, "id": f"{array_id}_[{indexes}]",
-                    "counts": ", ".join(f"{counts[s]} {s}" for s in sorted(counts, key=lambda s: _STATE_ORDER.get(s, 99))),
+        order = sorted(counts, key=lambda s: _STATE_ORDER.get(s, 99))
+        out.append({**first, "id": f"{array_id}_[{indexes}]", "counts": ", ".join(f"{counts[s]} {s}" for s in order),
                     "state": "pending" if pending is not None else first["state"],
                     "reason": (pending or first).get("reason"), "start_time": first.get("start_time")})
     return out
