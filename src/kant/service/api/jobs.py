@@ -41,7 +41,7 @@ def visible_job(svc: Service, job_id: int, p: Principal) -> JobRow:
     return row
 
 
-@router.post("/v1/jobs", status_code=201, response_model=SubmitOut,
+@router.post("/v1/jobs", status_code=201, response_model=SubmitOut, response_model_exclude_none=True,
              responses={200: {"model": SubmitOut, "description": "the same idempotency key was submitted before"}})
 async def submit_job(body: JobSubmit, p: Who, response: Response, svc: Svc,
                      idempotency_key: Annotated[str | None, Header(max_length=128)] = None) -> SubmitOut:
@@ -58,7 +58,7 @@ async def submit_job(body: JobSubmit, p: Who, response: Response, svc: Svc,
     return SubmitOut(id=job_id, created=created)
 
 
-@router.post("/v1/jobs/batch", status_code=201, response_model=BatchOut)
+@router.post("/v1/jobs/batch", status_code=201, response_model=BatchOut, response_model_exclude_none=True)
 async def submit_jobs(body: JobBatch, p: Who, svc: Svc) -> BatchOut:
     """Submit up to 1,000 jobs in one request (one commit; each may carry its idempotency key)."""
     loop = svc.leading()
