@@ -110,6 +110,8 @@ def test_queue_folds_an_array_and_the_cli_submits_and_cancels(
     assert len(lines) == 1, out.stdout
     assert lines[0].split()[0] == f"{first}_[0-9%3]" and "7 pending, 3 running" in " ".join(lines[0].split()), out
     assert "JobArrayTaskLimit" in lines[0]
+    shown = kant("show", str(first + 4))
+    assert f"task 4 of array {first} (at most 3 at once)" in shown.stdout, shown.output
     r = kant("cancel", "--array", str(first))
     assert r.stdout == f"array {first}: 10 task(s) cancelled\n", r.output
     bad = kant("submit", "--tenant", "a", "--array", "x", "--", "true")

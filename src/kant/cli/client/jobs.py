@@ -364,6 +364,9 @@ def show(api: Client, job: str, absolute: bool, as_json: bool) -> None:
         ("estimate", format_duration(data["estimate_s"], "compact") if data.get("estimate_s") is not None else "-"),
         ("duration", format_duration(data["duration_s"], "compact") if data.get("duration_s") is not None else "-"),
         ("time limit", format_duration(data["time_limit_s"], "compact") if data.get("time_limit_s") else "-"),
+        ("array", "-" if data.get("array_job_id") is None else
+         f"task {data['array_task_id']} of array {data['array_job_id']}"
+         + (f" (at most {data['array_throttle']} at once)" if data.get("array_throttle") else "")),
         ("dependency", Text((data.get("dependency") or "-")
                             + (" (kill on invalid dependency)" if data.get("kill_on_invalid_dep") else ""))),
         ("directory", Text(data.get("chdir") or "-")),
