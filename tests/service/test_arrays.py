@@ -54,6 +54,10 @@ def test_an_array_runs_its_tasks_at_most_n_at_once(live: Live) -> None:  # noqa:
     assert svc is not None and svc.loop is not None
     env = svc.loop.call(lambda lp: lp.live.launch_of(first + 1, ["gpu-0"], t0).env)
     assert env == {"KANT_ARRAY_JOB_ID": str(first), "KANT_ARRAY_TASK_ID": "1"}
+    # a waiting task cannot be held, but may be updated (it joins the queue with the new values)
+    r = live.client.post(f"/v1/jobs/{first + 2}/hold")
+    assert r.status_code == 409 and "waits for a place in its array" in r.text
+    assert live.client.patch(f"/v1/jobs/{first + 2}", json={"priority": 3}).json()["priority"] == 3
     # a restart keeps the limit: 2 running, the others wait
     live.close()
     live.start()

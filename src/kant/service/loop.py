@@ -257,7 +257,7 @@ class ServiceLoop:
                 live.arrays.setdefault(array_id, ArrayBook(job.array_throttle)).active.add(job.id)
                 live.array_of[job.id] = array_id
         if deferred:
-            live.arrive(deferred, now)
+            live.arrive(deferred, now, submitted=False)
             for a in deferred:  # (a requeued task keeps its runs)
                 if (task := live.active.get(a.id)) is not None and isinstance(a.job, JobRow):
                     task.runs, task.first_start = a.job.runs, a.job.first_start_time

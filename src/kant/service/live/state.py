@@ -217,22 +217,30 @@ class LiveState:
                       int(jobs.gpu_milli[info.row]), env=env, cwd=info.chdir, job_env=info.environment)
 
     # --- transitions --------------------------------------------------------------------------------
-    def arrive(self, arrivals: Iterable[Arrival], now: float) -> int:
+    def arrive(self, arrivals: Iterable[Arrival], now: float, *, submitted: bool = True) -> int:
         """Jobs the database accepted join the store and the queue (or end unschedulable); a job whose
-        dependency is not met yet is held (:mod:`kant.service.live.deps`)."""
+        dependency is not met yet is held (:mod:`kant.service.live.deps`). ``submitted``: new submits
+        (counted), not jobs a restart loads again."""
         held = self.deps.held
         new = [a for a in arrivals if a.id not in self.active and a.id not in held]  # (a retried submit is here)
+        n = len(new)
         if any(a.job.dependency for a in new):
             new = [a for a in new if not a.job.dependency or not self._held(a, now)]
-        return self._queue(new, now)
+        self._queue(new, now)
+        if n:
+            self.state_version += 1  # (the writer logged the submits: this turn may write nothing)
+        if self.metrics is not None and submitted:
+            self.metrics.submitted.inc(n)
+        return n
 
-    def _queue(self, new: list[Arrival], now: float) -> int:
+    def _queue(self, new: list[Arrival], now: float) -> None:
+        """Arrived jobs (no dependency left to wait for) join the store and the queue, or end
+        unschedulable; a task of a throttled array waits for a place (:meth:`_array_admit`)."""
         if any(a.job.array_throttle is not None for a in new):
             new = [a for a in new if a.job.array_throttle is None or self._array_admit(a)]
         sched = self.sched
         with sched.jobs.batch():
             rows = [self.add_to_store(sched.jobs, a.id, a.job, a.submit_time) for a in new]
-        n = 0
         for a, row in zip(new, rows, strict=True):
             status = sched.submit(row, a.submit_time)
             self.active[a.id].queued_cycle = sched.cycles
@@ -242,12 +250,8 @@ class LiveState:
             else:
                 del self.active[a.id]
                 self.end(a.id, a.job.tenant, "unschedulable", now, reason=str(status))
-            n += 1
         if new:
-            self.state_version += 1  # (the writer logged the submits: this turn may write nothing)
-        if self.metrics is not None:
-            self.metrics.submitted.inc(n)
-        return n
+            self.state_version += 1
 
     def end(self, job_id: int, tenant: str, state: str, now: float, *, reason: str | None = None,
             exit_code: int | None = None, node: str | None = None) -> None:
@@ -474,6 +478,10 @@ class LiveState:
             held = self.deps.held.get(job_id)
             if held is not None and (tenant is None or held.arrival.job.tenant == tenant):
                 raise Invalid(f"job {job_id} waits for its dependency ({held.reason()}): it cannot be {what}")
+            parked = self.parked_task(job_id) if self.arrays else None
+            if parked is not None and (tenant is None or parked[1].parked[job_id].job.tenant == tenant):
+                raise Invalid(f"job {job_id} waits for a place in its array ({parked[1].reason(parked[0])}): it "
+                              f"cannot be {what}")
             raise NotFound(f"job {job_id} is not pending or running")
         return info
 
@@ -517,10 +525,15 @@ class LiveState:
         """Change a pending job's ``name``, ``priority``, ``estimate_s`` or ``time_limit_s`` (Slurm's
         ``scontrol update``); it keeps its place in time (its submit time)."""
         held = self.deps.held.get(job_id)
+        parked = self.parked_task(job_id) if self.arrays and job_id not in self.active else None
         if held is not None and job_id not in self.active and (tenant is None or held.arrival.job.tenant == tenant):
             # waiting for its dependency: only the stored job changes (it joins the store when released)
             a = held.arrival
             held.arrival = Arrival(a.id, dataclasses.replace(a.job, **fields), a.submit_time)
+            owner = a.job.tenant
+        elif parked is not None and (tenant is None or parked[1].parked[job_id].job.tenant == tenant):
+            a = parked[1].parked[job_id]  # waiting for a place in its array: likewise
+            parked[1].parked[job_id] = Arrival(a.id, dataclasses.replace(a.job, **fields), a.submit_time)
             owner = a.job.tenant
         else:
             info = self._own(job_id, tenant, "updated")
