@@ -8,16 +8,15 @@ from typing import Any
 import click
 
 from kant.cli._common import Duration
-from kant.cli.client.common import client_command, print_json
+from kant.cli.client.common import client_command, job_id_arg, print_json, time_limit_option
 from kant.cli.client.http import Client
-from kant.cli.client.jobs import _job_id, _time_option
 from kant.service.jobenv import TIME_FORMS
 
 __all__ = ["hold", "release", "requeue", "update"]
 
 
 def _control(api: Client, job: str, verb: str, as_json: bool) -> None:
-    answer = api.post(f"/v1/jobs/{_job_id(job)}/{verb}")
+    answer = api.post(f"/v1/jobs/{job_id_arg(job)}/{verb}")
     if as_json:
         print_json(answer)
         return
@@ -62,7 +61,7 @@ def requeue(api: Client, job: str, as_json: bool) -> None:
     "-t",
     "time_limit",
     default=None,
-    callback=_time_option,
+    callback=time_limit_option,
     metavar="TIME",
     help=f"A new time limit ({TIME_FORMS}); the tenant's maximum holds.",
 )
@@ -83,7 +82,7 @@ def update(
     }
     if not body:
         raise click.UsageError("nothing to change: give --name, --priority, --estimate or --time")
-    answer = api.request("PATCH", f"/v1/jobs/{_job_id(job)}", json=body)
+    answer = api.request("PATCH", f"/v1/jobs/{job_id_arg(job)}", json=body)
     if as_json:
         print_json(answer)
         return

@@ -16,9 +16,18 @@ from rich.table import Table
 from rich.text import Text
 
 from kant.cli._common import Duration, FiniteFloat, console, fail
-from kant.cli.client.common import Clock, client_command, emit, or_dash, print_json, table
+from kant.cli.client.common import (
+    Clock,
+    client_command,
+    emit,
+    job_id_arg,
+    or_dash,
+    print_json,
+    table,
+    time_limit_option,
+)
 from kant.cli.client.http import ApiError, Client
-from kant.service.jobenv import TIME_FORMS, parse_export, parse_time, resolve_export, submitter_environment
+from kant.service.jobenv import TIME_FORMS, parse_export, resolve_export, submitter_environment
 from kant.text import format_duration
 
 __all__ = ["cancel", "jobs", "logs", "queue", "show", "submit", "why"]
@@ -51,12 +60,7 @@ def _label_option(ctx: click.Context, param: click.Parameter, value: Sequence[st
 
 
 def _time_option(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        return parse_time(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
+    return time_limit_option(ctx, param, value)
 
 
 def _export_option(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -68,9 +72,7 @@ def _export_option(ctx: click.Context, param: click.Parameter, value: str) -> st
 
 
 def _job_id(text: str) -> int:
-    if not re.fullmatch(r"\d{1,18}", text.strip()):
-        fail(f"JOB: {text!r} is not a job id (a number)")
-    return int(text)
+    return job_id_arg(text)
 
 
 def _clock(api: Client) -> Clock:

@@ -15,12 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from kant.model.deps import NEVER_SATISFIED, DepType, EdgeState, Outcome, edge_state, parse_dependency
-
-if TYPE_CHECKING:
-    from kant.service.live.state import Arrival
+from kant.service.live.arrival import Arrival
 
 __all__ = ["HeldJob", "LiveDeps", "outcome_of_state"]
 

@@ -39,6 +39,7 @@ from kant.service.db.schema import UNSET
 from kant.service.db.tenants import TenantRow
 from kant.service.errors import Invalid, NotFound
 from kant.service.executors.base import ExecEvent, Launch
+from kant.service.live.arrival import Arrival
 from kant.service.live.changes import TurnChanges
 from kant.service.live.deps import HeldJob, LiveDeps
 from kant.text import format_duration
@@ -57,15 +58,6 @@ def describe_nodes(nodes: Sequence[str]) -> str:
     for n in nodes:
         counts[n] = counts.get(n, 0) + 1
     return ", ".join(n if c == 1 else f"{n} x{c}" for n, c in counts.items())
-
-
-@dataclass(frozen=True, slots=True)
-class Arrival:
-    """A job the database has accepted: its id, what was submitted, and its submit time."""
-
-    id: int
-    job: NewJob
-    submit_time: float
 
 
 @dataclass(slots=True)
