@@ -136,7 +136,7 @@ def test_migrate_twice_and_models_agree(backend: str, fresh_url: str) -> None:
     db.migrate()
     db.migrate()
     with db.engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalars().all() == ["0003"]
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalars().all() == ["0005"]
         ctx = MigrationContext.configure(conn, opts={"compare_type": True, "compare_server_default": True})
         assert compare_metadata(ctx, metadata) == []
     db.close()
@@ -256,8 +256,10 @@ def test_job_model_fields_agree() -> None:
     assert kept[0] == "id"
     # SELECT jobs.* is decoded by position: id, the submitted fields, then the rest in JobRow's order
     assert [c.name for c in jobs_table.columns] == ["id", *submitted, *kept[1:]]
-    assert set(JobSubmit.model_fields) == set(submitted) - {"kind", "service_id"}  # set by the service itself
-    assert set(JobOut.model_fields) == {*submitted, *kept} - {"idempotency_key", "created_wall"}
+    # (kind, service_id and a task's place in its job array are set by the service; `array` is expanded)
+    by_service = {"kind", "service_id", "array_task_id", "array_position", "array_throttle"}
+    assert set(JobSubmit.model_fields) == (set(submitted) - by_service) | {"array"}
+    assert set(JobOut.model_fields) == {*submitted, *kept, "array_job_id"} - {"idempotency_key", "created_wall"}
     body = JobSubmit(name="a", user="u", workers=2, gpus_per_worker=4, gpu_milli=500, gpu_type="H100",
                      cpu_milli=1, memory_mib=2, priority=3, estimate_s=4.0, duration_s=5.0, command="c",
                      labels={"k": "v"}, idempotency_key="body")

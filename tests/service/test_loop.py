@@ -103,8 +103,27 @@ def test_a_job_the_cycle_did_not_reach_says_what_it_is_behind(tmp_path: Path) ->
     loop.turn([Arrivals([Arrival(i, j, 0.0) for i, j in zip(ids, jobs, strict=True)])])
     loop.turn([Advance(0.0)])
     assert loop.why(ids[1])["reason"] == "[allocate] no free GPU in the cluster"
-    assert loop.why(ids[2])["reason"] == (f"not looked at in the last cycle: it is behind job {ids[1]}, first in the "
-                                          "queue, which waits ([allocate] no free GPU in the cluster)")
+    why = loop.why(ids[2])
+    assert why["reason"] == (f"waits behind job {ids[1]}, first in the queue, where the last cycle stopped: "
+                             "[allocate] no free GPU in the cluster")
+    assert why["behind"] == ids[1] and loop.why(ids[1])["behind"] is None
+    # through the API's read: the summary says when the job ahead is predicted to start (a stand-in twin)
+    from kant.service import queries
+    from kant.service.twin import Predicted
+
+    class Twin:
+        def predicted(self, job_id: int) -> Predicted | None:
+            return Predicted(7200.0, 3600.0, 9000.0, 0.0, 8) if job_id == ids[1] else None
+
+    loop.start()
+    try:
+        out = queries.why(loop, Twin(), loop.clock, ids[2])  # type: ignore[arg-type]
+    finally:
+        loop.stop()
+    assert out is not None and out.behind == ids[1]
+    assert out.behind_prediction_text == "predicted start in ~2h00m (1h00m - 2h30m)"
+    assert out.summary is not None and out.summary.endswith(f"; job {ids[1]} (ahead of it): predicted start in ~2h00m "
+                                                             "(1h00m - 2h30m)")
     db.close()
 
 

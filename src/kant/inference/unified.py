@@ -46,6 +46,7 @@ from kant.inference.slo import attainment
 from kant.inference.traffic import RateFunction, base_bins, stretch
 from kant.metrics.recorder import SimResult
 from kant.model.cluster import Cluster
+from kant.model.deps import JobDeps
 from kant.model.job import JobKind, JobTable
 from kant.model.state import Placement
 from kant.plugins.co_schedule import CoSchedule
@@ -115,10 +116,14 @@ def append_replicas(training: JobTable, services: list[ServiceSpec]) -> tuple[Jo
             cols["kind"].append(int(JobKind.INFERENCE))
         rows.append(np.arange(start, n + len(names), dtype=np.int64))
     floats = {"submit", "duration", "estimate"}
-    merged = {
+    merged: dict[str, Any] = {
         c: np.concatenate([getattr(training, c), np.asarray(v, dtype=np.float64 if c in floats else np.int64)])
         for c, v in cols.items()
     }
+    deps = training.deps
+    if deps is not None:  # the replicas depend on nothing
+        kill = np.concatenate([deps.kill_on_invalid, np.zeros(len(names), dtype=bool)])
+        deps = JobDeps(deps.spec + ("",) * len(names), kill)
     table = JobTable(
         names=training.names + tuple(names),
         gpu_type_names=tuple(gpu_types),
@@ -126,6 +131,7 @@ def append_replicas(training: JobTable, services: list[ServiceSpec]) -> tuple[Jo
         user_names=tuple(users) or ("default",),
         source=training.source,
         origin_epoch=training.origin_epoch,
+        deps=deps,
         **merged,
     )
     return table, rows

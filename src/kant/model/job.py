@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kant.model.deps import JobDeps
+
 __all__ = ["JOB_COLUMNS", "JobKind", "JobTable", "InferenceService", "JobTableBuilder", "describe_request",
            "split_gang"]
 
@@ -87,6 +89,8 @@ class JobTable:
     user_names: tuple[str, ...] = ("default",)
     source: str = ""
     origin_epoch: float | None = None
+    #: job dependencies (:mod:`kant.model.deps`), None when no job has one (the common case)
+    deps: JobDeps | None = None
     total_gpus: IntArray = field(init=False)
 
     def __post_init__(self) -> None:
@@ -96,6 +100,8 @@ class JobTable:
             if arr.shape != (n,):
                 raise ValueError(f"JobTable.{name} has shape {arr.shape}, expected ({n},)")
             arr.setflags(write=False)
+        if self.deps is not None and len(self.deps.spec) != n:
+            raise ValueError(f"JobTable.deps has {len(self.deps.spec)} rows, expected {n}")
         total = self.workers * self.gpus_per_worker
         total.setflags(write=False)
         object.__setattr__(self, "total_gpus", total)
@@ -122,6 +128,7 @@ class JobTable:
             user_names=self.user_names,
             source=self.source,
             origin_epoch=self.origin_epoch,
+            deps=None if self.deps is None else self.deps.take(idx),
             **cols,
         )
 
@@ -193,6 +200,7 @@ class JobTableBuilder:
         self._names: list[str] = []
         self._cols: dict[str, list[Any]] = {c: [] for c in JOB_COLUMNS}
         self._vocab: dict[str, dict[str, int]] = {"gpu_type": {}, "tenant": {}, "user": {}}
+        self._deps: dict[int, tuple[str, bool]] = {}  # row -> (dependency text, kill_on_invalid_dep)
 
     def _code(self, vocab: str, name: str) -> int:
         table = self._vocab[vocab]
@@ -218,8 +226,13 @@ class JobTableBuilder:
         user: str | None = None,
         estimate: float | None = None,
         kind: JobKind = JobKind.TRAINING,
+        depends_on: str = "",
+        kill_on_invalid_dep: bool = False,
     ) -> int:
-        """Append one job; returns its row index. Values are trusted: readers validate first."""
+        """Append one job; returns its row index. Values are trusted: readers validate first.
+        ``depends_on`` is a dependency on other rows by name (``afterok:a:b``, :mod:`kant.model.deps`)."""
+        if depends_on:
+            self._deps[len(self._names)] = (depends_on, kill_on_invalid_dep)
         c = self._cols
         c["submit"].append(float(submit))
         c["duration"].append(float(duration))
@@ -269,8 +282,20 @@ class JobTableBuilder:
             user_names=names("user") or ("default",),
             source=self.source,
             origin_epoch=self.origin_epoch,
+            deps=self._build_deps(),
             **cols,
         )
+
+    def _build_deps(self) -> JobDeps | None:
+        if not self._deps:
+            return None
+        n = len(self._names)
+        spec = [""] * n
+        kill = np.zeros(n, dtype=bool)
+        for row, (text, k) in self._deps.items():
+            spec[row] = text
+            kill[row] = k
+        return JobDeps.of(spec, kill)
 
 
 _FLOAT_COLUMNS = frozenset({"submit", "duration", "estimate"})

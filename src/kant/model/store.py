@@ -256,6 +256,21 @@ class JobStore:
         self._slice()
         return range(start, start + k)
 
+    def update(self, job: int, *, name: str | None = None, **values: float) -> None:
+        """Change a waiting job's ``name`` or columns (``priority``, ``estimate``, ``user_estimate``,
+        ``time_limit``): a user's update of a pending job. The caller takes the job out of the queue
+        first and puts it back after (the queue's order is computed at push)."""
+        if name is not None:
+            self.names[job] = name
+        for column, value in values.items():
+            if column not in ("priority", "estimate", "user_estimate", "time_limit"):
+                raise KeyError(f"job column {column!r} cannot be updated")
+            self._buf[column][job] = value
+            lst = self._lists.get(column)
+            if lst is not None:
+                lst[job] = value
+        self.version += 1
+
     def set_runtime(self, job: int, seconds: float) -> None:
         """The run time observed when ``job`` finished (what a runtime estimator learns from)."""
         self._buf["runtime"][job] = seconds  # (a buffer of its own: extend makes it with np.full)

@@ -7,16 +7,19 @@ written and marked unschedulable there. Refusals are domain errors (:class:`Reje
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
+from kant.model.deps import parse_dependency
+from kant.service.arrays import parse_array
 from kant.service.auth import Principal
-from kant.service.db.jobs import NewJob
+from kant.service.db.jobs import JobRow, NewJob
 from kant.service.errors import Forbidden, Rejected
 from kant.service.live.view import LiveView
 from kant.service.schemas import JobSubmit, ServiceIn
 from kant.service.tenants import Tenants
 from kant.text import format_duration
 
-__all__ = ["check_request", "new_job", "service_tenant"]
+__all__ = ["array_tasks", "check_dependency", "check_request", "new_job", "service_tenant"]
 
 
 def check_request(view: LiveView | None, body: JobSubmit) -> None:
@@ -60,6 +63,27 @@ def new_job(body: JobSubmit, p: Principal, key: str | None, tenants: Tenants, vi
         raise Rejected("time_limit_s", f"a time limit of {format_duration(job.time_limit_s)} is above tenant "
                                        f"{tenant}'s maximum of {format_duration(maximum)}")
     return job
+
+
+def check_dependency(job: NewJob, p: Principal, get: Callable[[int], JobRow | None]) -> None:
+    """Refuse a dependency on a job that does not exist or that ``p`` may not see (as if it did not
+    exist). A cycle cannot be made: a job depends only on jobs that exist before it."""
+    if not job.dependency:
+        return
+    for clause in parse_dependency(job.dependency):
+        for ident in clause.jobs:
+            row = get(int(ident))
+            if row is None or not p.sees(row.tenant):
+                raise Rejected("dependency", f"no job {ident}")
+
+
+def array_tasks(job: NewJob, text: str) -> list[NewJob]:
+    """The jobs of an array submit (``0-99%10``): one per task, with its index and place."""
+    if job.idempotency_key is not None:
+        raise Rejected("array", "a job array takes no idempotency key")
+    indices, throttle = parse_array(text)
+    return [dataclasses.replace(job, array_task_id=index, array_position=pos, array_throttle=throttle)
+            for pos, index in enumerate(indices)]
 
 
 def service_tenant(body: ServiceIn, p: Principal, tenants: Tenants, view: LiveView | None) -> str:

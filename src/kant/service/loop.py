@@ -43,18 +43,21 @@ from typing import Any
 from kant.config.policy import Policy
 from kant.errors import KantError
 from kant.model.cluster import Cluster, NodeSpec
+from kant.model.deps import Outcome
 from kant.model.store import JobStore
 from kant.scheduler import RunningRecord, Scheduler, SchedulerSnapshot
 from kant.service.clock import Clock, ManualClock, WallClock
 from kant.service.db.database import Database
+from kant.service.db.jobs import JobRow
 from kant.service.db.nodes import NodeRow
 from kant.service.errors import DatabaseError, Fenced, Invalid, TurnLost
 from kant.service.executors.base import Executor
 from kant.service.live.compaction import compact
+from kant.service.live.deps import LiveDeps, outcome_of_state
 from kant.service.live.nodes import NodeOps, flags_of, register
 from kant.service.live.reads import Reads
 from kant.service.live.scaling import scale
-from kant.service.live.state import Active, Arrival, LiveState
+from kant.service.live.state import Active, ArrayBook, Arrival, LiveState
 from kant.service.live.view import LiveView, NodeView, publish
 from kant.service.serving.endpoints import Endpoints
 from kant.service.serving.replicas import ServingRoom
@@ -154,6 +157,7 @@ class ServiceLoop:
         self.live = LiveState(policy, seed=seed, default_estimate=default_estimate, metrics=metrics,
                               history=history, ratio_history=ratio_history)
         self.changes = self.live.changes
+        self.live.deps.lookup = self._dep_lookup
         self.instant = self.live.instant
         self.node_ops = NodeOps(self.live, db)
         self.reads = Reads(self.live)
@@ -207,6 +211,19 @@ class ServiceLoop:
         live.tenants = {t.name: t for t in self.db.tenants.list()}
         store = JobStore(tenant_names=sorted(live.tenants))
         jobs = self.db.jobs.load_active()
+        # jobs that may wait for their dependencies join after the others (kant.service.live.deps)
+        live.deps = LiveDeps()
+        live.deps.lookup = self._dep_lookup
+        # (and the pending tasks of throttled arrays, which take the places their running tasks leave)
+        live.arrays, live.array_of = {}, {}
+
+        def later(j: JobRow) -> bool:
+            return j.state == "pending" and j.held is None and (
+                (bool(j.dependency) and j.first_start_time is None) or j.array_throttle is not None)
+
+        deferred = [Arrival(j.id, j, j.submit_time) for j in jobs if later(j)]
+        if deferred:
+            jobs = [j for j in jobs if not later(j)]
         live.ids = []
         live.active = {}
         live.deadlines = []
@@ -223,6 +240,8 @@ class ServiceLoop:
                 running[row] = RunningRecord(tuple(job.placement), job.gpus_per_worker, job.cpu_milli,
                                              job.memory_mib, start, start + info.planned)
                 live.keep_deadline(info, start)
+            elif job.held is not None:  # held by a user (kant hold): out of the queue until released
+                info.held = job.held
             else:
                 pending.append(row)
         flags = {n.name: flags_of(n.state) for n in rows if flags_of(n.state)}
@@ -233,6 +252,16 @@ class ServiceLoop:
         self.executor.restore([self.serving.prepare(live.launch_of(live.ids[row], rec.nodes, rec.start))
                                for row, rec in running.items()])
         self.instant.changed = bool(pending)
+        for job in jobs:  # the running tasks of throttled arrays hold their places
+            if job.array_throttle is not None and job.array_position is not None:
+                array_id = job.id - job.array_position
+                live.arrays.setdefault(array_id, ArrayBook(job.array_throttle)).active.add(job.id)
+                live.array_of[job.id] = array_id
+        if deferred:
+            live.arrive(deferred, now, submitted=False)
+            for a in deferred:  # (a requeued task keeps its runs)
+                if (task := live.active.get(a.id)) is not None and isinstance(a.job, JobRow):
+                    task.runs, task.first_start = a.job.runs, a.job.first_start_time
         self._publish_view()
         log.info("loaded %d nodes, %d tenants, %d pending and %d running jobs", len(rows), len(live.tenants),
                  len(pending), len(running))
@@ -442,6 +471,7 @@ class ServiceLoop:
                 raise TurnLost(f"this turn's changes could not be written: {exc}") from exc
             if self.metrics is not None:
                 self.metrics.commits.labels("loop").inc()
+        self.live.deps.flushed()
         stops, launches = changes.take_actions()
         self.serving.stopping(stops)
         for job_id, why in stops:
@@ -462,6 +492,15 @@ class ServiceLoop:
                 fut.set_result(result)
         if writes is not None and writes[1] and self.on_events is not None:
             self.on_events()
+
+    def _dep_lookup(self, job_ids: list[int]) -> dict[int, Outcome]:
+        """The outcomes of stored jobs the loop no longer holds (a dependency on a job that ended)."""
+        out = {}
+        for job_id in job_ids:
+            row = self.db.jobs.get(job_id)
+            if row is not None:
+                out[job_id] = outcome_of_state(row.state, row.first_start_time is not None)
+        return out
 
     def _publish_view(self) -> None:
         self.view = publish(self.live, self.clock.now())

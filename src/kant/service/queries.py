@@ -50,6 +50,9 @@ def why(loop: ServiceLoop | None, twin: Twin, clock: Clock, job_id: int) -> WhyO
         out.prediction = PredictionOut(p50=pred.p50, p10=pred.p10, p90=pred.p90, as_of=pred.as_of, runs=pred.runs)
         out.prediction_text = describe_prediction(pred, clock.now())
         summary += f"; {out.prediction_text}"
+    if out.behind is not None and (ahead := twin.predicted(out.behind)) is not None:
+        out.behind_prediction_text = describe_prediction(ahead, clock.now())
+        summary += f"; job {out.behind} (ahead of it): {out.behind_prediction_text}"
     out.summary = summary
     return out
 

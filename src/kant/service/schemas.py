@@ -9,6 +9,8 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from kant.inference.autoscaler import HpaConfig
+from kant.model.deps import format_dependency, parse_dependency
+from kant.service.arrays import parse_array
 from kant.service.db.events import EventRow
 from kant.service.db.jobs import SUBMITTED_FIELDS, JobRow, NewJob
 from kant.service.db.nodes import NodeRow
@@ -36,6 +38,16 @@ class Message(BaseModel):
 
 
 # --- jobs --------------------------------------------------------------------------------------------
+def live_dependency(text: str) -> str | None:
+    """A submitted dependency in canonical form (ids are job ids); ValueError says what is wrong."""
+    clauses = parse_dependency(text)
+    for c in clauses:
+        for ident in c.jobs:
+            if not ident.isdigit() or not 0 < int(ident) < 2**63:
+                raise ValueError(f"{ident!r} is not a job id")
+    return format_dependency(clauses) or None
+
+
 class JobSubmit(BaseModel):
     """A training gang: ``workers`` workers, each with ``gpus_per_worker`` GPUs (and CPU, memory) on one
     node; all of them start together or none."""
@@ -67,6 +79,28 @@ class JobSubmit(BaseModel):
     time_limit_s: float | None = Field(default=None, gt=0, le=10**9, allow_inf_nan=False,
                                        description="past it the job is stopped and ends 'timeout' (null: the "
                                                    "tenant's default time limit, if any)")
+    dependency: str | None = Field(
+        default=None, max_length=4096,
+        description="wait for other jobs, Slurm's form: 'afterok:41:42,afterany:7' (after: started; afterok: "
+                    "finished; afternotok: failed, cancelled or timed out; afterany: ended)")
+    kill_on_invalid_dep: bool = Field(default=False, description="cancel the job when its dependency can never "
+                                                                 "be met (else it waits, DependencyNeverSatisfied)")
+
+    array: str | None = Field(default=None, max_length=4096,
+                              description="a job array, Slurm's form: '0-99%10' (100 tasks, at most 10 running at "
+                                          "once), '1,3,5-7', '0-15:4'; one job per task")
+
+    @field_validator("dependency")
+    @classmethod
+    def _dependency(cls, v: str | None) -> str | None:
+        return None if v is None else live_dependency(v)
+
+    @field_validator("array")
+    @classmethod
+    def _array(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_array(v)
+        return v
 
     @field_validator("labels")
     @classmethod
@@ -103,6 +137,7 @@ class JobBatch(BaseModel):
 class SubmitOut(BaseModel):
     id: int
     created: bool
+    tasks: int | None = Field(default=None, description="a job array: its tasks, jobs id .. id + tasks - 1")
 
 
 class BatchOut(BaseModel):
@@ -141,17 +176,25 @@ class JobOut(BaseModel):
     placement: list[str] | None
     runs: int
     exit_code: int | None
+    dependency: str | None = None
+    kill_on_invalid_dep: bool = False
+    held: str | None = None
+    array_task_id: int | None = None
+    array_position: int | None = None
+    array_throttle: int | None = None
+    array_job_id: int | None = Field(default=None, description="a job array's id: its first task's job id")
 
     @classmethod
     def of(cls, row: JobRow, reason: str | None = None) -> JobOut:
         """The answer for the stored job ``row`` (``reason``: the live reason, if the loop has one)."""
         return cls(**{n: getattr(row, n) for n in _OUT_FROM_ROW},
                    kind="inference" if row.kind == 1 else "training",
-                   reason=reason if reason is not None else row.reason)
+                   reason=reason if reason is not None else row.reason,
+                   array_job_id=None if row.array_position is None else row.id - row.array_position)
 
 
 #: the fields of JobOut copied from the row as they are
-_OUT_FROM_ROW: Final = tuple(n for n in JobOut.model_fields if n not in ("kind", "reason"))
+_OUT_FROM_ROW: Final = tuple(n for n in JobOut.model_fields if n not in ("kind", "reason", "array_job_id"))
 
 
 class JobPage(BaseModel):
@@ -180,6 +223,9 @@ class WhyOut(BaseModel):
     prediction: PredictionOut | None = None
     prediction_text: str | None = Field(default=None, description="the prediction in words, from now")
     summary: str | None = Field(default=None, description="the reason and the predicted start in one line")
+    behind: int | None = Field(default=None, description="the job first in the queue, where the last cycle "
+                                                         "stopped without reaching this one")
+    behind_prediction_text: str | None = Field(default=None, description="that job's predicted start in words")
 
 
 class LogsOut(BaseModel):

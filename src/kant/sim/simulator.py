@@ -33,6 +33,7 @@ from kant.framework.status import Status
 from kant.instant import Instant
 from kant.metrics.recorder import JobStatus, Recorder, SimResult
 from kant.model.cluster import Cluster
+from kant.model.deps import DependencyGate, Outcome
 from kant.model.job import JobTable
 from kant.model.state import Placement
 from kant.model.store import JobStore
@@ -114,6 +115,13 @@ class Simulator:
         if held_rows.size and (held_rows.min() < 0 or held_rows.max() >= n):
             raise KantError(f"held names a row outside the job table (0..{n - 1})")
         self.held[held_rows] = True
+        # job dependencies (kant.model.deps): None when no job has one, and then nothing below costs
+        self.gate: DependencyGate | None = None
+        if jobs.deps is not None:
+            try:
+                self.gate = DependencyGate(jobs.names, jobs.deps)
+            except ValueError as exc:
+                raise KantError(f"{jobs.source or 'job table'}: {exc}") from None
 
     # --- event handlers ----------------------------------------------------------------------
     def _on_finish(self, payload: tuple[int, int]) -> None:
@@ -124,6 +132,8 @@ class Simulator:
         placement = self.scheduler.finish(job, now, self.jobs.duration.item(job))
         self.recorder.job_stopped(job, now, placement, finished=True)
         self.remaining[job] = 0.0
+        if self.gate is not None:
+            self._dep_outcome(job, Outcome.OK, now)
         if self._slowdown:
             self._slowdown.pop(job, None)
         if self._paid_restart:
@@ -189,7 +199,43 @@ class Simulator:
         self.recorder.job_withdrawn(job, now, placement)
         self.instant.changed = True
         self.events += 1
+        if self.gate is not None:
+            self._dep_outcome(job, Outcome.NOTOK, now)
         return True
+
+    # --- dependencies (only when the table has some) -----------------------------------------
+    def _dep_outcome(self, job: int, outcome: Outcome, now: float) -> None:
+        """``job`` got to ``outcome``: queue the jobs whose dependencies are now met, cancel those
+        whose dependency can never be met and asked for it (each cancel and each refusal is itself an
+        outcome, followed through)."""
+        gate = self.gate
+        assert gate is not None
+        work = [(job, outcome)]
+        queued = False
+        while work:
+            row, out = work.pop()
+            to_queue, to_kill = gate.outcome(row, out)
+            for dep in to_kill:
+                self._dep_cancel(dep, now)
+                work.append((dep, Outcome.NOTOK))
+            for dep in to_queue:
+                self.events += 1
+                status = self.scheduler.submit(dep, now)
+                if status.ok:
+                    queued = True
+                else:
+                    self.recorder.job_unschedulable(dep, str(status))
+                    work.append((dep, Outcome.NOTOK))
+        if queued:
+            # a cycle at this instant sees them (if this instant's cycle already ran: another one)
+            self.instant.changed = True
+            self.instant.wake(now)
+
+    def _dep_cancel(self, job: int, now: float) -> None:
+        gate = self.gate
+        assert gate is not None
+        self.recorder.job_withdrawn(job, now, None)
+        self.recorder.reasons[job] = f"cancelled (kill_on_invalid_dep): {gate.never[job]}"
 
     def _interrupted(self, job: int, now: float, placement: Placement) -> None:
         self.generation[job] += 1
@@ -204,6 +250,8 @@ class Simulator:
         rec = self.recorder
         restart = self.execution.restart_cost_s if rec.runs.item(job) > 0 else 0.0
         rec.job_started(job, now, placement, self.cluster)
+        if self.gate is not None and rec.runs.item(job) == 1:
+            self._dep_outcome(job, Outcome.STARTED, now)
         slow = self.execution.slowdown(self.cluster, placement)
         # only what differs from the defaults (full speed, no restart cost paid) is remembered
         # (an earlier run's entries went when it was interrupted or stopped)
@@ -259,6 +307,7 @@ class Simulator:
         heap = kernel.heap
         instant = self.instant
         wakeups = instant.wakeups
+        gate = self.gate
         inf = math.inf
         # the instant rule (kant.instant): what is due, in this order, then at most one cycle
         while True:
@@ -284,11 +333,18 @@ class Simulator:
                 self.events += 1
                 if incremental:
                     store.append_table_rows(jobs, job + 1)
-                status = sched.submit(job, now)
-                if status.ok:
-                    instant.changed = True
+                if gate is not None and not gate.arrive(job):
+                    if gate.kill_now(job):  # its dependency failed before it arrived
+                        self._dep_cancel(job, now)
+                        self._dep_outcome(job, Outcome.NOTOK, now)
                 else:
-                    rec.job_unschedulable(job, str(status))
+                    status = sched.submit(job, now)
+                    if status.ok:
+                        instant.changed = True
+                    else:
+                        rec.job_unschedulable(job, str(status))
+                        if gate is not None:
+                            self._dep_outcome(job, Outcome.NOTOK, now)
                 if progress is not None and ptr % step == 0:
                     progress(ptr, n)
             result = instant.cycle(sched, now, ptr < n)
@@ -305,6 +361,9 @@ class Simulator:
             # nothing more can happen: whatever still waits can never start
             for job in list(sched.queue):
                 rec.job_unschedulable(job, f"never started; last reason: {sched.why_pending(job)}")
+            if gate is not None:  # held by their dependencies to the end
+                for job in gate.held():
+                    rec.job_unschedulable(job, f"never started; {gate.why(job)}")
         # held rows no process ever submitted (spare inference replicas) did not wait for anything
         rec.status[self.held & (rec.status == JobStatus.PENDING) & (rec.runs == 0)] = JobStatus.STOPPED
         rec.close(end_time, sched.state)

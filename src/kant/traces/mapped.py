@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from kant.errors import ConfigError, InputError
 from kant.model.cluster import MAX_GPUS_PER_NODE, MAX_NODES, Cluster, NodeSpec
+from kant.model.deps import JobDeps, find_cycle, format_dependency, parse_dependency
 from kant.model.job import FULL_GPU_MILLI, JobKind, JobTable
 from kant.traces._csv import Problems, split_gangs
 from kant.traces.columns import (
@@ -37,6 +38,8 @@ from kant.traces.raw import RawTable, read_raw
 from kant.traces.schema import RowCheck, build_job_table, build_load_series, gpu_type_alternatives
 
 __all__ = ["read_mapped", "read_with_mapping"]
+
+_BOOL_WORDS = frozenset({"", "0", "1", "true", "false", "yes", "no"})
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -275,6 +278,7 @@ class _Mapped:
                         kinds)
         names = self.names(np.ones(self.n, dtype=bool))
         self._duplicate_names(names)
+        dep_texts, kill = self._dependencies(names) if self.has("depends_on") else (None, None)
         keep = self.check.finish()
         shift, origin_epoch = self.origin(submit, keep)
         rows = np.flatnonzero(keep)
@@ -303,7 +307,72 @@ class _Mapped:
             kind=kind_codes[rows],
             source=self.raw.source,
             origin_epoch=origin_epoch,
+            deps=None if dep_texts is None or kill is None
+            else JobDeps.of([dep_texts[i] for i in rows.tolist()], kill[rows]),
         )
+
+    def _dependencies(self, names: list[str]) -> tuple[list[str], BoolArray]:
+        """Each row's dependency (canonical text) and kill_on_invalid_dep flag; a row with bad syntax, one
+        that names a job not in the file (or a dropped row), itself, or closes a cycle is flagged."""
+        col = self.m.columns["depends_on"]
+        texts = self.text("depends_on", "")
+        values = self.raw.columns[col]
+        out = [""] * self.n
+        refs: dict[int, list[str]] = {}
+        syntax = np.zeros(self.n, dtype=bool)
+        for i, text in enumerate(texts):
+            try:
+                clauses = parse_dependency(text)
+            except ValueError as exc:
+                one = np.zeros(self.n, dtype=bool)
+                one[i] = True
+                self.check.flag(one, col, f"bad dependency: {exc}", values)
+                syntax[i] = True
+                continue
+            if clauses:
+                out[i] = format_dependency(clauses)
+                refs[i] = [ident for c in clauses for ident in c.jobs]
+        if self.has("kill_on_invalid_dep"):
+            kcol = self.m.columns["kill_on_invalid_dep"]
+            words = [w.lower() for w in self.text("kill_on_invalid_dep", "")]
+            kill = np.array([w in ("1", "true", "yes") for w in words], dtype=bool)
+            self.check.flag(np.array([w not in _BOOL_WORDS for w in words], dtype=bool), kcol,
+                            "expected true or false", self.raw.columns[kcol])
+        else:
+            kill = np.zeros(self.n, dtype=bool)
+        # references: to a row that is good (a row dropped for its own error drops its dependents too)
+        while True:
+            good = {names[i]: i for i in np.flatnonzero(~self.check.bad).tolist()}
+            bad = np.zeros(self.n, dtype=bool)
+            msgs: dict[int, str] = {}
+            for i, ids in refs.items():
+                if self.check.bad[i]:
+                    continue
+                for ident in ids:
+                    if ident == names[i]:
+                        msgs[i] = "depends on itself"
+                    elif ident not in good:
+                        msgs[i] = f"depends on unknown job {ident!r}"
+                    else:
+                        continue
+                    bad[i] = True
+                    break
+            if not bad.any():
+                break
+            for i, msg in msgs.items():
+                one = np.zeros(self.n, dtype=bool)
+                one[i] = True
+                self.check.flag(one, col, msg, values)
+        edges = {i: [good[x] for x in ids] for i, ids in refs.items() if not self.check.bad[i]}
+        cycle = find_cycle(edges)
+        if cycle is not None:
+            first = min(cycle[:-1], key=lambda r: int(self.raw.lines[r]))
+            one = np.zeros(self.n, dtype=bool)
+            one[first] = True
+            self.check.flag(one, col, "dependency cycle " + " -> ".join(names[r] for r in cycle), values)
+            if self.check.problems.skip:  # drop every row of the cycle (and, next round, their dependents)
+                return self._dependencies(names)
+        return out, kill
 
     def _gpu_request(self) -> tuple[IntArray, IntArray, IntArray]:
         """Each job's (workers, GPUs per worker, milli-GPU per worker): from a total GPU count (split

@@ -25,11 +25,21 @@ import pyarrow.parquet as pq
 
 from kant.errors import InputError
 from kant.model.cluster import Cluster
+from kant.model.deps import JobDeps
 from kant.model.job import FULL_GPU_MILLI, JOB_COLUMNS, JobTable
 from kant.traces._csv import Problems
 from kant.traces.load import LOAD_COLUMNS, LoadSeries
 from kant.traces.raw import read_parquet_table
-from kant.traces.schema import JOB_SCHEMA, LOAD_SCHEMA, NODE_SCHEMA, SCHEMA_VERSION, Coded, RowCheck, encode
+from kant.traces.schema import (
+    JOB_DEPENDENCY_FIELDS,
+    JOB_SCHEMA,
+    LOAD_SCHEMA,
+    NODE_SCHEMA,
+    SCHEMA_VERSION,
+    Coded,
+    RowCheck,
+    encode,
+)
 
 __all__ = [
     "cluster_from_arrow",
@@ -101,7 +111,35 @@ def jobs_to_arrow(jobs: JobTable) -> pa.Table:
     }
     meta = _meta("jobs", jobs.source, jobs.origin_epoch,
                  {"gpu_type": jobs.gpu_type_names, "tenant": jobs.tenant_names, "user": jobs.user_names})
-    return pa.Table.from_arrays(list(cols.values()), schema=JOB_SCHEMA.with_metadata(meta))
+    schema = JOB_SCHEMA
+    if jobs.deps is not None:  # the optional columns, only when some job has a dependency
+        cols["depends_on"] = pa.array([s or None for s in jobs.deps.spec], type=pa.string())
+        cols["kill_on_invalid_dep"] = pa.array(jobs.deps.kill_on_invalid)
+        for fld in JOB_DEPENDENCY_FIELDS:
+            schema = schema.append(fld)
+    return pa.Table.from_arrays(list(cols.values()), schema=schema.with_metadata(meta))
+
+
+def _deps_from_arrow(table: pa.Table, source: str, check: RowCheck) -> tuple[list[str], Any]:
+    """The optional dependency columns: texts (syntax checked per row) and kill flags."""
+    from kant.model.deps import format_dependency, parse_dependency
+
+    n = table.num_rows
+    arr = _strings(_column(table, "depends_on", source))
+    texts = [""] * n
+    for i, v in enumerate(arr.to_pylist()):
+        try:
+            texts[i] = format_dependency(parse_dependency(v or ""))
+        except ValueError as exc:
+            one = np.zeros(n, dtype=bool)
+            one[i] = True
+            check.flag(one, "depends_on", f"bad dependency: {exc}", arr)
+    if "kill_on_invalid_dep" in table.column_names:
+        k = _column(table, "kill_on_invalid_dep", source)
+        kill = np.asarray(pc.fill_null(pc.cast(k, pa.bool_()), False).to_numpy(zero_copy_only=False), dtype=bool)
+    else:
+        kill = np.zeros(n, dtype=bool)
+    return texts, kill
 
 
 def _column(table: pa.Table, name: str, source: str) -> pa.Array:
@@ -205,6 +243,8 @@ def jobs_from_arrow(table: pa.Table, *, source: str = "<arrow>", problems: Probl
         kind = kinds.codes
     else:
         kind = np.zeros(n, dtype=np.int64)
+    dep_texts, dep_kill = (_deps_from_arrow(table, source, check) if "depends_on" in table.column_names
+                           else (None, None))
     keep = check.finish()
     origin = meta.get("origin_epoch")
     rows = np.flatnonzero(keep)
@@ -234,7 +274,23 @@ def jobs_from_arrow(table: pa.Table, *, source: str = "<arrow>", problems: Probl
         user_names=user.names or ("default",),
         source=str(meta.get("source", source)) if meta else source,
         origin_epoch=float(origin) if isinstance(origin, int | float) else None,
+        deps=_checked_deps(dep_texts, dep_kill, rows, all_rows, name_list, source),
     )
+
+
+def _checked_deps(texts: list[str] | None, kill: Any, rows: IntArray, all_rows: bool, names: list[Any],
+                  source: str) -> JobDeps | None:
+    """The kept rows' dependencies, their references checked (unknown job, itself, cycle)."""
+    if texts is None:
+        return None
+    deps = JobDeps.of(texts if all_rows else [texts[i] for i in rows.tolist()], kill[rows])
+    if deps is not None:
+        kept = names if all_rows else [names[i] for i in rows.tolist()]
+        try:
+            deps.resolve(kept)
+        except ValueError as exc:
+            raise InputError(source, str(exc), column="depends_on") from None
+    return deps
 
 
 def cluster_to_arrow(cluster: Cluster) -> pa.Table:
@@ -459,6 +515,7 @@ def jobs_equal(a: JobTable, b: JobTable) -> bool:
         and a.user_names == b.user_names
         and a.source == b.source
         and a.origin_epoch == b.origin_epoch
+        and (a.deps.equals(b.deps) if a.deps is not None else b.deps is None)
     )
 
 

@@ -38,6 +38,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from kant.errors import InputError
+from kant.model.deps import JobDeps
 from kant.model.job import FULL_GPU_MILLI, JobKind, JobTable
 from kant.traces._csv import Problems
 from kant.traces.load import LoadSeries
@@ -52,6 +53,7 @@ def _pc() -> Any:
 
 
 __all__ = [
+    "JOB_DEPENDENCY_FIELDS",
     "JOB_SCHEMA",
     "LOAD_SCHEMA",
     "NODE_SCHEMA",
@@ -94,6 +96,14 @@ JOB_SCHEMA = pa.schema(
         pa.field("estimate", pa.float64(), nullable=False, metadata={"doc": "user run-time estimate, s; NaN = none"}),
         pa.field("kind", _DICT, nullable=False, metadata={"doc": "'training' or 'inference'"}),
     ]
+)
+
+#: optional columns of the jobs table, written only when some job has a dependency (kant.model.deps)
+JOB_DEPENDENCY_FIELDS = (
+    pa.field("depends_on", pa.string(), nullable=True,
+             metadata={"doc": "dependency on other jobs by name, Slurm's form: afterok:a:b,afterany:c"}),
+    pa.field("kill_on_invalid_dep", pa.bool_(), nullable=True,
+             metadata={"doc": "cancel the job when its dependency can never be met"}),
 )
 
 #: Arrow schema of the nodes table.
@@ -247,6 +257,7 @@ def build_job_table(
     source: str = "",
     origin_epoch: float | None = None,
     sort: bool = True,
+    deps: JobDeps | None = None,
 ) -> JobTable:
     """A :class:`JobTable` from whole columns (the vectorised counterpart of ``JobTableBuilder``).
 
@@ -299,6 +310,7 @@ def build_job_table(
         user_names=users.names or ("default",),
         source=source,
         origin_epoch=origin_epoch,
+        deps=deps if deps is None or order is None else deps.take(order),
     )
 
 

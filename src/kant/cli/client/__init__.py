@@ -1,6 +1,7 @@
 """The command-line client of ``kant serve`` (docs/cli.md): ``submit``, ``queue``, ``jobs``, ``show``,
 ``cancel``, ``why``, ``logs`` (:mod:`.jobs`), ``nodes``, ``drain``, ``cordon``, ``uncordon`` (:mod:`.nodes`),
-``top`` (:mod:`.top`) and ``whatif`` (:mod:`.whatif`); :mod:`.http` talks to the service and :mod:`.common`
+``hold``, ``release``, ``update``, ``requeue`` (:mod:`.control`), ``top`` (:mod:`.top`) and ``whatif``
+(:mod:`.whatif`); :mod:`.http` talks to the service and :mod:`.common`
 holds what the commands share.
 
 Each command makes a few requests to the REST API (``/v1``) with httpx and prints a rich table, or

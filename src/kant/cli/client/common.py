@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +19,28 @@ from rich.table import Table
 
 from kant.cli._common import OneLineCommand, fail, out
 from kant.cli.client.http import DEFAULT_URL, TOKEN_FILE, ApiError, Client, resolve_target
+from kant.service.jobenv import parse_time
 from kant.text import format_duration
 
-__all__ = ["Clock", "client_command", "emit", "or_dash", "percent", "print_json", "table"]
+__all__ = ["Clock", "client_command", "emit", "job_id_arg", "or_dash", "percent", "print_json", "table",
+           "time_limit_option"]
+
+
+def job_id_arg(text: str) -> int:
+    """A JOB argument: a job id, else ``error: JOB: 'x' is not a job id (a number)``."""
+    if not re.fullmatch(r"\d{1,18}", text.strip()):
+        fail(f"JOB: {text!r} is not a job id (a number)")
+    return int(text)
+
+
+def time_limit_option(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    """A ``--time`` option's value in seconds (Slurm's forms, :func:`kant.service.jobenv.parse_time`)."""
+    if value is None:
+        return None
+    try:
+        return parse_time(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
 
 F = TypeVar("F", bound=Callable[..., Any])
 

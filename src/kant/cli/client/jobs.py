@@ -16,9 +16,18 @@ from rich.table import Table
 from rich.text import Text
 
 from kant.cli._common import Duration, FiniteFloat, console, fail
-from kant.cli.client.common import Clock, client_command, emit, or_dash, print_json, table
+from kant.cli.client.common import (
+    Clock,
+    client_command,
+    emit,
+    job_id_arg,
+    or_dash,
+    print_json,
+    table,
+    time_limit_option,
+)
 from kant.cli.client.http import ApiError, Client
-from kant.service.jobenv import TIME_FORMS, parse_export, parse_time, resolve_export, submitter_environment
+from kant.service.jobenv import TIME_FORMS, parse_export, resolve_export, submitter_environment
 from kant.text import format_duration
 
 __all__ = ["cancel", "jobs", "logs", "queue", "show", "submit", "why"]
@@ -33,7 +42,8 @@ SUBMIT_OPTIONS = {"name": "--name", "workers": "--workers", "gpus_per_worker": "
                   "cpu_milli": "--cpu", "memory_mib": "--memory", "priority": "--priority", "estimate_s": "--estimate",
                   "duration_s": "--duration", "tenant": "--tenant", "user": "--user", "labels": "--label",
                   "command": "COMMAND", "idempotency_key": "--idempotency-key", "chdir": "--chdir",
-                  "environment": "--export", "time_limit_s": "--time"}
+                  "environment": "--export", "time_limit_s": "--time", "dependency": "--dependency",
+                  "array": "--array"}
 
 
 def _label_option(ctx: click.Context, param: click.Parameter, value: Sequence[str]) -> dict[str, str]:
@@ -50,12 +60,7 @@ def _label_option(ctx: click.Context, param: click.Parameter, value: Sequence[st
 
 
 def _time_option(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        return parse_time(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
+    return time_limit_option(ctx, param, value)
 
 
 def _export_option(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -67,9 +72,7 @@ def _export_option(ctx: click.Context, param: click.Parameter, value: str) -> st
 
 
 def _job_id(text: str) -> int:
-    if not re.fullmatch(r"\d{1,18}", text.strip()):
-        fail(f"JOB: {text!r} is not a job id (a number)")
-    return int(text)
+    return job_id_arg(text)
 
 
 def _clock(api: Client) -> Clock:
@@ -129,11 +132,21 @@ def _state(state: str) -> Text:
 @click.option("--time", "-t", "time_limit", default=None, callback=_time_option, metavar="TIME",
               help=f"Time limit ({TIME_FORMS}): past it the job gets SIGTERM, then SIGKILL after the grace "
                    "period, and ends 'timeout' (default: the tenant's default time limit).")
+@click.option("--dependency", "-d", default=None, metavar="TYPE:ID[:ID...][,...]",
+              help="Wait for other jobs, as Slurm's: after (started), afterok (finished), afternotok (failed, "
+                   "cancelled or timed out), afterany (ended); e.g. afterok:41:42,afterany:7.")
+@click.option("--kill-on-invalid-dep", is_flag=True, default=False,
+              help="Cancel the job if its dependency can never be met (default: it waits, "
+                   "DependencyNeverSatisfied).")
+@click.option("--array", "-a", default=None, metavar="INDEXES[%N]",
+              help="A job array, as Slurm's: 0-99%10 (100 tasks, at most 10 at once), 1,3,5-7, 0-15:4; one job "
+                   "per task, with KANT_ARRAY_TASK_ID and KANT_ARRAY_JOB_ID; prints the array's id.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def submit(api: Client, name: str | None, workers: int, gpus: int, gpu_type: str | None, cpu: int, memory: int,
            priority: int, estimate: float | None, duration: float | None, tenant: str | None, user: str | None,
            labels: dict[str, str], idempotency_key: str | None, chdir: str | None, export: str,
-           time_limit: float | None, command: tuple[str, ...], as_json: bool) -> None:
+           time_limit: float | None, dependency: str | None, kill_on_invalid_dep: bool, array: str | None,
+           command: tuple[str, ...], as_json: bool) -> None:
     """Submit a job (a gang of WORKERS x GPUS); prints its id. The command goes after '--':
 
     \b
@@ -153,6 +166,12 @@ def submit(api: Client, name: str | None, workers: int, gpus: int, gpu_type: str
                        ("tenant", tenant), ("user", user), ("command", cmd), ("time_limit_s", time_limit)):
         if value is not None:
             body[key] = value
+    if dependency is not None:
+        body["dependency"] = dependency
+    if kill_on_invalid_dep:
+        body["kill_on_invalid_dep"] = True
+    if array is not None:
+        body["array"] = array
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
     try:
         answer = api.post("/v1/jobs", body, headers=headers)
@@ -195,13 +214,51 @@ def _job_table(jobs: Iterable[dict[str, Any]], clock: Clock, absolute: bool, his
             where = Text(job.get("reason") or "", style="dim")
         else:
             where = Text(_nodes(job.get("placement")) or (job.get("reason") or ""))
-        row: list[str | Text] = [str(job["id"]), Text(job["name"] or "-"), Text(job["tenant"]), _state(job["state"]),
+        state = Text(job["counts"]) if "counts" in job else _state(job["state"])
+        row: list[str | Text] = [str(job["id"]), Text(job["name"] or "-"), Text(job["tenant"]), state,
                                  _gang(job), clock.at(job["submit_time"], absolute),
                                  clock.at(job["start_time"], absolute)]
         if history:
             row += [clock.at(job["end_time"], absolute), or_dash(job["exit_code"])]
         listing.add_row(*row, where)
     return listing
+
+
+_STATE_ORDER = {s: k for k, s in enumerate(JOB_STATES)}
+
+
+def fold_arrays(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The jobs with each job array's tasks folded into one line (at its first task's place): its id
+    ``41_[0-99%10]`` (the tasks listed), the count of tasks in each state, the first task's times and
+    the first pending task's reason (as squeue folds an array's pending tasks)."""
+    from kant.service.arrays import format_array
+
+    tasks: dict[int, list[dict[str, Any]]] = {}
+    for job in items:
+        if job.get("array_job_id") is not None:
+            tasks.setdefault(job["array_job_id"], []).append(job)
+    if not tasks:
+        return items
+    out: list[dict[str, Any]] = []
+    for job in items:
+        array_id = job.get("array_job_id")
+        if array_id is None:
+            out.append(job)
+            continue
+        group = tasks.pop(array_id, None)
+        if group is None:
+            continue  # (folded at its first task)
+        counts: dict[str, int] = {}
+        for t in group:
+            counts[t["state"]] = counts.get(t["state"], 0) + 1
+        pending = next((t for t in group if t["state"] == "pending"), None)
+        first = group[0]
+        indexes = format_array([t["array_task_id"] for t in group], first.get("array_throttle"))
+        order = sorted(counts, key=lambda s: _STATE_ORDER.get(s, 99))
+        out.append({**first, "id": f"{array_id}_[{indexes}]", "counts": ", ".join(f"{counts[s]} {s}" for s in order),
+                    "state": "pending" if pending is not None else first["state"],
+                    "reason": (pending or first).get("reason"), "start_time": first.get("start_time")})
+    return out
 
 
 def _list_jobs(api: Client, *, states: Sequence[str], tenant: str | None, limit: int, desc: bool, absolute: bool,
@@ -216,7 +273,7 @@ def _list_jobs(api: Client, *, states: Sequence[str], tenant: str | None, limit:
         print_json({"items": items, "next": more})
         return
     clock = _clock(api)
-    emit(_job_table(items, clock, absolute, history))
+    emit(_job_table(items if history else fold_arrays(items), clock, absolute, history))
     if more is not None:
         console.print(f"(the first {len(items)} jobs; more with --limit)", highlight=False)
 
@@ -271,6 +328,8 @@ def _state_text(why: dict[str, Any]) -> str:
         text += f"; {ahead} in a queue of {queue_len}"
     if state == "pending" and why.get("prediction_text"):
         text += f"; {why['prediction_text']}"
+    if state == "pending" and why.get("behind_prediction_text"):
+        text += f"; job {why['behind']} (ahead of it): {why['behind_prediction_text']}"
     return text
 
 
@@ -307,6 +366,11 @@ def show(api: Client, job: str, absolute: bool, as_json: bool) -> None:
         ("estimate", format_duration(data["estimate_s"], "compact") if data.get("estimate_s") is not None else "-"),
         ("duration", format_duration(data["duration_s"], "compact") if data.get("duration_s") is not None else "-"),
         ("time limit", format_duration(data["time_limit_s"], "compact") if data.get("time_limit_s") else "-"),
+        ("array", "-" if data.get("array_job_id") is None else
+         f"task {data['array_task_id']} of array {data['array_job_id']}"
+         + (f" (at most {data['array_throttle']} at once)" if data.get("array_throttle") else "")),
+        ("dependency", Text((data.get("dependency") or "-")
+                            + (" (kill on invalid dependency)" if data.get("kill_on_invalid_dep") else ""))),
         ("directory", Text(data.get("chdir") or "-")),
         ("environment", "the node's" if data.get("environment") is None else
          f"{len(data['environment'])} variable(s) (--json shows them)"),
@@ -330,12 +394,18 @@ def show(api: Client, job: str, absolute: bool, as_json: bool) -> None:
 
 @client_command("cancel", json_option=False)
 @click.argument("job_ids", metavar="JOB...", nargs=-1, required=True)
-def cancel(api: Client, job_ids: tuple[str, ...]) -> None:
+@click.option("--array", "arrays", is_flag=True,
+              help="Each JOB is a job array's id: cancel every pending or running task of it.")
+def cancel(api: Client, job_ids: tuple[str, ...], arrays: bool) -> None:
     """Cancel jobs (pending or running; every worker stops). Tries every job; exits 2 if any failed."""
     ids = [_job_id(j) for j in job_ids]
     failed = 0
     for job_id in ids:
         try:
+            if arrays:
+                done = api.post(f"/v1/arrays/{job_id}/cancel")
+                click.echo(f"array {job_id}: {done['cancelled']} task(s) cancelled")
+                continue
             answer = api.post(f"/v1/jobs/{job_id}/cancel")
         except ApiError as exc:
             if exc.status is None:  # the service cannot be reached: no use trying the others

@@ -24,14 +24,27 @@ from typing import Any
 from fastapi import FastAPI
 
 import kant
-from kant.service.api import clock, cluster, errors, events, health, jobs, nodes, serve, services, tenants, whatif
+from kant.service.api import (
+    clock,
+    cluster,
+    errors,
+    events,
+    health,
+    job_control,
+    jobs,
+    nodes,
+    serve,
+    services,
+    tenants,
+    whatif,
+)
 from kant.service.api.body_limit import BodyLimit
 from kant.service.server import Service
 
 __all__ = ["create_app"]
 
 #: the routers, in the order of the OpenAPI document (and of /docs)
-ROUTERS = (health, jobs, services, serve, nodes, tenants, cluster, whatif, events, clock)
+ROUTERS = (health, jobs, job_control, services, serve, nodes, tenants, cluster, whatif, events, clock)
 
 #: the tags of the OpenAPI document, in order
 TAGS = ("jobs", "services", "nodes", "tenants", "cluster", "events", "health")

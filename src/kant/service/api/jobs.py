@@ -41,24 +41,32 @@ def visible_job(svc: Service, job_id: int, p: Principal) -> JobRow:
     return row
 
 
-@router.post("/v1/jobs", status_code=201, response_model=SubmitOut,
+@router.post("/v1/jobs", status_code=201, response_model=SubmitOut, response_model_exclude_none=True,
              responses={200: {"model": SubmitOut, "description": "the same idempotency key was submitted before"}})
 async def submit_job(body: JobSubmit, p: Who, response: Response, svc: Svc,
                      idempotency_key: Annotated[str | None, Header(max_length=128)] = None) -> SubmitOut:
     """Submit one gang. Answered once the job is committed to the database."""
     loop = svc.leading()
     job = admission.new_job(body, p, idempotency_key, svc.tenants, loop.view)
+    admission.check_dependency(job, p, svc.db.jobs.get)
+    if body.array is not None:  # a job array: one job per task, in one commit (consecutive ids)
+        results = await svc.writer.submit(admission.array_tasks(job, body.array))
+        return SubmitOut(id=results[0][0], created=True, tasks=len(results))
     ((job_id, created),) = await svc.writer.submit([job])
     if not created:
         response.status_code = 200
     return SubmitOut(id=job_id, created=created)
 
 
-@router.post("/v1/jobs/batch", status_code=201, response_model=BatchOut)
+@router.post("/v1/jobs/batch", status_code=201, response_model=BatchOut, response_model_exclude_none=True)
 async def submit_jobs(body: JobBatch, p: Who, svc: Svc) -> BatchOut:
     """Submit up to 1,000 jobs in one request (one commit; each may carry its idempotency key)."""
     loop = svc.leading()
     jobs = [admission.new_job(j, p, None, svc.tenants, loop.view) for j in body.jobs]
+    for job, j in zip(jobs, body.jobs, strict=True):
+        admission.check_dependency(job, p, svc.db.jobs.get)
+        if j.array is not None:
+            raise Rejected("array", "a job array is submitted alone (POST /v1/jobs), not in a batch")
     results = await svc.writer.submit(jobs)
     return BatchOut(jobs=[SubmitOut(id=i, created=c) for i, c in results])
 

@@ -57,6 +57,11 @@ class NewJob:
     chdir: str | None = None  # the working directory (None: the executor's own)
     environment: dict[str, str] | None = None  # the job's environment (--export; None: the node's)
     time_limit_s: float | None = None  # past it the job is stopped and ends 'timeout' (None: no limit)
+    dependency: str | None = None  # waits for other jobs (kant.model.deps: afterok:41:42); None: no dependency
+    kill_on_invalid_dep: bool = False  # cancelled when its dependency can never be met (else it waits)
+    array_task_id: int | None = None  # a job array's task: its index (kant.service.arrays); None: no array
+    array_position: int | None = None  # its place in the array: the array's id is the job id minus it
+    array_throttle: int | None = None  # at most this many tasks of its array are queued or running at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +85,7 @@ class JobRow(NewJob):
     runs: int = 0
     exit_code: int | None = None
     created_wall: float = 0.0
+    held: str | None = None  # who holds the pending job out of the queue (kant hold); None: not held
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +101,12 @@ class JobUpdate:
     placement: Sequence[str] | Unset | None = UNSET
     runs: int | Unset = UNSET
     exit_code: int | Unset | None = UNSET
+    held: str | Unset | None = UNSET
+    # a pending job's fields a user may change (kant update)
+    name: str | Unset = UNSET
+    priority: int | Unset = UNSET
+    estimate_s: float | Unset | None = UNSET
+    time_limit_s: float | Unset | None = UNSET
 
     def __post_init__(self) -> None:
         if self.state is None or self.runs is None:
@@ -138,8 +150,8 @@ def _job_rows(rows: Iterable[Sequence[Any]]) -> list[JobRow]:
     flat: dict[str, dict[str, Any]] = {}
     out: list[JobRow] = []
     for (id_, tenant, user, name, kind, service_id, workers, gpw, milli, gtype, cpu, mem, prio, est, dur, cmd,
-         labels, ikey, chdir, environment, limit, state, reason, submit, first, start, end, placement, runs, code,
-         created) in rows:
+         labels, ikey, chdir, environment, limit, dependency, kill_dep, task, position, throttle, state, reason,
+         submit, first, start, end, placement, runs, code, created, held) in rows:
         known = flat.get(labels)
         if known is not None:
             decoded = known.copy()
@@ -150,8 +162,8 @@ def _job_rows(rows: Iterable[Sequence[Any]]) -> list[JobRow]:
         out.append(JobRow(
             tenant, user, name, kind, service_id, workers, gpw, milli, gtype, cpu, mem, prio, est, dur, cmd,
             decoded, ikey, chdir, None if environment is None else json.loads(environment), limit,
-            id_, state, reason, submit, first, start, end,
-            None if placement is None else json.loads(placement), runs, code, created,
+            dependency, bool(kill_dep), task, position, throttle, id_, state, reason, submit, first, start, end,
+            None if placement is None else json.loads(placement), runs, code, created, held,
         ))
     return out
 

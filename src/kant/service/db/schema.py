@@ -149,6 +149,11 @@ jobs: Final = sa.Table(
     sa.Column("chdir", sa.Text, nullable=True),  # (0002)
     sa.Column("environment", sa.Text, nullable=True),  # (0002) JSON object; NULL: the node's environment
     sa.Column("time_limit_s", sa.Double, nullable=True),  # (0002)
+    sa.Column("dependency", sa.Text, nullable=True),  # (0005) Slurm's form with job ids: afterok:41:42
+    sa.Column("kill_on_invalid_dep", sa.Boolean, nullable=True),  # (0005) NULL: false
+    sa.Column("array_task_id", sa.Integer, nullable=True),  # (0005) a job array's task: its index
+    sa.Column("array_position", sa.Integer, nullable=True),  # (0005) array id = id - array_position
+    sa.Column("array_throttle", sa.Integer, nullable=True),  # (0005) the array's %N
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("reason", sa.Text, nullable=True),
     sa.Column("submit_time", sa.Double, nullable=False),
@@ -159,6 +164,7 @@ jobs: Final = sa.Table(
     sa.Column("runs", sa.Integer, nullable=False, server_default="0"),
     sa.Column("exit_code", sa.Integer, nullable=True),
     sa.Column("created_wall", sa.Double, nullable=False),
+    sa.Column("held", sa.Text, nullable=True),  # (0005) who holds the pending job (kant hold); NULL: not held
     sa.UniqueConstraint("tenant", "idempotency_key"),
     sa.Index("ix_jobs_state_id", "state", "id"),
     sa.Index("ix_jobs_tenant_state_id", "tenant", "state", "id"),

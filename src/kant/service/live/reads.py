@@ -21,6 +21,11 @@ from kant.twin.snapshot import TwinSnapshot
 __all__ = ["Reads"]
 
 
+def held_reason(info: Active) -> str:
+    """Why a job a user holds waits."""
+    return f"JobHeld: held by {info.held} (kant release {info.id})"
+
+
 class Reads:
     """The API's reads of ``live`` (see the module docstring)."""
 
@@ -43,26 +48,45 @@ class Reads:
         sched = live.sched
         if sched.cycles <= info.queued_cycle:  # a reason of its shape would be older than the job
             why = "waiting for the next scheduling cycle"
-        elif (sched.pending_status(info.row) is None and (head := self.first_pending(now)) is not None
-                and head != info.row):
+        elif (head := self.behind(info, now)) is not None:
             # the policy's walk stopped before it (a blocking head, a backfill depth): say behind what
             status = sched.pending_status(head)
-            why = (f"not looked at in the last cycle: it is behind job {live.ids[head]}, first in the queue, "
-                   f"which waits ({status if status is not None else 'not yet considered'})")
+            why = (f"waits behind job {live.ids[head]}, first in the queue, where the last cycle stopped: "
+                   f"{status if status is not None else 'not yet considered'}")
         else:
             why = sched.why_pending(info.row)
         return why if info.requeued is None else f"{why}; back in the queue after: {info.requeued}"
+
+    def behind(self, info: Active, now: float) -> int | None:
+        """The row of the job first in the queue, if the last cycle stopped there without reaching the
+        pending job ``info`` (None otherwise)."""
+        sched = self.live.sched
+        if sched.cycles <= info.queued_cycle or sched.pending_status(info.row) is not None:
+            return None
+        head = self.first_pending(now)
+        return head if head is not None and head != info.row else None
 
     def why(self, job_id: int, now: float) -> dict[str, Any]:
         """A pending or running job's state, the reason, and (pending) its place in the queue."""
         info = self.live.active.get(job_id)
         if info is None:
+            held = self.live.deps.held.get(job_id)
+            if held is not None:  # waits for its dependency, outside the queue
+                return {"state": "pending", "reason": held.reason(), "plugin": "dependency", "position": None,
+                        "queue_len": len(self.live.sched.queue)}
+            parked = self.live.parked_task(job_id) if self.live.arrays else None
+            if parked is not None:  # waits for a place in its array (%N)
+                return {"state": "pending", "reason": parked[1].reason(parked[0]), "plugin": "array",
+                        "position": None, "queue_len": len(self.live.sched.queue)}
             raise NotFound(f"job {job_id} is not pending or running")
         sched = self.live.sched
         if info.row in sched.running:
             names = sched.cluster.names
             nodes = describe_nodes([names[n] for n in sched.state.allocations[info.row].nodes])
             return {"state": "running", "reason": f"running since {info.start:g} on {nodes}", "position": None}
+        if info.held is not None:
+            return {"state": "pending", "reason": held_reason(info), "plugin": "hold", "position": None,
+                    "queue_len": len(sched.queue)}
         status: Status | None = sched.pending_status(info.row)
         return {
             "state": "pending",
@@ -70,6 +94,7 @@ class Reads:
             "plugin": status.plugin if status is not None else None,
             "position": sched.queue.position(info.row, sched.framework.dynamic_key(now)),
             "queue_len": len(sched.queue),
+            "behind": None if (head := self.behind(info, now)) is None else self.live.ids[head],
         }
 
     def reasons(self, job_ids: Sequence[int], now: float) -> dict[int, str]:
@@ -80,6 +105,12 @@ class Reads:
             info = live.active.get(job_id)
             if info is not None and info.row in live.sched.queue:
                 out[job_id] = self.why_pending(info, now)
+            elif info is None and (held := live.deps.held.get(job_id)) is not None:
+                out[job_id] = held.reason()
+            elif info is not None and info.held is not None:
+                out[job_id] = held_reason(info)
+            elif info is None and live.arrays and (parked := live.parked_task(job_id)) is not None:
+                out[job_id] = parked[1].reason(parked[0])
         return out
 
     def twin_snapshot(self, now: float) -> TwinSnapshot:

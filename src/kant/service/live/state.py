@@ -14,6 +14,7 @@ database rows and events into the turn's changes and marks the instant changed.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections import deque
@@ -26,6 +27,7 @@ from kant.instant import Instant
 from kant.metrics.summary import BUCKETS
 from kant.metrics.summary import gang_bucket as bucket_index
 from kant.model.cluster import Cluster, NodeSpec
+from kant.model.deps import Outcome
 from kant.model.job import JobKind
 from kant.model.state import Placement
 from kant.model.store import JobStore
@@ -35,9 +37,11 @@ from kant.service.db.jobs import JobUpdate, NewJob
 from kant.service.db.nodes import NodeRow
 from kant.service.db.schema import UNSET
 from kant.service.db.tenants import TenantRow
-from kant.service.errors import NotFound
+from kant.service.errors import Invalid, NotFound
 from kant.service.executors.base import ExecEvent, Launch
+from kant.service.live.arrival import Arrival
 from kant.service.live.changes import TurnChanges
+from kant.service.live.deps import HeldJob, LiveDeps
 from kant.text import format_duration
 
 __all__ = ["Arrival", "Active", "LiveState", "gang_bucket", "describe_nodes"]
@@ -54,15 +58,6 @@ def describe_nodes(nodes: Sequence[str]) -> str:
     for n in nodes:
         counts[n] = counts.get(n, 0) + 1
     return ", ".join(n if c == 1 else f"{n} x{c}" for n, c in counts.items())
-
-
-@dataclass(frozen=True, slots=True)
-class Arrival:
-    """A job the database has accepted: its id, what was submitted, and its submit time."""
-
-    id: int
-    job: NewJob
-    submit_time: float
 
 
 @dataclass(slots=True)
@@ -87,6 +82,20 @@ class Active:
     time_limit_s: float | None = None
     requeued: str | None = None  # why its last run ended and it waits again (until it starts)
     queued_cycle: int = 0  # the scheduler's cycle count when it (re)joined the queue
+    held: str | None = None  # who holds it out of the queue (kant hold); None: not held
+    array: tuple[int, int] | None = None  # a job array's task: (the array's id, its index)
+
+
+@dataclass(slots=True)
+class ArrayBook:
+    """A throttled job array (``%N``): its tasks in the queue or running, and those waiting for a place."""
+
+    throttle: int
+    active: set[int] = field(default_factory=set)
+    parked: dict[int, Arrival] = field(default_factory=dict)  # in submit order
+
+    def reason(self, array_id: int) -> str:
+        return f"JobArrayTaskLimit: at most {self.throttle} task(s) of array {array_id} at once"
 
 
 class LiveState:
@@ -117,6 +126,13 @@ class LiveState:
         #: bumped by every change of state (arrivals, and every turn that writes a job or node change):
         #: the twin's staleness test
         self.state_version = 0
+        #: jobs held for their dependencies (kant.service.live.deps), out of the scheduler until released
+        self.deps = LiveDeps()
+        self._dep_work: list[tuple[int, Outcome]] = []
+        #: throttled job arrays by array id, and the array of each of their tasks in the queue or running
+        self.arrays: dict[int, ArrayBook] = {}
+        self.array_of: dict[int, int] = {}
+        self._array_free: list[int] = []  # arrays with a place freed, to refill (no recursion)
 
     # --- the scheduler's inputs -------------------------------------------------------------------
     def policy(self) -> Policy:
@@ -157,10 +173,12 @@ class LiveState:
                         time_limit=job.time_limit_s)
         assert row == len(self.ids)
         self.ids.append(job_id)
-        self.active[job_id] = Active(job_id, row, job.tenant, submit_time, job.workers * job.gpus_per_worker,
-                                     duration_s=job.duration_s, command=job.command, labels=dict(job.labels),
-                                     service_id=job.service_id, chdir=job.chdir, environment=job.environment,
-                                     time_limit_s=job.time_limit_s)
+        info = self.active[job_id] = Active(job_id, row, job.tenant, submit_time, job.workers * job.gpus_per_worker,
+                                            duration_s=job.duration_s, command=job.command, labels=dict(job.labels),
+                                            service_id=job.service_id, chdir=job.chdir,
+                                            environment=job.environment, time_limit_s=job.time_limit_s)
+        if job.array_task_id is not None and job.array_position is not None:
+            info.array = (job_id - job.array_position, job.array_task_id)
         return row
 
     def count_all(self) -> None:
@@ -184,18 +202,37 @@ class LiveState:
         """What the executor needs to start the current run of ``job_id`` on ``nodes``."""
         info = self.active[job_id]
         jobs = self.sched.jobs
+        env = {} if info.array is None else {"KANT_ARRAY_JOB_ID": str(info.array[0]),
+                                              "KANT_ARRAY_TASK_ID": str(info.array[1])}
         return Launch(job_id, info.runs, tuple(nodes), int(jobs.gpus_per_worker[info.row]), start,
                       info.command, info.duration_s, {str(k): str(v) for k, v in info.labels.items()},
-                      int(jobs.gpu_milli[info.row]), cwd=info.chdir, job_env=info.environment)
+                      int(jobs.gpu_milli[info.row]), env=env, cwd=info.chdir, job_env=info.environment)
 
     # --- transitions --------------------------------------------------------------------------------
-    def arrive(self, arrivals: Iterable[Arrival], now: float) -> int:
-        """Jobs the database accepted join the store and the queue (or end unschedulable)."""
+    def arrive(self, arrivals: Iterable[Arrival], now: float, *, submitted: bool = True) -> int:
+        """Jobs the database accepted join the store and the queue (or end unschedulable); a job whose
+        dependency is not met yet is held (:mod:`kant.service.live.deps`). ``submitted``: new submits
+        (counted), not jobs a restart loads again."""
+        held = self.deps.held
+        new = [a for a in arrivals if a.id not in self.active and a.id not in held]  # (a retried submit is here)
+        n = len(new)
+        if any(a.job.dependency for a in new):
+            new = [a for a in new if not a.job.dependency or not self._held(a, now)]
+        self._queue(new, now)
+        if n:
+            self.state_version += 1  # (the writer logged the submits: this turn may write nothing)
+        if self.metrics is not None and submitted:
+            self.metrics.submitted.inc(n)
+        return n
+
+    def _queue(self, new: list[Arrival], now: float) -> None:
+        """Arrived jobs (no dependency left to wait for) join the store and the queue, or end
+        unschedulable; a task of a throttled array waits for a place (:meth:`_array_admit`)."""
+        if any(a.job.array_throttle is not None for a in new):
+            new = [a for a in new if a.job.array_throttle is None or self._array_admit(a)]
         sched = self.sched
-        new = [a for a in arrivals if a.id not in self.active]  # (a retried submit is here already)
         with sched.jobs.batch():
             rows = [self.add_to_store(sched.jobs, a.id, a.job, a.submit_time) for a in new]
-        n = 0
         for a, row in zip(new, rows, strict=True):
             status = sched.submit(row, a.submit_time)
             self.active[a.id].queued_cycle = sched.cycles
@@ -205,12 +242,8 @@ class LiveState:
             else:
                 del self.active[a.id]
                 self.end(a.id, a.job.tenant, "unschedulable", now, reason=str(status))
-            n += 1
         if new:
-            self.state_version += 1  # (the writer logged the submits: this turn may write nothing)
-        if self.metrics is not None:
-            self.metrics.submitted.inc(n)
-        return n
+            self.state_version += 1
 
     def end(self, job_id: int, tenant: str, state: str, now: float, *, reason: str | None = None,
             exit_code: int | None = None, node: str | None = None) -> None:
@@ -218,6 +251,126 @@ class LiveState:
         self.changes.job(JobUpdate(job_id, state=state, reason=reason, end_time=now,
                                    exit_code=exit_code if exit_code is not None else UNSET))
         self.changes.event(now, state, job_id, node, tenant, reason or state)
+        self.dep_outcome(job_id, Outcome.OK if state == "finished" else Outcome.NOTOK, now)
+        if job_id in self.array_of:
+            self._array_left(job_id, now)
+
+    # --- job arrays ---------------------------------------------------------------------------------
+    def _array_admit(self, a: Arrival) -> bool:
+        """Whether the task ``a`` of a throttled array may be queued now (else it waits for a place)."""
+        assert a.job.array_position is not None and a.job.array_throttle is not None
+        array_id = a.id - a.job.array_position
+        book = self.arrays.get(array_id)
+        if book is None:
+            book = self.arrays[array_id] = ArrayBook(a.job.array_throttle)
+        if len(book.active) < book.throttle and not (book.parked and a.id not in book.parked
+                                                      and a.id > next(iter(book.parked))):
+            book.parked.pop(a.id, None)
+            book.active.add(a.id)
+            self.array_of[a.id] = array_id
+            return True
+        if a.id not in book.parked:
+            book.parked[a.id] = a
+            self.changes.job(JobUpdate(a.id, reason=book.reason(array_id)))
+        return False
+
+    def _array_left(self, job_id: int, now: float) -> None:
+        """A task left the queue for good: the next waiting task of its array takes its place."""
+        array_id = self.array_of.pop(job_id)
+        book = self.arrays[array_id]
+        book.active.discard(job_id)
+        self._array_free.append(array_id)
+        if len(self._array_free) > 1:
+            return  # (an outer call is refilling)
+        while self._array_free:
+            aid = self._array_free[0]
+            other = self.arrays.get(aid)
+            if other is not None:
+                if other.parked and len(other.active) < other.throttle:
+                    nxt = next(iter(other.parked.values()))
+                    self.changes.event(now, "released", nxt.id, None, nxt.job.tenant,
+                                       f"a place in array {aid}: queued")
+                    self._queue([nxt], now)  # (its end, if it is refused, refills again: appended)
+                    continue
+                if not other.active and not other.parked:
+                    del self.arrays[aid]
+            self._array_free.pop(0)
+
+    def parked_task(self, job_id: int) -> tuple[int, ArrayBook] | None:
+        """(array id, book) of a task waiting for a place in its array, or None."""
+        for array_id, book in self.arrays.items():
+            if job_id in book.parked:
+                return array_id, book
+        return None
+
+    def cancel_array(self, array_id: int, tenant: str | None, by: str, now: float) -> int:
+        """Cancel every pending or running task of the array ``array_id``; returns how many."""
+        ids = [i for i, a in self.active.items() if a.array is not None and a.array[0] == array_id]
+        book = self.arrays.get(array_id)
+        if book is not None:
+            ids += list(book.parked)
+        ids += [i for i, h in self.deps.held.items()
+                if h.arrival.job.array_position is not None and i - h.arrival.job.array_position == array_id]
+        n = 0
+        for job_id in sorted(set(ids)):
+            try:
+                self.cancel(job_id, tenant, by, now)
+                n += 1
+            except NotFound:
+                continue
+        if not n:
+            raise NotFound(f"array {array_id} has no pending or running task")
+        return n
+
+    # --- dependencies -------------------------------------------------------------------------------
+    def _held(self, a: Arrival, now: float) -> bool:
+        """Hold ``a`` if its dependency is not met yet (True), cancel it if it never can be and it asked
+        for that (True), else let it be queued (False)."""
+        held = self.deps.hold(a, self._dep_current)
+        if held is None:
+            return False
+        if held.never is not None and a.job.kill_on_invalid_dep:
+            self.deps.cancel(a.id)
+            self.end(a.id, a.job.tenant, "cancelled", now, reason=f"cancelled (kill_on_invalid_dep): {held.never}")
+            return True
+        self._held_reason(held, now, "held")
+        return True
+
+    def _held_reason(self, held: HeldJob, now: float, kind: str) -> None:
+        a = held.arrival
+        why = held.reason()
+        self.changes.job(JobUpdate(a.id, reason=why))
+        self.changes.event(now, kind, a.id, None, a.job.tenant, why)
+
+    def _dep_current(self, job_id: int) -> Outcome | None:
+        info = self.active.get(job_id)
+        if info is not None:
+            return Outcome.STARTED if info.first_start is not None else Outcome.WAITING
+        if job_id in self.deps.held:
+            return Outcome.WAITING
+        return None
+
+    def dep_outcome(self, job_id: int, outcome: Outcome, now: float) -> None:
+        """``job_id`` started for the first time or ended: queue the held jobs now free to go, cancel the
+        ones that asked for it (each cancel an outcome in turn: followed through in order, no recursion)."""
+        work = self._dep_work
+        work.append((job_id, outcome))
+        if len(work) > 1:
+            return  # (an outer call is working through the list)
+        while work:
+            j, out = work[0]
+            to_queue, to_kill, changed = self.deps.outcome(j, out)
+            for held in changed:
+                self._held_reason(held, now, "dependency")
+            for held in to_kill:
+                a = held.arrival
+                self.end(a.id, a.job.tenant, "cancelled", now, reason=f"cancelled (kill_on_invalid_dep): {held.never}")
+            if to_queue:
+                for held in to_queue:
+                    self.changes.event(now, "released", held.arrival.id, None, held.arrival.job.tenant,
+                                       "dependency met: queued")
+                self._queue([h.arrival for h in to_queue], now)
+            work.pop(0)
 
     def executor_event(self, ev: ExecEvent) -> None:
         """A run finished, failed, could not start, or was lost (the executor's report)."""
@@ -269,6 +422,16 @@ class LiveState:
     def cancel(self, job_id: int, tenant: str | None, by: str, now: float) -> str:
         """Take a pending or running job away (a user's cancel; ``tenant`` None: any tenant's)."""
         info = self.active.get(job_id)
+        parked = self.parked_task(job_id) if info is None and self.arrays else None
+        if parked is not None and (tenant is None or parked[1].parked[job_id].job.tenant == tenant):
+            a = parked[1].parked.pop(job_id)
+            self.end(job_id, a.job.tenant, "cancelled", now, reason=f"cancelled by {by}")
+            return "cancelled"
+        held = self.deps.held.get(job_id) if info is None else None
+        if held is not None and (tenant is None or held.arrival.job.tenant == tenant):
+            self.deps.cancel(job_id)
+            self.end(job_id, held.arrival.job.tenant, "cancelled", now, reason=f"cancelled by {by}")
+            return "cancelled"
         if info is None or (tenant is not None and info.tenant != tenant):
             raise NotFound(f"job {job_id} is not pending or running")
         row = info.row
@@ -298,6 +461,114 @@ class LiveState:
         if self.metrics is not None:
             self.metrics.failed.inc()
         self.instant.changed = True
+
+    # --- a user's controls: hold, release, update, requeue ---------------------------------------------
+    def _own(self, job_id: int, tenant: str | None, what: str) -> Active:
+        """The active job ``job_id`` if ``tenant`` (None: an admin) may change it."""
+        info = self.active.get(job_id)
+        if info is None or (tenant is not None and info.tenant != tenant):
+            held = self.deps.held.get(job_id)
+            if held is not None and (tenant is None or held.arrival.job.tenant == tenant):
+                raise Invalid(f"job {job_id} waits for its dependency ({held.reason()}): it cannot be {what}")
+            parked = self.parked_task(job_id) if self.arrays else None
+            if parked is not None and (tenant is None or parked[1].parked[job_id].job.tenant == tenant):
+                raise Invalid(f"job {job_id} waits for a place in its array ({parked[1].reason(parked[0])}): it "
+                              f"cannot be {what}")
+            raise NotFound(f"job {job_id} is not pending or running")
+        return info
+
+    def hold(self, job_id: int, tenant: str | None, by: str, now: float) -> str:
+        """Take a pending job out of the queue until it is released (Slurm's ``scontrol hold``)."""
+        info = self._own(job_id, tenant, "held")
+        if info.row in self.sched.running:
+            raise Invalid(f"job {job_id} is running: only a pending job can be held (kant requeue stops it)")
+        if info.held is None:
+            self.sched.cancel(info.row, now)
+            info.held = by
+            why = f"JobHeld: held by {by} (kant release {job_id})"  # (kant.service.live.reads.held_reason)
+            self.changes.job(JobUpdate(job_id, held=by, reason=why))
+            self.changes.event(now, "held", job_id, None, info.tenant, why)
+            self.instant.changed = True
+        return "held"
+
+    def release(self, job_id: int, tenant: str | None, by: str, now: float) -> str:
+        """A held job goes back to the queue (with its submit time)."""
+        info = self._own(job_id, tenant, "released")
+        if info.held is None:
+            raise Invalid(f"job {job_id} is not held")
+        info.held = None
+        self.changes.job(JobUpdate(job_id, held=None, reason=info.requeued))
+        self.changes.event(now, "released", job_id, None, info.tenant, f"released by {by}")
+        return self._requeued(info, now)
+
+    def _requeued(self, info: Active, now: float) -> str:
+        """``info`` (out of the queue) joins it again."""
+        status = self.sched.submit(info.row, now)
+        info.queued_cycle = self.sched.cycles
+        self.instant.changed = True
+        if status.ok:
+            return "pending"
+        self.pending_by_tenant[info.tenant] -= 1
+        del self.active[info.id]
+        self.end(info.id, info.tenant, "unschedulable", now, reason=str(status))
+        return "unschedulable"
+
+    def update(self, job_id: int, tenant: str | None, by: str, now: float, fields: Mapping[str, Any]) -> str:
+        """Change a pending job's ``name``, ``priority``, ``estimate_s`` or ``time_limit_s`` (Slurm's
+        ``scontrol update``); it keeps its place in time (its submit time)."""
+        held = self.deps.held.get(job_id)
+        parked = self.parked_task(job_id) if self.arrays and job_id not in self.active else None
+        if held is not None and job_id not in self.active and (tenant is None or held.arrival.job.tenant == tenant):
+            # waiting for its dependency: only the stored job changes (it joins the store when released)
+            a = held.arrival
+            held.arrival = Arrival(a.id, dataclasses.replace(a.job, **fields), a.submit_time)
+            owner = a.job.tenant
+        elif parked is not None and (tenant is None or parked[1].parked[job_id].job.tenant == tenant):
+            a = parked[1].parked[job_id]  # waiting for a place in its array: likewise
+            parked[1].parked[job_id] = Arrival(a.id, dataclasses.replace(a.job, **fields), a.submit_time)
+            owner = a.job.tenant
+        else:
+            info = self._own(job_id, tenant, "updated")
+            owner = info.tenant
+            if info.row in self.sched.running:
+                raise Invalid(f"job {job_id} is running: only a pending job can be updated")
+            row = info.row
+            queued = row in self.sched.queue
+            if queued:
+                self.sched.cancel(row, now)
+            values: dict[str, float] = {}
+            if "priority" in fields:
+                values["priority"] = int(fields["priority"])
+            if "estimate_s" in fields:
+                est = fields["estimate_s"]
+                values["estimate"] = self.default_estimate if est is None else float(est)
+                values["user_estimate"] = math.nan if est is None else float(est)
+            if "time_limit_s" in fields:
+                limit = fields["time_limit_s"]
+                values["time_limit"] = math.inf if limit is None else float(limit)
+                info.time_limit_s = limit
+            self.sched.jobs.update(row, name=fields.get("name"), **values)
+            if queued:
+                self._requeued(info, now)
+        self.changes.job(JobUpdate(job_id, **fields))
+        said = ", ".join(f"{k} {v}" for k, v in fields.items())
+        self.changes.event(now, "updated", job_id, None, owner, f"updated by {by}: {said}")
+        self.instant.changed = True
+        return "updated"
+
+    def requeue_job(self, job_id: int, tenant: str | None, by: str, now: float) -> str:
+        """Stop a running job as a preemption does (its checkpoint kept) and queue it again (Slurm's
+        ``scontrol requeue``)."""
+        info = self._own(job_id, tenant, "requeued")
+        if info.row not in self.sched.running:
+            raise Invalid(f"job {job_id} is pending: only a running job can be requeued")
+        names = self.sched.cluster.names
+        placement = self.sched.interrupt(info.row, now)
+        self.ran(info)
+        self.changes.stop(job_id, "preempt")
+        self.requeue(info, now, f"requeued by {by}", "requeued", names[placement.nodes[0]])
+        self.instant.changed = True
+        return "pending"
 
     # --- the cycle's binds (the scheduler's Binder) -------------------------------------------------
     def bind(self, job: int, placement: Placement) -> None:
@@ -341,6 +612,8 @@ class LiveState:
                                    first_start_time=now if first else UNSET, placement=list(nodes), runs=info.runs))
         self.changes.event(now, "started", info.id, nodes[0], info.tenant,
                            f"run {info.runs} on {describe_nodes(nodes)}")
+        if first:
+            self.dep_outcome(info.id, Outcome.STARTED, now)
         self.changes.launch(self.launch_of(info.id, nodes, now))
         self.keep_deadline(info, now)
         if self.metrics is not None:
