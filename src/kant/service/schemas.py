@@ -466,7 +466,7 @@ class ClusterOut(BaseModel):
     now: float
     clock: str = Field(description="wall, accelerated or manual")
     policy: str
-    quota_enforced: bool = Field(description="whether the policy has the quota plugin (else quotas are shown only)")
+    quota_enforced: bool = Field(description="whether tenants' quotas are applied (they are, under every policy)")
     total_gpus: int
     allocated_gpus: int
     down_gpus: int = Field(description="GPUs of failed nodes")
