@@ -83,6 +83,11 @@ class Service:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         self.policy = load_policy(config.policy)
+        if config.queues is not None:
+            from kant.plugins.queues import load_queues, with_queues
+
+            args = load_queues(config.queues).model_copy(update={"hold_over_max": True})  # (live: jobs wait)
+            self.policy = with_queues(self.policy, args)
         self.policy_name = self.policy.name
         #: tenants' quotas apply under every policy (a quota plugin is added where the policy has none:
         #: kant.service.live.state.LiveState.policy)
