@@ -196,7 +196,7 @@ def test_a_guarantee_comes_back_within_one_reclaim_round(nodes: int, jobs: JobTa
     def check(now: float) -> None:
         pending = np.asarray(sorted(sim.scheduler.queue), dtype=np.int64)
         if len(pending):
-            waiting = pending[plugin.entitled(sim.scheduler.env, pending)]
+            waiting = pending[plugin.entitled(sim.jobs.tenant[pending], sim.jobs.total_gpus[pending])]
             assert len(waiting) == 0, (now, waiting.tolist(), plugin.report())
 
     _checked(sim, check)

@@ -202,16 +202,20 @@ class Reclaim(EvictingAction[_ReclaimWalk]):
             self._failed = set()
         failed = self._failed
         queue = ctx.queue
-        shape_ids = [s for s in queue.pending_shapes() if s not in failed]
-        if not shape_ids:
+        jobs = ctx.env.jobs
+        if self._shape_tenant is None:
+            self._shape_tenant, self._shape_gpus, self._shape_gpw = _per_shape(queue.shapes, jobs)
+        shape_ids = np.asarray(queue.pending_shapes(), dtype=np.int64)
+        # pending shapes within their leaf's guarantee (tenant and request are the same for every job
+        # of a shape), skipping shapes known to fail
+        keep = tree.entitled(self._shape_tenant[shape_ids], self._shape_gpus[shape_ids])
+        if failed and keep.any():
+            keep &= np.fromiter((s not in failed for s in shape_ids.tolist()), dtype=bool, count=len(shape_ids))
+        if not keep.any():
             self._failed_at = stamp
             return None
-        lists = [queue.shape_jobs(s) for s in shape_ids]
+        lists = [queue.shape_jobs(s) for s in shape_ids[keep].tolist()]
         pending = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=sum(map(len, lists)))
-        pending = pending[tree.entitled(ctx.env, pending)]
-        if len(pending) == 0:
-            self._failed_at = stamp
-            return None
         started = {j for j, _ in ctx.started}
         pool = np.asarray(sorted(j for j in ctx.running if j not in started), dtype=np.int64)
         if len(pool) == 0:

@@ -139,14 +139,29 @@ class QueueTree:
         #: per queue, the path up to the root (the queue first, the root last)
         self.path: tuple[tuple[int, ...], ...] = tuple(self._path(q) for q in range(len(names)))
         n = len(names)
-        self.usage = np.zeros(n, dtype=np.float64)  # U_q
-        self.takes = np.zeros(n, dtype=np.float64)  # E_q
-        #: per queue, the sum of its children's E
-        self.child_takes = np.zeros(n, dtype=np.float64)
+        # the hot path works on Python lists (a few dozen queues: NumPy scalars would cost more)
+        self._par = [int(x) for x in parent]
+        self._g = [float(x) for x in self.guaranteed]
+        self._lim = [float(x) for x in self.guaranteed + self.borrowing_limit]
+        self._lim[ROOT] = self._g[ROOT]
+        self._r = [float(x) for x in self.reserved]
+        self._leaf = [bool(x) for x in self.is_leaf]
+        self._u = [0.0] * n  # U_q
+        self._e = [0.0] * n  # E_q
+        self._ce = [0.0] * n  # per queue, the sum of its children's E
+        self._e, self._ce = self._takes(self._u)
+
+    def _takes(self, usage: list[float]) -> tuple[list[float], list[float]]:
+        """E and the children's sums of E for the usage ``usage`` (bottom-up over every queue)."""
+        n = len(usage)
+        e = [0.0] * n
+        ce = [0.0] * n
+        r, par, leaf = self._r, self._par, self._leaf
         for q in range(n - 1, 0, -1):  # children after parents: bottom-up
-            self.takes[q] = max(self.reserved[q], self.child_takes[q])
-            self.child_takes[parent[q]] += self.takes[q]
-        self.takes[ROOT] = self.child_takes[ROOT]
+            e[q] = max(r[q], usage[q] if leaf[q] else ce[q])
+            ce[par[q]] += e[q]
+        e[ROOT] = ce[ROOT]
+        return e, ce
 
     def _path(self, q: int) -> tuple[int, ...]:
         out = [q]
@@ -157,85 +172,121 @@ class QueueTree:
     def __len__(self) -> int:
         return len(self.names)
 
+    @property
+    def usage(self) -> FloatArray:
+        """U_q: GPUs the running jobs of each queue's subtree hold."""
+        return np.asarray(self._u, dtype=np.float64)
+
+    @property
+    def takes(self) -> FloatArray:
+        """E_q: what each queue takes from its parent (used or reserved)."""
+        return np.asarray(self._e, dtype=np.float64)
+
+    def used(self, q: int) -> float:
+        return self._u[q]
+
     # --- usage ------------------------------------------------------------------------------------
     def add(self, leaf: int, gpus: float) -> None:
         """``gpus`` more (or fewer, negative) GPUs held by ``leaf`` (and so by its ancestors)."""
-        usage, takes, child, reserved, parent = self.usage, self.takes, self.child_takes, self.reserved, self.parent
+        u, e, ce, r, par = self._u, self._e, self._ce, self._r, self._par
         for q in self.path[leaf]:
-            usage[q] += gpus
+            u[q] += gpus
             if q == ROOT:
-                takes[q] = child[q]
+                e[q] = ce[q]
                 break
-            before = takes[q]
-            takes[q] = max(reserved[q], usage[q] if q == leaf else child[q])
-            child[parent[q]] += takes[q] - before
+            before = e[q]
+            e[q] = max(r[q], u[q] if q == leaf else ce[q])
+            ce[par[q]] += e[q] - before
 
     # --- the rule ---------------------------------------------------------------------------------
     def capacity(self, q: int) -> float:
         """A_q now (from the root down its path)."""
-        avail = float(self.guaranteed[ROOT])
+        ce, e, lim, par = self._ce, self._e, self._lim, self._par
+        avail = self._g[ROOT]
         for c in reversed(self.path[q][:-1]):
-            p = int(self.parent[c])
-            others = float(self.child_takes[p]) - float(self.takes[c])
-            avail = min(float(self.guaranteed[c] + self.borrowing_limit[c]), avail - others)
+            avail = min(lim[c], avail - (ce[par[c]] - e[c]))
         return avail
-
-    def over(self, leaf: int) -> tuple[int, float] | None:
-        """The highest queue on ``leaf``'s path that takes more than its capacity now, with that
-        capacity; None if none does."""
-        if self.takes[ROOT] > self.guaranteed[ROOT] + 1e-9:
-            return ROOT, float(self.guaranteed[ROOT])
-        avail = float(self.guaranteed[ROOT])
-        for c in reversed(self.path[leaf][:-1]):
-            p = int(self.parent[c])
-            others = float(self.child_takes[p]) - float(self.takes[c])
-            avail = min(float(self.guaranteed[c] + self.borrowing_limit[c]), avail - others)
-            if self.takes[c] > avail + 1e-9:
-                return c, avail
-        return None
 
     def blocking(self, leaf: int, gpus: float) -> tuple[int, float] | None:
         """The highest queue on ``leaf``'s path that a job of ``gpus`` would take past its capacity,
         with that capacity (computed with the job); None if it may start."""
-        self.add(leaf, gpus)
-        try:
-            return self.over(leaf)
-        finally:
-            self.add(leaf, -gpus)
+        u, e, ce, r, par, lim = self._u, self._e, self._ce, self._r, self._par, self._lim
+        path = self.path[leaf]
+        # E' along the path, bottom-up (siblings off the path keep theirs)
+        new: list[float] = []
+        delta = 0.0
+        for q in path[:-1]:
+            old = e[q]
+            e_new = max(r[q], u[q] + gpus) if q == leaf else max(r[q], ce[q] + delta)
+            new.append(e_new)
+            delta = e_new - old
+        total = ce[ROOT] + delta
+        cap = self._g[ROOT]
+        if total > cap + 1e-9:
+            return ROOT, cap
+        avail = cap
+        for k in range(len(path) - 2, -1, -1):  # top-down
+            c = path[k]
+            avail = min(lim[c], avail - (ce[par[c]] - e[c]))  # (the siblings' takings are unchanged)
+            if new[k] > avail + 1e-9:
+                return c, avail
+        return None
+
+    def blocking_without(self, leaf: int, gpus: float, gone: dict[int, float]) -> tuple[int, float] | None:
+        """:meth:`blocking` with ``gone[m]`` GPUs fewer held by leaf ``m`` (jobs to evict)."""
+        usage = list(self._u)
+        for m, g in gone.items():
+            for q in self.path[m]:
+                usage[q] -= g
+        for q in self.path[leaf]:
+            usage[q] += gpus
+        e, ce = self._takes(usage)
+        cap = self._g[ROOT]
+        if e[ROOT] > cap + 1e-9:
+            return ROOT, cap
+        lim, par = self._lim, self._par
+        avail = cap
+        for c in reversed(self.path[leaf][:-1]):
+            avail = min(lim[c], avail - (ce[par[c]] - e[c]))
+            if e[c] > avail + 1e-9:
+                return c, avail
+        return None
 
     def explain(self, leaf: int, gpus: float, q: int, avail: float) -> str:
         """Why a job of ``gpus`` in ``leaf`` may not start: with it, queue ``q`` would pass its capacity
         ``avail`` (what :meth:`blocking` found)."""
-        u = float(self.usage[q])
+        u = self._u[q]
         tail = f"holds {u:g}, the job needs {gpus:g}"
         if q == ROOT:
-            return (f"the queues take {self.takes[ROOT]:g} of the cluster's {avail:g} GPUs, used or reserved "
+            return (f"the queues take {self._e[ROOT]:g} of the cluster's {avail:g} GPUs, used or reserved "
                     f"(the job needs {gpus:g})")
         name = self.names[q]
-        limit = float(self.guaranteed[q] + self.borrowing_limit[q])
+        limit = self._lim[q]
         if u + gpus > limit + 1e-9:
-            return (f"queue {name} at its max of {limit:g} GPUs (guarantee {self.guaranteed[q]:g} + borrowing "
+            return (f"queue {name} at its max of {limit:g} GPUs (guarantee {self._g[q]:g} + borrowing "
                     f"limit {self.borrowing_limit[q]:g}; {tail})")
-        p = self.names[int(self.parent[q])]
+        p = self.names[self._par[q]]
         return (f"queue {name} may take {max(avail, 0.0):g} GPUs now: the rest of {p} is used or reserved by "
                 f"others ({tail})")
 
     def violations(self) -> list[str]:
         """Every queue that takes more than its capacity, or holds more than its guarantee plus its
-        borrowing limit, now (should be none), in words."""
+        borrowing limit, now (should be none), in words. Recomputes E from U (not the kept sums)."""
         out: list[str] = []
-        avail = np.zeros(len(self), dtype=np.float64)
-        avail[ROOT] = self.guaranteed[ROOT]
-        if self.takes[ROOT] > avail[ROOT] + 1e-9:
-            out.append(f"the queues take {self.takes[ROOT]:g} > {avail[ROOT]:g}")
+        e, ce = self._takes(self._u)
+        if any(abs(a - b) > 1e-6 for a, b in zip(e, self._e, strict=True)):
+            out.append("the kept takings are out of step with the usage")
+        avail = [0.0] * len(self)
+        avail[ROOT] = self._g[ROOT]
+        if e[ROOT] > avail[ROOT] + 1e-9:
+            out.append(f"the queues take {e[ROOT]:g} > {avail[ROOT]:g}")
         for q in range(1, len(self)):  # parents come before their children
-            p = int(self.parent[q])
-            others = self.child_takes[p] - self.takes[q]
-            avail[q] = min(self.guaranteed[q] + self.borrowing_limit[q], avail[p] - others)
-            if self.takes[q] > avail[q] + 1e-9:
-                out.append(f"queue {self.names[q]} takes {self.takes[q]:g} > its capacity {avail[q]:g}")
-            if self.usage[q] > self.guaranteed[q] + self.borrowing_limit[q] + 1e-9:
-                out.append(f"queue {self.names[q]} holds {self.usage[q]:g} > its max")
+            p = self._par[q]
+            avail[q] = min(self._lim[q], avail[p] - (ce[p] - e[q]))
+            if e[q] > avail[q] + 1e-9:
+                out.append(f"queue {self.names[q]} takes {e[q]:g} > its capacity {avail[q]:g}")
+            if self._u[q] > self._lim[q] + 1e-9:
+                out.append(f"queue {self.names[q]} holds {self._u[q]:g} > its max {self._lim[q]:g}")
         return out
 
     def borrowing(self) -> FloatArray:
@@ -243,6 +294,11 @@ class QueueTree:
         out: FloatArray = np.maximum(self.takes - self.guaranteed, 0.0)
         out[ROOT] = 0.0
         return out
+
+    def any_borrowing(self) -> bool:
+        """Does some queue take more than its guarantee?"""
+        g, e = self._g, self._e
+        return any(e[q] > g[q] + 1e-9 for q in range(1, len(g)))
 
     def lca_child(self, leaf: int, other: int) -> tuple[int, int]:
         """(depth of the lowest common ancestor of ``leaf`` and ``other``, the child of that ancestor
@@ -261,7 +317,7 @@ class QueueTree:
         if other == leaf:
             return False, 0
         depth, side = self.lca_child(leaf, other)
-        g, e = self.guaranteed, self.takes
+        g, e = self._g, self._e
         return bool(e[other] > g[other] + 1e-9 and e[side] > g[side] + 1e-9), depth
 
     def reclaim_order(self, leaf: int, leaves: IntArray, priority: FloatArray, start: FloatArray,

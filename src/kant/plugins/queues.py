@@ -190,6 +190,8 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
         self.job_leaf = np.full(len(env.jobs), -1, dtype=np.int64)
         self.start = np.zeros(len(env.jobs), dtype=np.float64)
         self.version = 0
+        self._slack = np.zeros(0, dtype=np.float64)
+        self._slack_at = -1
         # counters
         self.reclaim_evictions = np.zeros(n, dtype=np.int64)  # jobs of each leaf evicted by reclaim
         self.reclaims_for = np.zeros(n, dtype=np.int64)
@@ -207,6 +209,7 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
         self.start = grow(self.start, len(env.jobs))
         if len(env.jobs.tenant_names) > len(self.leaf):
             self._map_tenants(env)
+            self._slack_at = -1
 
     # --- queue order ---------------------------------------------------------------------------
     def key(self, env: SchedulerEnv, job: int, now: float) -> float:
@@ -215,7 +218,7 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
     def keys(self, env: SchedulerEnv, jobs: IntArray, now: float) -> FloatArray:
         """0 for a job its leaf's guarantee covers (with the leaf's use now), 1 for one that would borrow
         (or whose tenant is in no leaf)."""
-        out: FloatArray = (~self.entitled(env, jobs)).astype(np.float64)
+        out: FloatArray = (~self.entitled(env.jobs.tenant[jobs], env.jobs.total_gpus[jobs])).astype(np.float64)
         return out
 
     # --- admission ----------------------------------------------------------------------------
@@ -267,13 +270,15 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
 
     # --- reclaim (QueueGuarantee) -------------------------------------------------------------
     def any_borrowing(self) -> bool:
-        return bool(np.any(self.tree.takes[1:] > self.tree.guaranteed[1:] + 1e-9))
+        return self.tree.any_borrowing()
 
-    def entitled(self, env: SchedulerEnv, jobs: IntArray) -> BoolArray:
-        leaf = self.leaf[env.jobs.tenant[jobs]]
-        ok = leaf >= 0
-        safe = np.where(ok, leaf, 0)
-        out: BoolArray = ok & (self.tree.usage[safe] + env.jobs.total_gpus[jobs] <= self.tree.guaranteed[safe] + 1e-9)
+    def entitled(self, tenants: IntArray, gpus: IntArray) -> BoolArray:
+        if self._slack_at != self.version:  # per tenant code: GPUs its leaf has left within its guarantee
+            tree = self.tree
+            slack = np.append(tree.guaranteed - tree.usage + 1e-9, -np.inf)  # (index -1: in no leaf)
+            self._slack = slack[self.leaf]
+            self._slack_at = self.version
+        out: BoolArray = gpus <= self._slack[tenants]
         return out
 
     def reclaim_order(self, env: SchedulerEnv, job: int, running: IntArray, start: FloatArray) -> IntArray:
@@ -293,15 +298,13 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
         leaf = int(self.leaf[int(jobs.tenant[job])])
         if leaf < 0:
             return False
-        tree = self.tree
-        gone = [(int(self.job_leaf[v]), float(jobs.total_gpus[v])) for v in victims if self.job_leaf[v] >= 0]
-        for m, g in gone:
-            tree.add(m, -g)
-        try:
-            return tree.blocking(leaf, float(jobs.total_gpus[job])) is None
-        finally:
-            for m, g in gone:
-                tree.add(m, g)
+        gone: dict[int, float] = {}
+        job_leaf, gpus = self.job_leaf, jobs.total_gpus
+        for v in victims:
+            m = int(job_leaf[v])
+            if m >= 0:
+                gone[m] = gone.get(m, 0.0) + float(gpus[v])
+        return self.tree.blocking_without(leaf, float(gpus[job]), gone) is None
 
     def reclaimed(self, job: int, victims: Sequence[int]) -> None:
         for v in victims:
