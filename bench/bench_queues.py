@@ -63,15 +63,22 @@ def queue_docs(jobs: JobTable, capacity: int) -> dict[str, dict[str, Any]]:
     flat = {"queues": leaves}
     groups, at = [], 0
     for org, size in ORGS.items():
-        groups.append((org, leaves[at:at + size]))
+        groups.append((org, leaves[at : at + size]))
         at += size
     groups.append(("org-3", leaves[at:]))
     orgs = []
     for org, members in groups:
         total = sum(int(m["guaranteed"]) for m in members)
-        orgs.append({"name": org, "guaranteed": total, "lending_limit": (3 * total) // 4,
-                     "borrowing_limit": total // 2, "weight": max(total, 1),
-                     "children": [{**m, "weight": max(int(m["guaranteed"]), 1)} for m in members]})
+        orgs.append(
+            {
+                "name": org,
+                "guaranteed": total,
+                "lending_limit": (3 * total) // 4,
+                "borrowing_limit": total // 2,
+                "weight": max(total, 1),
+                "children": [{**m, "weight": max(int(m["guaranteed"]), 1)} for m in members],
+            }
+        )
     tree = {"queues": orgs}
     fs = {"queues": orgs, "fair_share": {"half_life_s": 7 * DAY}}
     return {"flat": flat, "tree": tree, "tree+fs": fs}
@@ -118,7 +125,9 @@ def run(jobs: JobTable, cluster_name: str, doc: dict[str, Any] | None) -> dict[s
     return {"result": result, "gar": metrics.gar.run, "wall": wall, "used": used, "guaranteed": guaranteed}
 
 
-def jain_per_day(jobs: JobTable, result: Any, used: dict[tuple[int, int], float], guaranteed: np.ndarray) -> list[float]:
+def jain_per_day(
+    jobs: JobTable, result: Any, used: dict[tuple[int, int], float], guaranteed: np.ndarray
+) -> list[float]:
     """Jain's index of each day over the tenants with a guarantee that had a job waiting that day."""
     started = result.status != int(JobStatus.UNSCHEDULABLE)
     first = np.where(np.isnan(result.first_start), result.end_time, result.first_start)
@@ -135,7 +144,7 @@ def jain_per_day(jobs: JobTable, result: Any, used: dict[tuple[int, int], float]
         x = np.asarray([used.get((t, day), 0.0) / (guaranteed[t] * DAY) for t in ts])
         if x.sum() <= 0:
             continue
-        out.append(float(x.sum() ** 2 / (len(x) * (x ** 2).sum())))
+        out.append(float(x.sum() ** 2 / (len(x) * (x**2).sum())))
     return out
 
 
@@ -151,20 +160,25 @@ def main() -> None:
     if args.write_queues is not None:
         args.write_queues.mkdir(parents=True, exist_ok=True)
         for name, doc in docs.items():
-            (args.write_queues / f"philly-{name.replace('+', '-')}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+            path = args.write_queues / f"philly-{name.replace('+', '-')}.yaml"
+            path.write_text(yaml.safe_dump(doc, sort_keys=False))
     configs: dict[str, dict[str, Any] | None] = {"none": None, **docs}
     runs = {name: run(jobs, args.cluster, doc) for name, doc in configs.items()}
     print(f"Philly, {len(jobs):,} jobs, cluster {args.cluster} ({capacity} GPUs), policy kant")
-    print(f"{'config':<9} {'GAR':>6} {'preempt':>8} {'wait mean h':>12} {'Jain/day mean':>14} {'Jain P10':>9} "
-          f"{'days':>5} {'sim s':>6}")
+    print(
+        f"{'config':<9} {'GAR':>6} {'preempt':>8} {'wait mean h':>12} {'Jain/day mean':>14} {'Jain P10':>9} "
+        f"{'days':>5} {'sim s':>6}"
+    )
     guaranteed = runs["flat"]["guaranteed"]
     for name, r in runs.items():
         res = r["result"]
         ok = res.status == int(JobStatus.FINISHED)
         waits = (res.first_start[ok] - jobs.submit[ok]) / 3600.0
         jain = jain_per_day(jobs, res, r["used"], guaranteed)
-        print(f"{name:<9} {r['gar']:>6.3f} {int(res.preemptions.sum()):>8d} {waits.mean():>12.2f} "
-              f"{np.mean(jain):>14.3f} {np.percentile(jain, 10):>9.3f} {len(jain):>5d} {r['wall']:>6.1f}")
+        print(
+            f"{name:<9} {r['gar']:>6.3f} {int(res.preemptions.sum()):>8d} {waits.mean():>12.2f} "
+            f"{np.mean(jain):>14.3f} {np.percentile(jain, 10):>9.3f} {len(jain):>5d} {r['wall']:>6.1f}"
+        )
     print()
     print("wait P50 / P90 (hours) per tenant (guarantee in GPUs; jobs)")
     header = f"{'tenant':<8} {'G':>4} {'jobs':>6} " + " ".join(f"{n:>15}" for n in runs)

@@ -50,22 +50,35 @@ def _jobs(*specs: tuple[str, float, float, int]) -> JobTable:
     """(tenant, submit, duration, priority): one 8-GPU worker each."""
     b = JobTableBuilder(source="test")
     for i, (tenant, submit, duration, priority) in enumerate(specs):
-        b.add(f"j{i}", submit=submit, duration=duration, gpus_per_worker=8, tenant=tenant, priority=priority,
-              estimate=duration)
+        b.add(
+            f"j{i}",
+            submit=submit,
+            duration=duration,
+            gpus_per_worker=8,
+            tenant=tenant,
+            priority=priority,
+            estimate=duration,
+        )
     return b.build()
 
 
 # --- the file ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("text, words", [
-    ("queues: [{name: a, guaranteed: 8, borowing_limit: 2}]", "queues[0].borowing_limit: Extra inputs"),
-    ("queues: [{name: a, guaranteed: -1}]", "queues[0].guaranteed: Input should be greater than or equal to 0"),
-    ("queues: [{name: a, guaranteed: 4, lending_limit: 8}]", "queues[0]: queue a: lending_limit (8) is"),
-    ("queues: [{name: a}, {name: a}]", "queues[1].name: queue name 'a' is used twice"),
-    ("queues: [{name: a, tenants: [x]}, {name: b, tenants: [x]}]", "queues[1].tenants: tenant 'x' is in two leaves"),
-    ("queues: [{name: a, tenants: [x], children: [{name: b}]}]", "queues[0]: queue a has children"),
-    ("queues:\n  - name: a\n   guaranteed: 3\n", "line 3"),
-    ("[1, 2]", "a queues file must be a mapping"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("queues: [{name: a, guaranteed: 8, borowing_limit: 2}]", "queues[0].borowing_limit: Extra inputs"),
+        ("queues: [{name: a, guaranteed: -1}]", "queues[0].guaranteed: Input should be greater than or equal to 0"),
+        ("queues: [{name: a, guaranteed: 4, lending_limit: 8}]", "queues[0]: queue a: lending_limit (8) is"),
+        ("queues: [{name: a}, {name: a}]", "queues[1].name: queue name 'a' is used twice"),
+        (
+            "queues: [{name: a, tenants: [x]}, {name: b, tenants: [x]}]",
+            "queues[1].tenants: tenant 'x' is in two leaves",
+        ),
+        ("queues: [{name: a, tenants: [x], children: [{name: b}]}]", "queues[0]: queue a has children"),
+        ("queues:\n  - name: a\n   guaranteed: 3\n", "line 3"),
+        ("[1, 2]", "a queues file must be a mapping"),
+    ],
+)
 def test_bad_queues_files_are_one_line_errors(tmp_path: Path, text: str, words: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_queues(_file(tmp_path, text))
@@ -101,8 +114,9 @@ def test_admission_names_the_queue_and_reclaim_takes_lent_capacity_back(tmp_path
     sim.run(until=5.0)
     # a2 may hold 16 (guarantee 8 + borrowing limit 8): two run, the rest wait with the queue's reason
     assert sorted(sim.scheduler.running) == [0, 1]
-    assert sim.scheduler.why_pending(2) == ("[queues] queue a2 at its max of 16 GPUs (guarantee 8 + borrowing "
-                                            "limit 8; holds 16, the job needs 8)")
+    assert sim.scheduler.why_pending(2) == (
+        "[queues] queue a2 at its max of 16 GPUs (guarantee 8 + borrowing limit 8; holds 16, the job needs 8)"
+    )
     sim.run(until=15.0)
     # a1 gets its 8 (org-a may hold 32 - org-b's 8 never lent = 24)
     assert 6 in sim.scheduler.running
@@ -117,10 +131,12 @@ def test_admission_names_the_queue_and_reclaim_takes_lent_capacity_back(tmp_path
 
 
 def test_reclaim_takes_from_the_nearest_cohort_first(tmp_path: Path) -> None:
-    tree = ("queues:\n"
-            "  - {name: org-a, children: [{name: a1, guaranteed: 8, tenants: [t1]},"
-            " {name: a2, guaranteed: 8, tenants: [t2]}]}\n"
-            "  - {name: org-b, children: [{name: b1, guaranteed: 16, tenants: [t3]}]}\n")
+    tree = (
+        "queues:\n"
+        "  - {name: org-a, children: [{name: a1, guaranteed: 8, tenants: [t1]},"
+        " {name: a2, guaranteed: 8, tenants: [t2]}]}\n"
+        "  - {name: org-b, children: [{name: b1, guaranteed: 16, tenants: [t3]}]}\n"
+    )
     policy = with_queues(load_policy("fifo"), load_queues(_file(tmp_path, tree)))
     # 40 GPUs, 32 guaranteed. a2 holds 16 (8 borrowed inside org-a), b1 24 (8 borrowed from the
     # unguaranteed 8) at low priority; then a1 asks for 8 of its own
@@ -150,8 +166,9 @@ def _checked(sim: Simulator, check: Any) -> list[int]:
 
 @settings(max_examples=40, deadline=None)
 @given(cluster=clusters(), jobs=workloads(), data=st.data(), policy=st.sampled_from(["fifo", "kant"]))
-def test_no_queue_exceeds_its_limits_at_any_instant(cluster: Cluster, jobs: JobTable, data: st.DataObject,
-                                                     policy: str) -> None:
+def test_no_queue_exceeds_its_limits_at_any_instant(
+    cluster: Cluster, jobs: JobTable, data: st.DataObject, policy: str
+) -> None:
     doc = data.draw(queue_trees(cluster.total_gpus, tenants=("t1", "t2", "t3", "x")))
     sim = Simulator(cluster, jobs, with_queues(load_policy(policy), QueuesArgs.model_validate(doc)))
     tree = sim.plugin(Queues)
@@ -177,9 +194,14 @@ def test_no_queue_exceeds_its_limits_at_any_instant(cluster: Cluster, jobs: JobT
 def whole_node_jobs(draw: st.DrawFn) -> JobTable:
     b = JobTableBuilder(source="hypothesis")
     for i in range(draw(st.integers(1, 30))):
-        b.add(f"j{i}", submit=float(draw(st.integers(0, 30))), duration=float(draw(st.integers(1, 40))),
-              gpus_per_worker=8, priority=draw(st.integers(0, 2)),
-              tenant=draw(st.sampled_from(["t1", "t2", "t3", "t4"])))
+        b.add(
+            f"j{i}",
+            submit=float(draw(st.integers(0, 30))),
+            duration=float(draw(st.integers(1, 40))),
+            gpus_per_worker=8,
+            priority=draw(st.integers(0, 2)),
+            tenant=draw(st.sampled_from(["t1", "t2", "t3", "t4"])),
+        )
     return b.build()
 
 
@@ -217,19 +239,28 @@ def _decayed(intervals: list[tuple[int, float, float, float]], leaf: int, now: f
 @given(weights=st.lists(st.integers(1, 4), min_size=2, max_size=5), data=st.data())
 def test_fair_share_order_follows_decayed_usage(weights: list[int], data: st.DataObject) -> None:
     n = len(weights)
-    doc = {"queues": [{"name": f"q{i}", "weight": w} for i, w in enumerate(weights)],
-           "fair_share": {"half_life_s": 50.0}}
+    doc = {
+        "queues": [{"name": f"q{i}", "weight": w} for i, w in enumerate(weights)],
+        "fair_share": {"half_life_s": 50.0},
+    }
     b = JobTableBuilder(source="test")
-    spans = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.sampled_from([1, 2, 8]), st.integers(0, 200),
-                                         st.integers(1, 200)), min_size=1, max_size=12))
+    spans = data.draw(
+        st.lists(
+            st.tuples(st.integers(0, n - 1), st.sampled_from([1, 2, 8]), st.integers(0, 200), st.integers(1, 200)),
+            min_size=1,
+            max_size=12,
+        )
+    )
     for k, (q, g, s, d) in enumerate(spans):
         b.add(f"j{k}", submit=float(s), duration=float(d), gpus_per_worker=g, tenant=f"q{q}")
     jobs = b.build()
     env = SchedulerEnv(Cluster.uniform(4, 8), jobs)
     plugin = FairShare(QueuesArgs.model_validate(doc))
     plugin.setup(env)
-    events = sorted([(float(s), 1, k) for k, (_, _, s, _) in enumerate(spans)]
-                    + [(float(s + d), 0, k) for k, (_, _, s, d) in enumerate(spans)])
+    events = sorted(
+        [(float(s), 1, k) for k, (_, _, s, _) in enumerate(spans)]
+        + [(float(s + d), 0, k) for k, (_, _, s, d) in enumerate(spans)]
+    )
     for t, kind, k in events:
         p = Placement((0,), spans[k][1])
         if kind:
@@ -245,9 +276,17 @@ def test_fair_share_order_follows_decayed_usage(weights: list[int], data: st.Dat
     share = np.asarray(weights, dtype=np.float64) / sum(weights)
     assert np.allclose(plugin.share[leaves], share)
     # the order of the queues' jobs is the order of decayed usage over share (ties aside)
-    keys = plugin.keys(env, np.asarray([next(k for k, sp in enumerate(spans) if sp[0] == i) if any(
-        sp[0] == i for sp in spans) else -1 for i in range(n)], dtype=np.int64)[[any(sp[0] == i for sp in spans)
-                                                                               for i in range(n)]], now)
+    keys = plugin.keys(
+        env,
+        np.asarray(
+            [
+                next(k for k, sp in enumerate(spans) if sp[0] == i) if any(sp[0] == i for sp in spans) else -1
+                for i in range(n)
+            ],
+            dtype=np.int64,
+        )[[any(sp[0] == i for sp in spans) for i in range(n)]],
+        now,
+    )
     used = [i for i in range(n) if any(sp[0] == i for sp in spans)]
     ratio = decayed[used] / share[used]
     for a in range(len(used)):

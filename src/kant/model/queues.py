@@ -258,16 +258,22 @@ class QueueTree:
         u = self._u[q]
         tail = f"holds {u:g}, the job needs {gpus:g}"
         if q == ROOT:
-            return (f"the queues take {self._e[ROOT]:g} of the cluster's {avail:g} GPUs, used or reserved "
-                    f"(the job needs {gpus:g})")
+            return (
+                f"the queues take {self._e[ROOT]:g} of the cluster's {avail:g} GPUs, used or reserved "
+                f"(the job needs {gpus:g})"
+            )
         name = self.names[q]
         limit = self._lim[q]
         if u + gpus > limit + 1e-9:
-            return (f"queue {name} at its max of {limit:g} GPUs (guarantee {self._g[q]:g} + borrowing "
-                    f"limit {self.borrowing_limit[q]:g}; {tail})")
+            return (
+                f"queue {name} at its max of {limit:g} GPUs (guarantee {self._g[q]:g} + borrowing "
+                f"limit {self.borrowing_limit[q]:g}; {tail})"
+            )
         p = self.names[self._par[q]]
-        return (f"queue {name} may take {max(avail, 0.0):g} GPUs now: the rest of {p} is used or reserved by "
-                f"others ({tail})")
+        return (
+            f"queue {name} may take {max(avail, 0.0):g} GPUs now: the rest of {p} is used or reserved by "
+            f"others ({tail})"
+        )
 
     def violations(self) -> list[str]:
         """Every queue that takes more than its capacity, or holds more than its guarantee plus its
@@ -320,8 +326,9 @@ class QueueTree:
         g, e = self._g, self._e
         return bool(e[other] > g[other] + 1e-9 and e[side] > g[side] + 1e-9), depth
 
-    def reclaim_order(self, leaf: int, leaves: IntArray, priority: FloatArray, start: FloatArray,
-                      rows: IntArray) -> IntArray:
+    def reclaim_order(
+        self, leaf: int, leaves: IntArray, priority: FloatArray, start: FloatArray, rows: IntArray
+    ) -> IntArray:
         """Indices into the running jobs described by (their leaf, priority, start, job row) that a job of
         ``leaf`` may evict, in Kueue's order: nearest cohort first, lowest priority, latest start, row."""
         keep: list[int] = []

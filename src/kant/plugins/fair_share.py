@@ -90,7 +90,7 @@ class FairShare(QueueSort, JobListener):
 
     def _map(self, env: SchedulerEnv) -> None:
         names = env.jobs.tenant_names
-        extra = [self.tree.leaf_of.get(name, -1) for name in names[len(self.leaf):]]
+        extra = [self.tree.leaf_of.get(name, -1) for name in names[len(self.leaf) :]]
         self.leaf = np.concatenate((self.leaf, np.asarray(extra, dtype=np.int64)))
 
     def jobs_added(self, env: SchedulerEnv, start: int) -> None:
@@ -155,5 +155,7 @@ class FairShare(QueueSort, JobListener):
         """Per queue: share, usage (normalised decayed) and fair-share factor at ``now``."""
         u = self.usage(now)
         f = fair_share_factor(u, self.share)
-        return {self.tree.names[q]: {"share": float(self.share[q]), "usage": float(u[q]), "factor": float(f[q])}
-                for q in range(1, len(self.tree))}
+        return {
+            self.tree.names[q]: {"share": float(self.share[q]), "usage": float(u[q]), "factor": float(f[q])}
+            for q in range(1, len(self.tree))
+        }

@@ -77,14 +77,21 @@ class QueueSpec(BaseModel):
         if self.children and self.tenants is not None:
             raise ValueError(f"queue {self.name} has children: only a leaf queue has tenants")
         if self.lending_limit is not None and self.guaranteed is not None and self.lending_limit > self.guaranteed:
-            raise ValueError(f"queue {self.name}: lending_limit ({self.lending_limit}) is above its guarantee "
-                             f"({self.guaranteed})")
+            raise ValueError(
+                f"queue {self.name}: lending_limit ({self.lending_limit}) is above its guarantee ({self.guaranteed})"
+            )
         return self
 
     def to_def(self) -> QueueDef:
-        return QueueDef(self.name, self.guaranteed, self.borrowing_limit, self.lending_limit, self.weight,
-                        None if self.tenants is None else tuple(self.tenants),
-                        tuple(c.to_def() for c in self.children))
+        return QueueDef(
+            self.name,
+            self.guaranteed,
+            self.borrowing_limit,
+            self.lending_limit,
+            self.weight,
+            None if self.tenants is None else tuple(self.tenants),
+            tuple(c.to_def() for c in self.children),
+        )
 
 
 class FairShareSpec(BaseModel):
@@ -116,8 +123,9 @@ class QueuesArgs(BaseModel):
                 if not q.children:
                     for t in q.tenants if q.tenants is not None else [q.name]:
                         if t in tenants:
-                            raise KeyPathError(f"{where}.tenants", f"tenant {t!r} is in two leaves: "
-                                               f"{tenants[t]} and {q.name}")
+                            raise KeyPathError(
+                                f"{where}.tenants", f"tenant {t!r} is in two leaves: {tenants[t]} and {q.name}"
+                            )
                         tenants[t] = q.name
                 walk(q.children, f"{where}.children")
 
@@ -141,8 +149,11 @@ def with_queues(policy: Policy, args: QueuesArgs) -> Policy:
     (``allocate_after`` only when that allocate does not block). Raises :class:`ConfigError` if the policy has the flat
     ``quota`` plugin (one quota model at a time)."""
     if any(p.cls.NAME == "quota" for p in policy.plugins):
-        raise ConfigError(policy.source or policy.name, "plugins",
-                          "the policy has the quota plugin; queues replace it (use a policy without it)")
+        raise ConfigError(
+            policy.source or policy.name,
+            "plugins",
+            "the policy has the quota plugin; queues replace it (use a policy without it)",
+        )
     plugins = [PluginEntry(Queues, args, 1.0)]
     if args.fair_share is not None:
         fs = plugin_class("fair-share")
@@ -246,8 +257,11 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
             return Status.unresolvable(f"tenant {jobs.tenant_names[t]} is in no queue of the queues file", NAME)
         r = float(jobs.total_gpus[job])
         if r > self.max_of[leaf]:
-            return Status.unresolvable(f"needs {r:g} GPUs; queue {self.tree.names[leaf]} may hold at most "
-                                       f"{self.max_of[leaf]:g} (its limits and its parents')", NAME)
+            return Status.unresolvable(
+                f"needs {r:g} GPUs; queue {self.tree.names[leaf]} may hold at most "
+                f"{self.max_of[leaf]:g} (its limits and its parents')",
+                NAME,
+            )
         return SUCCESS
 
     # --- usage ---------------------------------------------------------------------------------
@@ -288,8 +302,9 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
         idx = np.flatnonzero(mapped)
         if len(idx) == 0 or leaf < 0:
             return np.zeros(0, dtype=np.int64)
-        sub = self.tree.reclaim_order(leaf, leaves[idx], env.jobs.priority[running[idx]].astype(np.float64),
-                                      start[idx], running[idx])
+        sub = self.tree.reclaim_order(
+            leaf, leaves[idx], env.jobs.priority[running[idx]].astype(np.float64), start[idx], running[idx]
+        )
         out: IntArray = idx[sub]
         return out
 
