@@ -293,3 +293,29 @@ def test_fair_share_order_follows_decayed_usage(weights: list[int], data: st.Dat
         for c in range(len(used)):
             if ratio[a] < ratio[c] * (1 - 1e-9):
                 assert keys[a] < keys[c]
+
+
+def test_kant_simulate_with_queues(tmp_path: Path) -> None:
+    """``kant simulate --queues``: the queues apply to the policy (the Philly VCs as leaves under one
+    organisation; a tenant in no leaf is unschedulable with the reason); a bad file is one line, exit 2."""
+    import json
+
+    from click.testing import CliRunner
+
+    from kant.cli.main import cli
+
+    doc = {"queues": [{"name": "all", "children": [{"name": "6214e9", "guaranteed": 256},
+                                                   {"name": "11cb48", "guaranteed": 128}]}]}
+    good = tmp_path / "q.yaml"
+    good.write_text(json.dumps(doc))
+    r = CliRunner().invoke(cli, ["simulate", "--limit", "300", "--cluster", "philly", "--queues", str(good),
+                                 "--no-report", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    counts = json.loads((tmp_path / "o" / "result.json").read_text())["metrics"]["counts"]
+    reasons = counts["unschedulable_reasons"]
+    assert counts["finished"] > 0 and counts["unschedulable"] == sum(reasons.values()) > 0
+    assert all("is in no queue of the queues file" in why for why in reasons)
+    bad = _file(tmp_path, "queues: [{name: a, guaranteed: 8, borowing_limit: 2}]")
+    r = CliRunner().invoke(cli, ["simulate", "--queues", str(bad), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "queues[0].borowing_limit: Extra inputs" in r.output
+    assert "Traceback" not in r.output
