@@ -340,6 +340,7 @@ def test_only_a_manual_clock_moves(tmp_path: Path) -> None:
     (["--db", "mysql://x"], "unsupported database URL 'mysql://x'"),
     (["--host", "0.0.0.0"], "refusing to listen on 0.0.0.0, a non-loopback address, without tokens"),
     (["--default-estimate", "soon"], "'soon' is not a duration"),
+    (["--queues", "nope.yaml"], "nope.yaml: cannot read: file not found"),
 ])
 def test_bad_serve_options_are_one_line_errors(tmp_path: Path, args: list[str], words: str) -> None:
     import subprocess
