@@ -304,12 +304,28 @@ def test_kant_simulate_with_queues(tmp_path: Path) -> None:
 
     from kant.cli.main import cli
 
-    doc = {"queues": [{"name": "all", "children": [{"name": "6214e9", "guaranteed": 256},
-                                                   {"name": "11cb48", "guaranteed": 128}]}]}
+    doc = {
+        "queues": [
+            {"name": "all", "children": [{"name": "6214e9", "guaranteed": 256}, {"name": "11cb48", "guaranteed": 128}]}
+        ]
+    }
     good = tmp_path / "q.yaml"
     good.write_text(json.dumps(doc))
-    r = CliRunner().invoke(cli, ["simulate", "--limit", "300", "--cluster", "philly", "--queues", str(good),
-                                 "--no-report", "--out", str(tmp_path / "o")])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "simulate",
+            "--limit",
+            "300",
+            "--cluster",
+            "philly",
+            "--queues",
+            str(good),
+            "--no-report",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     counts = json.loads((tmp_path / "o" / "result.json").read_text())["metrics"]["counts"]
     reasons = counts["unschedulable_reasons"]
@@ -319,3 +335,19 @@ def test_kant_simulate_with_queues(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli, ["simulate", "--queues", str(bad), "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and "queues[0].borowing_limit: Extra inputs" in r.output
     assert "Traceback" not in r.output
+
+
+def test_a_job_no_queue_state_could_admit_is_unschedulable_with_the_reason(tmp_path: Path) -> None:
+    # b keeps all 24 of its guarantee (lending limit 0), so a may take at most 32 - 24 = 8 GPUs, even
+    # though its own limits (guarantee 8, no borrowing limit) allow more
+    tree = "queues: [{name: a, guaranteed: 8}, {name: b, guaranteed: 24, lending_limit: 0}]\n"
+    policy = with_queues(load_policy("fifo"), load_queues(_file(tmp_path, tree)))
+    b = JobTableBuilder(source="test")
+    b.add("big", submit=0, duration=10, workers=2, gpus_per_worker=8, tenant="a")
+    b.add("fits", submit=0, duration=10, workers=1, gpus_per_worker=8, tenant="a")
+    result = Simulator(Cluster.uniform(4, 8), b.build(), policy).run()
+    assert result.reasons[0] == (
+        "[queues] needs 16 GPUs; queue a may take at most 8 (its limits, its parents' "
+        "and what other queues keep reserved)"
+    )
+    assert result.first_start[1] == 0.0

@@ -194,10 +194,9 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
         self.leaf = np.full(0, -1, dtype=np.int64)
         self._map_tenants(env)
         n = len(self.tree)
-        #: the most each queue's path lets a job of it hold (min over the path of G + B; root: capacity)
-        limit = self.tree.guaranteed + self.tree.borrowing_limit
-        limit[ROOT] = self.tree.guaranteed[ROOT]
-        self.max_of = np.asarray([min(float(limit[q]) for q in self.tree.path[leaf]) for leaf in range(n)])
+        #: the most each queue may ever take: its capacity with nothing running (its limits, its
+        #: parents', and what the other queues keep reserved)
+        self.max_of = np.asarray([self.tree.capacity(q) for q in range(n)])
         self.job_leaf = np.full(len(env.jobs), -1, dtype=np.int64)
         self.start = np.zeros(len(env.jobs), dtype=np.float64)
         self.version = 0
@@ -258,8 +257,8 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
         r = float(jobs.total_gpus[job])
         if r > self.max_of[leaf]:
             return Status.unresolvable(
-                f"needs {r:g} GPUs; queue {self.tree.names[leaf]} may hold at most "
-                f"{self.max_of[leaf]:g} (its limits and its parents')",
+                f"needs {r:g} GPUs; queue {self.tree.names[leaf]} may take at most {self.max_of[leaf]:g} "
+                "(its limits, its parents' and what other queues keep reserved)",
                 NAME,
             )
         return SUCCESS
