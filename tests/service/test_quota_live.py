@@ -28,7 +28,7 @@ fair_share: {half_life_s: 3600}
 """
 
 
-@pytest.fixture(params=[False, True], ids=["default", "queues"])
+@pytest.fixture
 def service(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[TestClient, dict[str, str]]]:
     queues = None
     if request.param:
@@ -56,13 +56,11 @@ def service(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Te
         svc.close()
 
 
-def test_default_policy_holds_a_job_over_its_tenants_max(
-    service: tuple[TestClient, dict[str, str]], request: pytest.FixtureRequest
-) -> None:
+@pytest.mark.parametrize("service", [False], indirect=True)
+def test_default_policy_holds_a_job_over_its_tenants_max(service: tuple[TestClient, dict[str, str]]) -> None:
     client, admin = service
     assert client.get("/v1/cluster", headers=admin).json()["policy"] == "kant"
-    if "queues" in request.node.callspec.id:
-        return  # (test_queues_live covers the service with queues)
+    assert client.get("/v1/queues", headers=admin).json() == []  # (no --queues)
     assert client.post("/v1/tenants", json={"name": "team-a", "max_gpus": 8}, headers=admin).status_code == 201
     assert client.post("/v1/tenants", json={"name": "team-b"}, headers=admin).status_code == 201
 
@@ -90,11 +88,9 @@ def test_default_policy_holds_a_job_over_its_tenants_max(
     assert client.get("/v1/tenants/team-a", headers=admin).json()["quota_enforced"] is True
 
 
-def test_queues_live(service: tuple[TestClient, dict[str, str]], request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize("service", [True], indirect=True)
+def test_queues_live(service: tuple[TestClient, dict[str, str]]) -> None:
     client, admin = service
-    if "queues" not in request.node.callspec.id:
-        assert client.get("/v1/queues", headers=admin).json() == []
-        return
     for name in ("team-a", "team-b"):
         assert client.post("/v1/tenants", json={"name": name}, headers=admin).status_code == 201
 
