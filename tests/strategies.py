@@ -44,3 +44,34 @@ def workloads(draw: st.DrawFn, max_jobs: int = 30) -> JobTable:
             tenant=draw(st.sampled_from(["t1", "t2", "t3"])),
         )
     return b.build()
+
+
+@st.composite
+def queue_trees(draw: st.DrawFn, capacity: int, tenants: tuple[str, ...] = ("t1", "t2", "t3", "t4"),
+                step: int = 1) -> dict[str, object]:
+    """A two-level queues document (two organisations of two leaves, one tenant per leaf) whose
+    guarantees (multiples of ``step``) fit ``capacity`` GPUs, with random borrowing and lending limits
+    (some unlimited)."""
+    units = capacity // step
+
+    def limit(top: int) -> int | None:
+        return draw(st.one_of(st.none(), st.integers(0, max(top, 0)).map(lambda u: u * step)))
+
+    leaves = [draw(st.integers(0, max(units // 4, 0))) for _ in tenants]
+    orgs = []
+    for k in range(2):
+        pair = leaves[2 * k: 2 * k + 2]
+        g = sum(pair) + draw(st.integers(0, 1))
+        children = []
+        for i, (t, u) in enumerate(zip(tenants[2 * k: 2 * k + 2], pair, strict=True)):
+            lend = limit(u)
+            children.append({"name": f"q{k}{i}", "guaranteed": u * step, "borrowing_limit": limit(units),
+                             "lending_limit": lend, "tenants": [t]})
+        lend = limit(g)
+        orgs.append({"name": f"org{k}", "guaranteed": g * step, "borrowing_limit": limit(units),
+                     "lending_limit": lend, "children": children})
+    if sum(o["guaranteed"] for o in orgs) > capacity:  # type: ignore[misc]
+        for o in orgs:
+            o["guaranteed"] = None  # (the sum of its leaves': at most 4 x capacity // 4)
+            o["lending_limit"] = None
+    return {"queues": orgs}

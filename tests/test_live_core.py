@@ -380,4 +380,4 @@ def test_policy_file_for_live_quota_needs_known_tenants() -> None:
     other = submit(s, "three", gpus_per_worker=8, tenant="new-tenant")  # joins the vocabulary on arrival
     started = {j for j, _ in s.cycle(0.0).started}
     assert started == {first, other}  # a's max of 8 GPUs holds back its second job
-    assert "over its max 8" in s.why_pending(second)
+    assert "tenant a at its max of 8 GPUs (holds 8, the job needs 8)" in s.why_pending(second)

@@ -224,7 +224,7 @@ def test_plugins_and_actions_in_the_wrong_list_are_named() -> None:
 
 def test_reclaim_without_a_guarantee_plugin_is_an_error() -> None:
     with pytest.raises(ConfigError, match=r"actions\[1\]: the reclaim action needs a Guarantee plugin in the "
-                                          r"policy \(one of: quota\)"):
+                                          r"policy \(one of: quota, queues\)"):
         _policy(["allocate", "reclaim"])
 
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kant.actions.reclaim import ReclaimArgs
 from kant.config import parse_policy
 from kant.errors import ConfigError
 from kant.framework.runner import DynamicKey
@@ -289,3 +290,45 @@ def test_drf_orders_by_dominant_share() -> None:
         assert key.order(np.array([2, 3, 4])).tolist() == expected
         # the per-job key agrees with the vectorised order
         assert sorted([2, 3, 4], key=key) == expected
+
+
+# --- quotas apply by default (with_quotas) -------------------------------------------------------
+def test_with_quotas_adds_the_plugin_and_reclaim_only_when_needed() -> None:
+    from kant.config import load_policy
+    from kant.plugins.quota import TenantQuota, with_quotas
+
+    kant = load_policy("kant")
+    assert with_quotas(kant, {}) is kant  # no quota: the policy as it is (golden outputs unchanged)
+    capped = with_quotas(kant, {"a": TenantQuota(max=8)})
+    assert [p.cls.NAME for p in capped.plugins] == ["priority", "fifo", "e-binpack", "quota"]
+    assert [a.cls.NAME for a in capped.actions] == ["allocate", "backfill"]  # no guarantee: no reclaim
+    kept = with_quotas(kant, {"a": TenantQuota(guaranteed=8)})
+    assert [a.cls.NAME for a in kept.actions] == ["allocate", "reclaim", "backfill"]
+    # kant's allocate blocks: backfill comes next, so reclaim runs no allocate pass of its own
+    assert isinstance(kept.actions[1].args, ReclaimArgs) and kept.actions[1].args.allocate_after is False
+    fifo = with_quotas(load_policy("fifo"), {"a": TenantQuota(guaranteed=8)})
+    assert isinstance(fifo.actions[1].args, ReclaimArgs) and fifo.actions[1].args.allocate_after is True
+
+
+def test_a_job_its_quota_holds_does_not_block_a_blocking_allocate() -> None:
+    from kant.config import load_policy
+    from kant.plugins.quota import TenantQuota, with_quotas
+
+    b = JobTableBuilder(source="test")
+    b.add("big-a", submit=0, duration=100, workers=2, gpus_per_worker=8, tenant="a", estimate=100)
+    b.add("small-b", submit=1, duration=100, workers=1, gpus_per_worker=8, tenant="b", estimate=100)
+    jobs = b.build()
+    policy = with_quotas(load_policy("kant"), {"a": TenantQuota(max=8)})
+    sim = Simulator(Cluster.uniform(4, 8), jobs, policy)
+    result = sim.run()
+    # a's 16-GPU job is over its max of 8: unschedulable on arrival (the simulator's quotas are fixed);
+    # b's job behind it starts at once (t = 1)
+    assert result.status[0] == JobStatus.UNSCHEDULABLE and "tenant a may hold at most 8" in result.reasons[0]
+    assert result.first_start[1] == 1.0
+    for name in ("kant", "fifo-strict"):  # (fifo-strict: a blocking allocate and no backfill after it)
+        held = with_quotas(load_policy(name), {"a": TenantQuota(max=8)}, hold_over_max=True)
+        sim = Simulator(Cluster.uniform(4, 8), jobs, held)
+        sim.run(until=5.0)
+        # held instead (the live service): it waits with the quota's reason and blocks no one
+        assert 1 in sim.scheduler.running and 0 in sim.scheduler.queue, name
+        assert sim.scheduler.why_pending(0) == "[quota] tenant a at its max of 8 GPUs (holds 0, the job needs 16)"

@@ -164,11 +164,17 @@ def test_whatif_changes_do_what_they_say() -> None:
     assert now.to_dict(tenant="default")["jobs"] == out["jobs"] and now.to_dict(tenant="other")["jobs"] == []
 
 
-def test_whatif_quota_needs_a_quota_plugin_and_bad_changes_are_named() -> None:
+def test_whatif_quota_applies_under_any_policy_and_bad_changes_are_named() -> None:
     cluster = load_cluster("2x8:V100")
-    _, snap = snapshot_at(cluster, jobs_of((0, 100, 8)), "kant", 1.0)
-    with pytest.raises(KantError, match=r"scenario .q.: .*no quota plugin"):
-        compare(snap, [Scenario("q", quotas={"default": (0, 4)})], runs=1)
+    sim, snap = snapshot_at(cluster, jobs_of((0, 100, 8), (0, 100, 8), (0, 100, 8)), "kant", 1.0)
+    with pytest.raises(KantError, match=r"scenario .q.: .*tenants.nobody: no such tenant"):
+        compare(snap, [Scenario("q", quotas={"nobody": (0, 4)})], runs=1)
+    # kant has no quota plugin: one is added. Two 8-GPU jobs run; the third starts when they end
+    # (100 s), unless the tenant's max is 4: then it is held for good (running jobs keep running)
+    tenant = sim.jobs.tenant_names[0]
+    now, capped = compare(snap, [Scenario("cap", quotas={tenant: (0, 4)})], horizon_s=1000.0, runs=1)
+    assert (now.waits["started"], now.waits["not_started"]) == (1, 0)
+    assert (capped.waits["started"], capped.waits["not_started"]) == (0, 1)
     with pytest.raises(KantError, match=r"scenario .d.: drain: no node .nope."):
         compare(snap, [Scenario("d", drain=("nope",))], runs=1)
     with pytest.raises(KantError, match="horizon"):

@@ -52,6 +52,7 @@ class RunSpec:
     services: str | None = None  # services YAML (inference next to the training trace)
     jobs_out: str | None = None  # per-job results Parquet written by the run (kant.metrics.jobs)
     policy_doc: dict[str, Any] | None = None  # a resolved policy mapping used instead of loading `policy`
+    queues: str | None = None  # queues YAML applied to the policy (kant.plugins.queues.with_queues)
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,10 @@ def run(spec: RunSpec, progress: Callable[[int, int], None] | None = None) -> Ru
             policy = parse_policy(spec.policy_doc, spec.policy)
         else:
             policy = load_policy(spec.policy)
+        if spec.queues is not None:
+            from kant.plugins.queues import load_queues, with_queues
+
+            policy = with_queues(policy, load_queues(spec.queues))
         cluster = load_nodes(spec.cluster)
         problems = Problems(skip=spec.skip_invalid)
         jobs = load_trace(spec.trace, problems=problems, limit=spec.limit)
@@ -171,12 +176,20 @@ def run_all(specs: Sequence[RunSpec], workers: int | None = None, done: Callable
     return runs
 
 
-def check_inputs(policies: Sequence[str], services: str | None) -> None:
-    """Load each policy file and the services file once, so a bad one fails before any run starts."""
+def check_inputs(policies: Sequence[str], services: str | None, queues: str | None = None) -> None:
+    """Load each policy file, the services file and the queues file once (the queues applied to each
+    policy), so a bad one fails before any run starts."""
     from kant.config import load_policy
 
+    tree = None
+    if queues is not None:
+        from kant.plugins.queues import load_queues, with_queues
+
+        tree = load_queues(queues)
     for p in policies:
-        load_policy(p)
+        policy = load_policy(p)
+        if tree is not None:
+            with_queues(policy, tree)
     if services:
         from kant.inference.services import load_services
 

@@ -271,8 +271,8 @@ def test_a_gpu_cell_leads_to_its_job(ctx: Any, srv: Server) -> None:
 
 def test_tenants_page_shows_quota_use_and_demand(ctx: Any, srv: Server, artifacts: Path) -> None:
     cl = srv.admin.get("/v1/cluster").json()["tenants"]
-    # quotas (shown, not enforced under the kant policy): the busiest tenant borrows above its
-    # guarantee, an idle one lends what it does not use
+    # quotas (applied from the next cycle; the manual clock does not move here): the busiest tenant
+    # borrows above its guarantee, an idle one lends what it does not use
     busy = max(cl, key=lambda t: (cl[t]["running_gpus"], t))
     idle = min(cl, key=lambda t: (cl[t]["running_gpus"], t))
     assert cl[busy]["running_gpus"] >= 4 and cl[idle]["running_gpus"] == 0

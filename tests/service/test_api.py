@@ -117,26 +117,6 @@ def test_impossible_job_is_refused(srv: Server, tokens: dict[str, str], body: di
     assert r.status_code == 422 and words in r.text
 
 
-def test_quota_breaking_job_is_unschedulable_with_reason(tmp_path: Path) -> None:
-    """A policy with the quota plugin: a job over its tenant's max can never run."""
-    with running_server(tmp_path, f"sqlite:///{tmp_path / 'q.db'}", policy=_quota_policy(tmp_path)) as s:
-        tok = s.tenant("small", max_gpus=8)
-        c = s.client(tok)
-        job = c.post("/v1/jobs", json={"workers": 2, "gpus_per_worker": 8}).json()["id"]
-        s.advance(0)
-        got = c.get(f"/v1/jobs/{job}").json()
-        assert got["state"] == "unschedulable" and "may hold at most 8" in got["reason"]
-        t = c.get("/v1/tenants/small").json()
-        assert t["quota_enforced"] is True and t["max_gpus"] == 8
-
-
-def _quota_policy(folder: Path) -> str:
-    path = folder / "kant-quota.yaml"
-    path.write_text("name: kant-quota\nactions:\n  - {name: allocate, args: {blocking: true}}\n  - backfill\n"
-                    "plugins:\n  - name: priority\n  - name: fifo\n  - name: quota\n  - name: e-binpack\n")
-    return str(path)
-
-
 def test_oversized_body_is_413(srv: Server, tokens: dict[str, str]) -> None:
     r = srv.client(tokens["a"]).post("/v1/jobs", content=b"{" + b" " * (2 << 20) + b"}",
                                      headers={"Content-Type": "application/json"})
@@ -335,7 +315,7 @@ def test_services_scale(srv: Server, tokens: dict[str, str]) -> None:
 def test_cluster_and_metrics(srv: Server, tokens: dict[str, str]) -> None:
     c = srv.admin.get("/v1/cluster").json()
     assert c["total_gpus"] == 32 and c["policy"] == "kant" and c["clock"] == "manual"
-    assert c["quota_enforced"] is False
+    assert c["quota_enforced"] is True  # (quotas apply under every policy)
     assert c["allocated_gpus"] + c["free_gpus"] + c["down_gpus"] + c["cordoned_gpus"] == 32
     text = srv.admin.get("/metrics").text
     for name in ("kant_gar", "kant_sor", "kant_gfr_nodes", "kant_queue_length", "kant_wait_seconds_bucket",
@@ -365,6 +345,7 @@ def test_only_a_manual_clock_moves(tmp_path: Path) -> None:
     (["--db", "mysql://x"], "unsupported database URL 'mysql://x'"),
     (["--host", "0.0.0.0"], "refusing to listen on 0.0.0.0, a non-loopback address, without tokens"),
     (["--default-estimate", "soon"], "'soon' is not a duration"),
+    (["--queues", "nope.yaml"], "nope.yaml: cannot read: file not found"),
 ])
 def test_bad_serve_options_are_one_line_errors(tmp_path: Path, args: list[str], words: str) -> None:
     import subprocess

@@ -2,7 +2,8 @@
 
 Arguments:
     blocking: stop at the first job that does not fit (strict FIFO, head-of-line blocking as in a
-        batch scheduler without backfill). Default False: skip it and try later jobs.
+        batch scheduler without backfill). Default False: skip it and try later jobs. A job that
+        admission holds (its tenant's quota) never blocks: it is passed over in either mode.
 """
 
 from __future__ import annotations
@@ -119,6 +120,12 @@ class Allocate(Action):
                             continue
                         status = result
                         failed.add(ctx.env, request, job, status, fw.room_for(ctx, job))
+                    elif unfailed is None:
+                        # blocking: a job its quota holds waits aside and blocks no one (as a Kueue
+                        # workload not admitted); the walk goes on behind it
+                        ctx.reasons[shape] = status
+                        queue.block(shape)
+                        continue
             ctx.reasons[shape] = status
             if unfailed is None:
                 return  # blocking

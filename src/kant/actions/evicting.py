@@ -121,6 +121,12 @@ class EvictingAction(Action, Generic[W]):
     def planned(self, ctx: CycleContext, walk: W, job: int, victims: list[int], cands: Candidates) -> None:
         """``job`` will start by evicting ``victims`` (chosen from ``cands``): count it."""
 
+    def plan(self, ctx: CycleContext, fw: Framework, walk: W, job: int,
+             cands: Candidates) -> tuple[list[int], Placement] | None:
+        """The victims among ``cands`` and the job's placement once they are gone (None: no plan).
+        Default: :func:`~kant.actions.victims.choose_victims` (lowest rank, fewest, least work lost)."""
+        return choose_victims(ctx, fw, job, cands)
+
     def exhausted(self, walk: W) -> bool:
         """True when no later job of the walk can evict anything (ends the walk early)."""
         return False
@@ -154,7 +160,7 @@ class EvictingAction(Action, Generic[W]):
                 failed.add(key)
                 continue
             cands = walk.candidates(ctx, sel)
-            plan = choose_victims(ctx, fw, job, cands)
+            plan = self.plan(ctx, fw, walk, job, cands)
             if plan is None:
                 failed.add(key)
                 continue

@@ -14,6 +14,15 @@ simulated on a private statement first; then the victims are evicted with
 :func:`kant.actions.common.evict_job` (back to the queue; checkpoint/restart model applies) and
 ``p`` starts. This is Kueue's ``reclaimWithinCohort`` and Volcano's ``reclaim`` action.
 
+With a tree of queues (a :class:`~kant.framework.plugin.QueueGuarantee`: the ``queues`` plugin) the
+rule is the tree's: a pending job may reclaim when its leaf queue stays within its guarantee with it;
+the victims are the running jobs the tree names (jobs of borrowing queues whose borrowing comes from
+the job's side of the tree), tried in Kueue's order (nearest cohort first, lowest priority, most
+recently started), evicted in that order until the job both fits and is admitted by the queues with
+them gone, then every victim not needed is given back, last evicted first
+(:func:`kant.actions.victims.victims_in_order`). Failures are remembered while no capacity came back
+and no queue's usage changed.
+
 Evictions are counted on the quota plugin (``reclaim_evictions`` per victim tenant, ``reclaims_for``
 per reclaiming tenant) and on this action (``evictions``).
 
@@ -26,7 +35,7 @@ Arguments:
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 
@@ -34,12 +43,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from kant.actions.evicting import EvictingAction, Skip, Walk, in_queue_order
-from kant.actions.victims import BoolArray, Candidates, IntArray, placement_entries
+from kant.actions.victims import BoolArray, Candidates, IntArray, placement_entries, victims_in_order
 from kant.framework.context import CycleContext, SchedulerEnv
-from kant.framework.plugin import Guarantee
+from kant.framework.plugin import Guarantee, Plugin, QueueGuarantee
 from kant.framework.registry import register_action
 from kant.framework.runner import Framework
 from kant.model.fit import gpu_slots
+from kant.model.state import Placement
 from kant.model.store import JobStore
 
 __all__ = ["NAME", "Reclaim", "ReclaimArgs"]
@@ -67,7 +77,12 @@ class _ReclaimWalk(Walk):
 class Reclaim(EvictingAction[_ReclaimWalk]):
     NAME = NAME
     Args = ReclaimArgs
-    NEEDS = (Guarantee,)
+
+    @classmethod
+    def check_plugins(cls, args: BaseModel, plugins: Sequence[type[Plugin]]) -> tuple[str, str] | None:
+        if any(issubclass(p, (Guarantee, QueueGuarantee)) for p in plugins):
+            return None
+        return "", "the reclaim action needs a Guarantee plugin in the policy (one of: quota, queues)"
 
     def __init__(self, args: BaseModel | None = None) -> None:
         super().__init__(args)
@@ -76,6 +91,7 @@ class Reclaim(EvictingAction[_ReclaimWalk]):
         self.limit = a.max_reclaims_per_cycle
         self.allocate_after = a.allocate_after
         self._guarantee: Guarantee | None = None
+        self._tree: QueueGuarantee | None = None
         # shapes that could not reclaim; valid while no capacity came back and no borrowing changed
         self._failed: set[Hashable] = set()
         self._failed_at: tuple[int, int, int] = (-1, -1, 0)
@@ -87,6 +103,9 @@ class Reclaim(EvictingAction[_ReclaimWalk]):
         self.reclaims = 0
 
     def attach(self, fw: Framework) -> None:
+        self._tree = fw.plugin(QueueGuarantee)
+        if self._tree is not None:
+            return
         self._guarantee = fw.plugin(Guarantee)
         if self._guarantee is None:
             raise ValueError("the reclaim action needs a Guarantee plugin (quota) in the policy")
@@ -97,11 +116,12 @@ class Reclaim(EvictingAction[_ReclaimWalk]):
     def begin(self, ctx: CycleContext, fw: Framework) -> _ReclaimWalk | None:
         args = self.args
         assert isinstance(args, ReclaimArgs)
-        quota = self._guarantee
-        if quota is None:
+        if self._tree is None and self._guarantee is None:
             self.attach(fw)
-            quota = self._guarantee
-            assert quota is not None
+        if self._tree is not None:
+            return self._tree_begin(ctx, fw, self._tree, args)
+        quota = self._guarantee
+        assert quota is not None
         if not ctx.running or not len(ctx.queue) or not np.any(quota.borrowed[:, 0] > 0):
             return None
         jobs = ctx.env.jobs
@@ -171,7 +191,61 @@ class Reclaim(EvictingAction[_ReclaimWalk]):
         walk.stamp = stamp
         return walk
 
+    def _tree_begin(self, ctx: CycleContext, fw: Framework, tree: QueueGuarantee,
+                    args: ReclaimArgs) -> _ReclaimWalk | None:
+        """The walk with a tree of queues: pending jobs within their leaf's guarantee, in queue order
+        (one per shape that is not known to fail), and every job running since before the cycle."""
+        if not ctx.running or not len(ctx.queue) or not tree.any_borrowing():
+            return None
+        stamp = (int(getattr(ctx.state, "release_count", -1)), tree.version, 0)
+        if stamp != self._failed_at or stamp[0] < 0:
+            self._failed = set()
+        failed = self._failed
+        queue = ctx.queue
+        jobs = ctx.env.jobs
+        if self._shape_tenant is None:
+            self._shape_tenant, self._shape_gpus, self._shape_gpw = _per_shape(queue.shapes, jobs)
+        shape_ids = np.asarray(queue.pending_shapes(), dtype=np.int64)
+        # pending shapes within their leaf's guarantee (tenant and request are the same for every job
+        # of a shape), skipping shapes known to fail
+        keep = tree.entitled(self._shape_tenant[shape_ids], self._shape_gpus[shape_ids])
+        if failed and keep.any():
+            keep &= np.fromiter((s not in failed for s in shape_ids.tolist()), dtype=bool, count=len(shape_ids))
+        if not keep.any():
+            self._failed_at = stamp
+            return None
+        lists = [queue.shape_jobs(s) for s in shape_ids[keep].tolist()]
+        pending = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=sum(map(len, lists)))
+        started = {j for j, _ in ctx.started}
+        pool = np.asarray(sorted(j for j in ctx.running if j not in started), dtype=np.int64)
+        if len(pool) == 0:
+            return None
+        order = in_queue_order(ctx, fw, pending)
+        keys = queue.shapes[np.asarray(order, dtype=np.int64)].tolist()
+        walk = _ReclaimWalk(order, keys, pool, ctx.env.jobs.priority[pool].astype(np.float64), failed,
+                            args.checkpoint_interval_s)
+        walk.stamp = stamp
+        return walk
+
+    def plan(self, ctx: CycleContext, fw: Framework, walk: _ReclaimWalk, job: int,
+             cands: Candidates) -> tuple[list[int], Placement] | None:
+        tree = self._tree
+        if tree is None:
+            return super().plan(ctx, fw, walk, job, cands)
+        running = ctx.running
+        start = np.fromiter((running[int(j)].start for j in cands.jobs), dtype=np.float64, count=len(cands))
+        order = tree.reclaim_order(ctx.env, job, cands.jobs, start)
+        if len(order) == 0:
+            return None
+        env = ctx.env
+        return victims_in_order(ctx, fw, job, cands.jobs[order].tolist(),
+                                lambda victims: tree.admits_without(env, job, victims))
+
     def victim_pool(self, ctx: CycleContext, fw: Framework, walk: _ReclaimWalk, job: int) -> BoolArray | Skip:
+        if self._tree is not None:
+            if not self._tree.any_borrowing():
+                return Skip.FAILED
+            return walk.alive
         quota = walk.guarantee
         assert quota is not None
         if not quota.within_guarantee(job):
@@ -187,16 +261,26 @@ class Reclaim(EvictingAction[_ReclaimWalk]):
         return sel
 
     def planned(self, ctx: CycleContext, walk: _ReclaimWalk, job: int, victims: list[int], cands: Candidates) -> None:
+        if self._tree is not None:
+            self._tree.reclaimed(job, victims)
+            self.evictions += len(victims)
+            self.reclaims += 1
+            return
         assert walk.guarantee is not None
         walk.guarantee.reclaimed(job, victims)
         self.evictions += len(victims)
         self.reclaims += 1
 
     def exhausted(self, walk: _ReclaimWalk) -> bool:
+        if self._tree is not None:
+            return not self._tree.any_borrowing()
         assert walk.guarantee is not None
         return not np.any(walk.alive & (walk.guarantee.job_borrowed[walk.running, 0] > 0))
 
     def end(self, ctx: CycleContext, walk: _ReclaimWalk) -> None:
+        if self._tree is not None:
+            self._failed_at = (int(getattr(ctx.state, "release_count", -1)), self._tree.version, 0)
+            return
         assert walk.guarantee is not None
         self._failed_at = (int(getattr(ctx.state, "release_count", -1)), walk.guarantee.borrow_version,
                            walk.stamp[2])

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +46,7 @@ __all__ = [
     "placement_entries",
     "running_jobs",
     "select",
+    "victims_in_order",
     "work_lost",
 ]
 
@@ -369,6 +371,48 @@ def _greedy_plan(ctx: CycleContext, fw: Framework, job: int, cands: Candidates, 
         if isinstance(final, Status):  # pragma: no cover - the state equals the last successful trial
             return None
         return sorted(victims), final
+    finally:
+        trial.discard()
+
+
+def victims_in_order(ctx: CycleContext, fw: Framework, job: int, order: Sequence[int],
+                     admits: Callable[[list[int]], bool]) -> tuple[list[int], Placement] | None:
+    """Kueue's victim search for a fixed candidate order (running jobs ``order``, first evicted
+    first): evict them in order until ``job`` fits (placement by the policy) and ``admits(victims)``
+    holds (its quota, with the victims gone); then give back, last evicted first, every victim the job
+    does not need. Returns (victims in eviction order, placement), or None if evicting all of ``order``
+    is not enough. Changes nothing (the plan is simulated and undone)."""
+    state, jobs = ctx.state, ctx.env.jobs
+    w = int(jobs.workers[job])
+    ok = _static_ok(ctx, fw, job)
+    trial = Statement(state)
+    evicted: list[int] = []
+    try:
+        placed = False
+        for v in order:
+            evicted.append(v)
+            trial.evict(v)
+            if not admits(evicted):
+                continue
+            if int(_slots(ctx, job, state.free, state.free_cpu, state.free_mem, ok).sum()) < w:
+                continue
+            if not isinstance(fw.place(ctx, job), Status):
+                placed = True
+                break
+        if not placed:
+            return None
+        victims = list(evicted)
+        for v in reversed(evicted[:-1]):  # (the last one was needed: without it the job did not fit)
+            trial.allocate(v, _evicted_placement(trial, v))
+            rest = [x for x in victims if x != v]
+            if admits(rest) and not isinstance(fw.place(ctx, job), Status):
+                victims = rest
+            else:
+                trial.evict(v)
+        final = fw.place(ctx, job)
+        if isinstance(final, Status):  # pragma: no cover - the state equals the last successful trial
+            return None
+        return victims, final
     finally:
         trial.discard()
 

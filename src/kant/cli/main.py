@@ -94,6 +94,9 @@ def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="Re-verify the cluster state's invariants every N cycles (debug; 0 = never)."),
         click.option("--services", type=click.Path(dir_okay=False), default=None,
                      help="Inference services YAML to run next to the training trace (see docs/inference.md)."),
+        click.option("--queues", type=click.Path(dir_okay=False), default=None,
+                     help="Queues YAML: a tree of queues with guarantees and borrowing/lending limits that the "
+                     "trace's tenants map to, applied to the policy (see docs/policy-quotas.md)."),
         click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("kant-out"),
                      show_default=True, help="Folder for the JSON result and HTML report."),
     ]
@@ -118,6 +121,7 @@ def _spec(policy: str, kw: dict[str, Any], jobs_out: Path | None = None) -> RunS
         checkpoint_interval_s=kw["checkpoint_interval"],
         check_every=kw["check_every"],
         services=kw.get("services"),
+        queues=kw.get("queues"),
         jobs_out=None if jobs_out is None else str(jobs_out),
     )
 
@@ -207,7 +211,8 @@ def compare(policies: tuple[str, ...], workers: int | None, **kw: Any) -> None:
     out_dir: Path = kw["out_dir"]
     specs = per_policy(_spec(policies[0], kw), policies, out_dir / "jobs")
     try:
-        check_inputs(policies, kw.get("services"))  # fail fast on a bad policy file, before any simulation starts
+        # fail fast on a bad policy, services or queues file, before any simulation starts
+        check_inputs(policies, kw.get("services"), kw.get("queues"))
         bar = _progress("[bold]comparing[/]")
         with _drawn(bar):
             done = None if bar is None else _steps(bar, "policies", len(specs))

@@ -61,6 +61,9 @@ _AFTER: list[Decorator] = [
     click.option("--services", "services", default=None, metavar="FILE",
                  help="A services file (as `kant simulate --services`; with command, port, ready_path for the live "
                       "replicas): its services are created or updated when this service leads (docs/inference.md)."),
+    click.option("--queues", "queues", default=None, metavar="FILE",
+                 help="A queues file (as `kant simulate --queues`): a tree of queues with guarantees and "
+                      "borrowing/lending limits that tenants map to, applied to the policy (docs/policy-quotas.md)."),
     click.option("--admin-token-file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
                  help="A file holding an admin token to accept (or set KANT_ADMIN_TOKEN)."),
     click.option("--token-out", type=click.Path(dir_okay=False, path_type=Path), default=Path("kant-admin.token"),
@@ -193,7 +196,7 @@ def _run(db_url: str, cluster: str | None, policy: str, host: str, port: int, ex
          admin_token_file: Path | None, token_out: Path, advertise_url: str | None, default_estimate: float,
          seed: int, predict: bool, predict_runs: int, predict_every: float, whatif_budget: float,
          whatif_queue: int, db_wait: float, log_level: str, services: str | None, route_queue: int,
-         route_queue_timeout: float, route_concurrency: int, route_timeout: float) -> None:
+         route_queue_timeout: float, route_concurrency: int, route_timeout: float, queues: str | None = None) -> None:
     from kant.service.serve import serve as run_service
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -212,6 +215,13 @@ def _run(db_url: str, cluster: str | None, policy: str, host: str, port: int, ex
 
         try:
             load_services(services)  # (checked now: a wrong key is one line before anything starts)
+        except KantError as exc:
+            fail(str(exc))
+    if queues is not None:
+        from kant.plugins.queues import load_queues
+
+        try:
+            load_queues(queues)  # (checked now: a wrong key is one line before anything starts)
         except KantError as exc:
             fail(str(exc))
     if demo == "unified":  # (kant.service.demo: its cluster, policy and speed unless given)
@@ -247,7 +257,7 @@ def _run(db_url: str, cluster: str | None, policy: str, host: str, port: int, ex
                          predict_runs=predict_runs, predict_every=predict_every, whatif_budget=whatif_budget,
                          whatif_queue=whatif_queue, db_wait=db_wait, services=services, route_queue=route_queue,
                          route_queue_timeout=route_queue_timeout, route_concurrency=route_concurrency,
-                         route_timeout=route_timeout)
+                         route_timeout=route_timeout, queues=queues)
     try:
         run_service(config)
     except KantError as exc:

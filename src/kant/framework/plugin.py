@@ -37,6 +37,7 @@ __all__ = [
     "JobListener",
     "Rank",
     "Guarantee",
+    "QueueGuarantee",
     "CoScheduling",
     "Placer",
     "PluginLookup",
@@ -233,6 +234,33 @@ class Guarantee(Plugin):
 
     def within_guarantee(self, job: int) -> bool:
         """Would the job's tenant stay within its guarantee with the job started?"""
+        raise NotImplementedError
+
+    def reclaimed(self, job: int, victims: Sequence[int]) -> None:
+        """``job`` is about to start by evicting ``victims`` (for the plugin's counters)."""
+
+
+class QueueGuarantee(Plugin):
+    """A tree of queues with guarantees, borrowing and lending limits (the ``queues`` plugin, see
+    :mod:`kant.model.queues`): what the ``reclaim`` action needs to give a queue its guarantee back by
+    evicting borrowers in the tree's order. ``version`` changes whenever any queue's usage does."""
+
+    version: int
+
+    def any_borrowing(self) -> bool:
+        """Does some queue hold more than its guarantee (else there is nothing to reclaim)?"""
+        raise NotImplementedError
+
+    def entitled(self, tenants: IntArray, gpus: IntArray) -> BoolArray:
+        """Would a job of each (tenant code, GPUs) stay within its leaf queue's guarantee if started?"""
+        raise NotImplementedError
+
+    def reclaim_order(self, env: SchedulerEnv, job: int, running: IntArray, start: FloatArray) -> IntArray:
+        """Indices into ``running`` (started at ``start``) that ``job`` may evict, in eviction order."""
+        raise NotImplementedError
+
+    def admits_without(self, env: SchedulerEnv, job: int, victims: Sequence[int]) -> bool:
+        """Would the queues admit ``job`` once ``victims`` (running jobs) are gone?"""
         raise NotImplementedError
 
     def reclaimed(self, job: int, victims: Sequence[int]) -> None:

@@ -35,6 +35,8 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "priority": "kant.plugins.priority",
     "qssf": "kant.plugins.qssf",
     "quota": "kant.plugins.quota",
+    "queues": "kant.plugins.queues",
+    "fair-share": "kant.plugins.fair_share",
     "random": "kant.plugins.random_score",
     "random-pick": "kant.plugins.share_place",
     "residual-fit": "kant.plugins.share_place",

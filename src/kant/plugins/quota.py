@@ -48,18 +48,18 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kant.config.policy import PluginEntry, Policy
+from kant.config.policy import ActionEntry, PluginEntry, Policy
 from kant.errors import ConfigError
 from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import Admit, BoolArray, Filter, Guarantee, JobListener
-from kant.framework.registry import register_plugin
+from kant.framework.registry import action_class, register_plugin
 from kant.framework.status import SUCCESS, Status
 from kant.model.job import JobTable
 from kant.model.state import Placement
 from kant.model.store import grow
 
 __all__ = ["NAME", "Quota", "QuotaArgs", "TenantQuota", "TypeQuota", "derive_guarantees", "gpu_time_share",
-           "with_tenant_quotas"]
+           "with_quotas", "with_tenant_quotas"]
 
 NAME = "quota"
 
@@ -105,6 +105,9 @@ class QuotaArgs(BaseModel):
     cohort_borrowing: bool = True
     guarantees_from: GuaranteeMethod | None = None
     guaranteed_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+    #: a job larger than its tenant's max waits, held by admission with the quota's reason, instead of
+    #: being unschedulable on arrival (the live service: an admin may raise the max)
+    hold_over_max: bool = False
 
 
 # --- deriving guarantees from a trace ------------------------------------------------------------
@@ -300,12 +303,13 @@ class Quota(Admit, Filter, JobListener, Guarantee):
     # --- admission -----------------------------------------------------------------------------
     def _check(self, t: int, col: int, r: float, what: str) -> str:
         u = self.usage[t, col]
-        gpus = f"{u + r:g} {what + ' ' if what else ''}GPUs"
+        gpus = f"{what + ' ' if what else ''}GPUs"
         if u + r > self.maximum[t, col]:
-            return f"tenant {self.tenant_names[t]} would hold {gpus}, over its max {self.maximum[t, col]:g}"
+            return (f"tenant {self.tenant_names[t]} at its max of {self.maximum[t, col]:g} {gpus} "
+                    f"(holds {u:g}, the job needs {r:g})")
         if u + r > self.guaranteed[t, col] and not self.borrowing_on:
-            return (f"tenant {self.tenant_names[t]} would hold {gpus}, over its guarantee "
-                    f"{self.guaranteed[t, col]:g} (borrowing is off)")
+            return (f"tenant {self.tenant_names[t]} at its guarantee of {self.guaranteed[t, col]:g} {gpus} "
+                    f"(holds {u:g}, the job needs {r:g}; borrowing is off)")
         return ""
 
     def admit(self, ctx: CycleContext, job: int) -> Status:
@@ -323,6 +327,10 @@ class Quota(Admit, Filter, JobListener, Guarantee):
         return SUCCESS
 
     def feasible(self, env: SchedulerEnv, job: int) -> Status:
+        args = self.args
+        assert isinstance(args, QuotaArgs)
+        if args.hold_over_max:  # admission holds it with the quota's reason
+            return SUCCESS
         jobs = env.jobs
         t = int(jobs.tenant[job])
         r = float(jobs.total_gpus[job])
@@ -460,26 +468,70 @@ class Quota(Admit, Filter, JobListener, Guarantee):
         return out
 
 
-def with_tenant_quotas(policy: Policy, quotas: Mapping[str, tuple[int | None, int | None]]) -> Policy:
+def with_tenant_quotas(policy: Policy, quotas: Mapping[str, tuple[int | None, int | None]], *,
+                       hold_over_max: bool | None = None) -> Policy:
     """``policy`` with each named tenant's (guaranteed, max) GPUs set in its quota plugin (None: not
-    set, as in a policy file). Raises :class:`ConfigError` if the policy has no quota plugin (the
-    quotas would change nothing)."""
-    if not any(issubclass(p.cls, Quota) for p in policy.plugins):
-        raise ConfigError(policy.source or policy.name, "plugins",
-                          f"policy {policy.name!r} has no quota plugin: tenant quotas would not be enforced")
-    entries = []
+    set, as in a policy file). A policy without a quota plugin gets one (see :func:`with_quotas`), so
+    quotas apply under every policy. ``hold_over_max``: set that argument of the quota plugin (None:
+    as the policy has it)."""
+    tenants: dict[str, TenantQuota] = {}
+    existing = next((e.args for e in policy.plugins if issubclass(e.cls, Quota)), None)
+    for name, (guaranteed, most) in quotas.items():
+        base = existing.tenants.get(name, TenantQuota()) if isinstance(existing, QuotaArgs) else TenantQuota()
+        try:
+            tenants[name] = TenantQuota.model_validate({**base.model_dump(), "guaranteed": guaranteed, "max": most})
+        except ValueError as exc:
+            raise ConfigError(policy.source or policy.name, f"tenants.{name}", _first_error(exc)) from None
+    return with_quotas(policy, tenants, hold_over_max=hold_over_max)
+
+
+def _first_error(exc: ValueError) -> str:
+    """The message of a pydantic validation error, in one line."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        return str(first.get("msg", exc)).removeprefix("Value error, ")
+    return str(exc).splitlines()[0]
+
+
+def with_quotas(policy: Policy, tenants: Mapping[str, TenantQuota], *, hold_over_max: bool | None = None) -> Policy:
+    """``policy`` with the quotas ``tenants`` in force (quotas apply by default, whatever the policy).
+
+    * A policy with a quota plugin gets these tenants' entries in it (each replaces the tenant's own).
+    * A policy without one gets a quota plugin, after its other plugins (``cohort_borrowing: true``,
+      no guarantees but these), and, if some tenant has a guarantee above 0 and the policy has no
+      ``reclaim`` action, ``reclaim`` right after its first ``allocate`` (``allocate_after`` only when
+      that allocate does not block: a blocking policy's later actions, backfill, come next anyway).
+      With no quota given, the policy is returned as it is: a deployment without quotas runs the
+      policy unchanged.
+    """
+    entries: list[PluginEntry] = []
+    found = False
     for entry in policy.plugins:
         if issubclass(entry.cls, Quota):
+            found = True
             args = entry.args
             assert isinstance(args, QuotaArgs)
-            tenants = dict(args.tenants)
-            for name, (guaranteed, most) in quotas.items():
-                base = tenants.get(name, TenantQuota())
-                try:
-                    tenants[name] = TenantQuota.model_validate(
-                        {**base.model_dump(), "guaranteed": guaranteed, "max": most})
-                except ValueError as exc:
-                    raise ConfigError(policy.source or policy.name, f"tenants.{name}", str(exc)) from None
-            entry = PluginEntry(entry.cls, args.model_copy(update={"tenants": tenants}), entry.weight)
+            update: dict[str, object] = {"tenants": {**args.tenants, **tenants}}
+            if hold_over_max is not None:
+                update["hold_over_max"] = hold_over_max
+            entry = PluginEntry(entry.cls, args.model_copy(update=update), entry.weight)
         entries.append(entry)
-    return replace(policy, plugins=tuple(entries))
+    if found:
+        return replace(policy, plugins=tuple(entries))
+    if not tenants:
+        return policy
+    args = QuotaArgs(tenants=dict(tenants), hold_over_max=bool(hold_over_max))
+    entries.append(PluginEntry(Quota, args, 1.0))
+    actions = list(policy.actions)
+    names = [a.cls.NAME for a in actions]
+    guaranteed = any((q.guaranteed or 0) > 0 or any(t.guaranteed > 0 for t in q.per_type.values())
+                     for q in tenants.values())
+    if guaranteed and "reclaim" not in names and "allocate" in names:
+        first = names.index("allocate")
+        blocking = bool(getattr(actions[first].args, "blocking", False))
+        reclaim = action_class("reclaim")
+        assert reclaim is not None
+        reclaim_args = reclaim.Args.model_validate({"allocate_after": not blocking})
+        actions.insert(first + 1, ActionEntry(reclaim, reclaim_args))
+    return replace(policy, plugins=tuple(entries), actions=tuple(actions))

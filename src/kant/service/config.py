@@ -45,6 +45,7 @@ class ServeConfig:
     whatif_budget: float = 30.0  # wall seconds of simulation per what-if request (twice that: stopped)
     whatif_queue: int = 4  # what-if requests running or waiting at most (one per tenant or admin token)
     services: str | None = None  # a services file (kant.inference.services): created or updated when leading
+    queues: str | None = None  # a queues file (kant.plugins.queues): the tree of queues applied to the policy
     db_wait: float = 30.0  # at start, seconds to keep trying a database that cannot be reached (0: none)
     # the request route of inference services (kant.service.api.serve)
     route_queue: int = 1000  # requests of one service waiting for a replica at most (more: 503)

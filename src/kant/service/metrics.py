@@ -43,6 +43,11 @@ class ServiceMetrics:
         self.running_gpus = Gauge("kant_running_gpus", "GPUs held by running jobs, by tenant", ["tenant"],
                                   registry=r)
         self.cycles = Gauge("kant_cycles", "Scheduling cycles run by this leader", registry=r)
+        #: the tree of queues (kant serve --queues), by queue
+        self.queue_gpus = Gauge("kant_queue_gpus", "GPUs of a queue: in_use, guaranteed, borrowed, capacity",
+                                ["queue", "kind"], registry=r)
+        self.queue_fair = Gauge("kant_queue_fair_share", "Fair share of a queue: share, usage (decayed, over the "
+                                "cluster's) and factor (2^(-usage/share))", ["queue", "kind"], registry=r)
         self.submitted = Counter("kant_jobs_submitted", "Jobs accepted", registry=r)
         self.started = Counter("kant_jobs_started", "Job starts (runs)", registry=r)
         self.finished = Counter("kant_jobs_finished", "Jobs that ended with exit code 0", registry=r)
@@ -98,6 +103,13 @@ class ServiceMetrics:
         self.gpus.labels("cordoned").set(view.cordoned_gpus)
         self.gpus.labels("free").set(view.total_gpus - view.allocated_gpus - view.down_gpus - view.cordoned_gpus)
         self.cycles.set(view.cycles)
+        for row in view.queues:
+            name = str(row["name"])
+            for kind in ("in_use", "guaranteed", "borrowed", "capacity"):
+                self.queue_gpus.labels(name, kind).set(float(row[kind]))
+            for kind in ("share", "usage", "factor"):
+                if row.get(kind) is not None:
+                    self.queue_fair.labels(name, kind).set(float(row[kind]))
         tenants = set(view.pending_by_tenant) | set(view.running_gpus_by_tenant) | self._tenants
         for t in tenants:
             self.queue.labels(t).set(view.pending_by_tenant.get(t, 0))

@@ -22,7 +22,7 @@ __all__ = [
     "JobSubmit", "JobBatch", "JobOut", "JobPage", "SubmitOut", "BatchOut", "WhyOut", "EventOut", "JobDetail",
     "NodeIn", "NodeOut", "NodeAction", "TenantIn", "TenantPatch", "TenantOut", "TokenIn", "TokenOut",
     "TokenCreated", "ServiceIn", "ServicePatch", "ServiceOut", "ScaleIn", "ClusterOut", "TenantUse",
-    "ClockIn", "ClockOut",
+    "ClockIn", "ClockOut", "QueueOut",
     "Message", "PredictionOut", "LogsOut", "WhatIfIn", "WhatIfScenario", "WhatIfNode", "WhatIfQuota",
 ]
 
@@ -508,11 +508,32 @@ class TenantUse(BaseModel):
     max_gpus: int | None = None
 
 
+class QueueOut(BaseModel):
+    """One queue of the tree (``kant serve --queues``; docs/policy-quotas.md), now."""
+
+    name: str
+    parent: str | None = Field(description="its parent queue (None: a top queue)")
+    leaf: bool
+    guaranteed: float
+    borrowing_limit: float | None = Field(description="GPUs above its guarantee it may hold (None: no limit)")
+    lending_limit: float | None = Field(description="GPUs of its unused guarantee others may use (None: all)")
+    weight: float
+    in_use: float = Field(description="GPUs its subtree's running jobs hold")
+    takes: float = Field(description="GPUs it takes from its parent: in use, or kept reserved (lending limit)")
+    borrowed: float = Field(description="GPUs it takes above its guarantee")
+    capacity: float = Field(description="GPUs it may take now (its limits and what its siblings take)")
+    reclaim_evictions: int
+    reclaims_for: int
+    share: float | None = Field(default=None, description="fair share: its normalised share of the cluster")
+    usage: float | None = Field(default=None, description="fair share: its decayed usage over the cluster's")
+    factor: float | None = Field(default=None, description="fair share: 2^(-usage/share), higher goes first")
+
+
 class ClusterOut(BaseModel):
     now: float
     clock: str = Field(description="wall, accelerated or manual")
     policy: str
-    quota_enforced: bool = Field(description="whether the policy has the quota plugin (else quotas are shown only)")
+    quota_enforced: bool = Field(description="whether tenants' quotas are applied (they are, under every policy)")
     total_gpus: int
     allocated_gpus: int
     down_gpus: int = Field(description="GPUs of failed nodes")
@@ -531,6 +552,7 @@ class ClusterOut(BaseModel):
     cycles: int
     tenants: dict[str, TenantUse]
     others: TenantUse | None = Field(default=None, description="for a tenant: every other tenant together")
+    queues: list[QueueOut] = Field(default_factory=list, description="the tree of queues (kant serve --queues)")
 
 
 class ClockIn(BaseModel):

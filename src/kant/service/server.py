@@ -27,7 +27,6 @@ from kant.errors import KantError
 from kant.inference.services import ServicesConfig
 from kant.model.cluster import Cluster
 from kant.model.store import JobStore
-from kant.plugins.quota import Quota
 from kant.scheduler import Scheduler
 from kant.service import queries
 from kant.service.auth import Authenticator
@@ -84,8 +83,15 @@ class Service:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         self.policy = load_policy(config.policy)
+        if config.queues is not None:
+            from kant.plugins.queues import load_queues, with_queues
+
+            args = load_queues(config.queues).model_copy(update={"hold_over_max": True})  # (live: jobs wait)
+            self.policy = with_queues(self.policy, args)
         self.policy_name = self.policy.name
-        self.quota_enforced = any(issubclass(p.cls, Quota) for p in self.policy.plugins)
+        #: tenants' quotas apply under every policy (a quota plugin is added where the policy has none:
+        #: kant.service.live.state.LiveState.policy)
+        self.quota_enforced = True
         self.db = Database(config.db_url)
         self.metrics = ServiceMetrics()
         self.history = History()  # the dashboard's time series, fed by the loop

@@ -93,7 +93,7 @@ class ScenarioResult:
 def _apply(snap: TwinSnapshot, sc: Scenario) -> tuple[Policy, Cluster, Any]:
     policy = sc.policy or snap.policy
     if sc.quotas:
-        policy = with_tenant_quotas(policy, sc.quotas)
+        policy = with_tenant_quotas(policy, sc.quotas, hold_over_max=True)  # (as live: the job waits)
     nodes = list(snap.nodes)
     names = {n.name for n in nodes}
     if sc.add_nodes:

@@ -53,12 +53,26 @@ def _frame(data: dict[str, Any], clock: Clock, url: str, problem: str | None = N
         tenants.add_row(Text("others", style="dim"), str(others["running_gpus"]), "-", "-",
                         str(others["pending_jobs"]))
     parts: list[RenderableType] = [head, grid, Text(""), tenants]
+    if data.get("queues"):
+        parts += [Text(""), _queues(data["queues"])]
     if not data["quota_enforced"]:
         parts.append(Text(f"(policy {data['policy']} does not enforce quotas: they are shown, not applied)",
                           style="dim"))
     if problem is not None:
         parts.append(Text.assemble(("error:", "bold red"), f" {problem} (retrying)"))
     return Group(*parts)
+
+
+def _queues(rows: list[dict[str, Any]]) -> Table:
+    """The tree of queues: each queue indented under its parent, GPUs and its fair share."""
+    out = table("QUEUE", "IN USE", "GUARANTEED", "BORROWED", "CAPACITY", "SHARE", "USAGE", "FACTOR")
+    depth: dict[str, int] = {}
+    for row in rows:  # (parents come before their children)
+        d = depth[row["name"]] = 0 if row["parent"] is None else depth.get(row["parent"], 0) + 1
+        fair = ["-" if row.get(k) is None else f"{row[k]:.3f}" for k in ("share", "usage", "factor")]
+        out.add_row(Text("  " * d + row["name"]), f"{row['in_use']:g}", f"{row['guaranteed']:g}",
+                    f"{row['borrowed']:g}", f"{row['capacity']:g}", *fair)
+    return out
 
 
 @client_command("top")

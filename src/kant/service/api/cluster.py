@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from kant.service.api.deps import Svc, Who
-from kant.service.schemas import ClusterOut, TenantUse
+from kant.service.schemas import ClusterOut, QueueOut, TenantUse
 
 __all__ = ["router"]
 
@@ -44,4 +44,15 @@ def cluster(p: Who, svc: Svc) -> ClusterOut:
                       gfr_nodes=view.metrics.get("gfr_nodes"), gfr_gpus=view.metrics.get("gfr_gpus"),
                       metrics=dict(view.metrics), queue_len=view.queue_len,
                       pending_gpus=view.pending_gpus, running_jobs=view.running_jobs, cycles=view.cycles,
-                      tenants=tenants, others=others)
+                      tenants=tenants, others=others,
+                      queues=[QueueOut.model_validate(dict(row)) for row in view.queues])
+
+
+@router.get("/v1/queues", response_model=list[QueueOut])
+def queues(p: Who, svc: Svc) -> list[QueueOut]:
+    """The tree of queues now (``kant serve --queues``): each queue's guarantee, limits, GPUs in use,
+    borrowed and its capacity, and its fair share (share, decayed usage, factor) where the policy
+    orders by it. Empty without queues."""
+    view = svc.leading().view
+    assert view is not None
+    return [QueueOut.model_validate(dict(row)) for row in view.queues]

@@ -104,7 +104,9 @@ class LiveState:
     def __init__(self, policy: Policy, *, seed: int, default_estimate: float, metrics: Any, history: Any,
                  ratio_history: int) -> None:
         self.base_policy = policy
+        #: the configured policy has a quota plugin (else one is added once a tenant has a quota)
         self.quota_enforced = any(issubclass(p.cls, Quota) for p in policy.plugins)
+        self._applied: dict[str, tuple[int | None, int | None]] = {}  # the quotas the scheduler has
         self.seed = seed
         self.default_estimate = default_estimate
         self.metrics = metrics
@@ -136,12 +138,19 @@ class LiveState:
 
     # --- the scheduler's inputs -------------------------------------------------------------------
     def policy(self) -> Policy:
-        """The policy with the database's tenant quotas in its quota plugin (if it has one)."""
-        if not self.quota_enforced:
+        """The policy with the database's tenant quotas in force: in its quota plugin, or in one added
+        when it has none (:func:`~kant.plugins.quota.with_tenant_quotas`); a job over its tenant's max
+        waits with the quota's reason (an admin may raise the max). With no quota set anywhere, the
+        policy as configured."""
+        quotas = self._applied = self._quotas()
+        if not quotas and not self.quota_enforced:
             return self.base_policy
-        return with_tenant_quotas(self.base_policy, {
-            t.name: (t.guaranteed_gpus, t.max_gpus) for t in self.tenants.values()
-            if t.guaranteed_gpus is not None or t.max_gpus is not None})
+        return with_tenant_quotas(self.base_policy, quotas, hold_over_max=True)
+
+    def _quotas(self) -> dict[str, tuple[int | None, int | None]]:
+        """(guaranteed, max) GPUs of each tenant that has either."""
+        return {t.name: (t.guaranteed_gpus, t.max_gpus) for t in sorted(self.tenants.values(), key=lambda t: t.name)
+                if t.guaranteed_gpus is not None or t.max_gpus is not None}
 
     def cluster(self) -> Cluster:
         """The cluster of the known nodes, in registration order."""
@@ -159,7 +168,8 @@ class LiveState:
         self.tenants = {t.name: t for t in tenants}
         for name in sorted(self.tenants):
             self.sched.jobs.code("tenant", name)
-        if self.quota_enforced:
+        quotas = self._quotas()
+        if quotas != self._applied or self.quota_enforced:  # (quotas apply under every policy)
             self.rebuild(now)
         return "reloaded"
 

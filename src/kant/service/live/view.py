@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kant.metrics.occupancy import ClusterNow
 from kant.metrics.registry import live_metrics
-from kant.scheduler import DOWN
+from kant.plugins.fair_share import FairShare
+from kant.plugins.queues import Queues
+from kant.scheduler import DOWN, Scheduler
 from kant.service.live.state import LiveState
 
-__all__ = ["LiveView", "NodeView", "publish"]
+__all__ = ["LiveView", "NodeView", "publish", "queue_rows"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,8 @@ class LiveView:
     gpu_types: tuple[str, ...]
     max_gpus_per_node: int
     leader: bool = True
+    #: the tree of queues now, one mapping per queue (:func:`queue_rows`; empty without queues)
+    queues: tuple[Mapping[str, Any], ...] = ()
 
 
 def publish(live: LiveState, now: float) -> LiveView:
@@ -68,9 +73,27 @@ def publish(live: LiveState, now: float) -> LiveView:
         pending_by_tenant={t: n for t, n in live.pending_by_tenant.items() if n},
         running_gpus_by_tenant={t: n for t, n in live.running_gpus_by_tenant.items() if n},
         gpu_types=cluster.gpu_type_names, max_gpus_per_node=cluster.max_gpus_per_node,
+        queues=queue_rows(sched, now),
     )
     if live.metrics is not None:
         live.metrics.observe_view(view)
     if live.history is not None:
         live.history.observe(view)
     return view
+
+
+def queue_rows(sched: Scheduler, now: float) -> tuple[Mapping[str, Any], ...]:
+    """Each queue of the policy's tree (the ``queues`` plugin) with its guarantee, limits, GPUs in use,
+    borrowed and its capacity now, and, with the ``fair-share`` plugin, its share, decayed usage and
+    fair-share factor (None without it); empty when the policy has no queues."""
+    plugin = sched.plugin(Queues)
+    if plugin is None:
+        return ()
+    fair = sched.plugin(FairShare)
+    shares = fair.report(now) if fair is not None else {}
+    rows = []
+    for name, row in plugin.report().items():
+        fs = shares.get(name, {})
+        rows.append({"name": name, **row, "share": fs.get("share"), "usage": fs.get("usage"),
+                     "factor": fs.get("factor")})
+    return tuple(rows)

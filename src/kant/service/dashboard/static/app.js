@@ -454,14 +454,34 @@ async function jobView(id) {
 
 // --- tenants --------------------------------------------------------------------------------------
 async function tenantsView() {
-  const t = await api("/v1/dashboard/tenants");
+  const [t, queues] = await Promise.all([api("/v1/dashboard/tenants"), api("/v1/queues")]);
   const row = (r, cls = "") => `<tr class="${cls}" data-tenant="${esc(r.tenant)}"><td>${esc(r.tenant)}</td><td class="num" data-col="guaranteed">${r.guaranteed_gpus ?? ""}</td>
     <td class="num" data-col="max">${r.max_gpus ?? ""}</td><td class="num" data-col="used">${r.used_gpus}</td><td class="num" data-col="borrowed">${r.borrowed_gpus}</td>
     <td class="num" data-col="lent">${r.lent_gpus}</td><td class="num" data-col="pending-jobs">${r.pending_jobs}</td><td class="num" data-col="pending-gpus">${r.pending_gpus}</td></tr>`;
   return `<h1>Tenants <span class="muted">${t.quota_enforced ? "quotas enforced" : "quotas shown, not enforced by this policy"}</span></h1>
     <table id="tenants"><thead><tr><th>tenant</th><th class="num">guaranteed</th><th class="num">max</th><th class="num">GPUs used</th><th class="num">borrowed</th><th class="num">lent</th><th class="num">jobs waiting</th><th class="num">GPUs asked by waiting jobs</th></tr></thead>
     <tbody>${t.tenants.map((r) => row(r)).join("")}${t.others ? row(t.others, "others") : ""}</tbody></table>
-    <p class="muted">borrowed: GPUs used above the guarantee; lent: idle guarantee that others' borrowing uses.</p>`;
+    <p class="muted">borrowed: GPUs used above the guarantee; lent: idle guarantee that others' borrowing uses.</p>${queuesTable(queues)}`;
+}
+
+// the tree of queues (kant serve --queues; GET /v1/queues): each queue under its parent, GPUs and fair share
+function queuesTable(queues) {
+  if (!queues.length) return "";
+  const depth = {};
+  const f3 = (x) => (x == null ? "" : Number(x).toFixed(3));
+  const rows = queues.map((q) => {
+    const d = (depth[q.name] = q.parent == null ? 0 : (depth[q.parent] ?? 0) + 1);
+    return `<tr data-queue="${esc(q.name)}"><td style="padding-left:${0.5 + 1.2 * d}em">${esc(q.name)}</td>
+      <td class="num" data-col="in-use">${q.in_use}</td><td class="num" data-col="guaranteed">${q.guaranteed}</td>
+      <td class="num" data-col="borrowed">${q.borrowed}</td><td class="num" data-col="capacity">${q.capacity}</td>
+      <td class="num" data-col="share">${f3(q.share)}</td><td class="num" data-col="usage">${f3(q.usage)}</td>
+      <td class="num" data-col="factor">${f3(q.factor)}</td></tr>`;
+  }).join("");
+  return `<h2>Queues</h2><table id="queues"><thead><tr><th>queue</th><th class="num">GPUs used</th><th class="num">guaranteed</th>
+    <th class="num">borrowed</th><th class="num">capacity now</th><th class="num">share</th><th class="num">usage</th><th class="num">fair-share factor</th></tr></thead>
+    <tbody>${rows}</tbody></table>
+    <p class="muted">capacity now: GPUs the queue may take given its limits and what the other queues use or keep reserved;
+      usage: its GPU-seconds decayed by the half-life over the cluster's; factor 2^(-usage/share): higher goes first.</p>`;
 }
 
 // --- services -------------------------------------------------------------------------------------
