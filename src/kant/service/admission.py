@@ -38,8 +38,11 @@ def check_request(view: LiveView | None, body: JobSubmit) -> None:
 
 
 def new_job(body: JobSubmit, p: Principal, key: str | None, tenants: Tenants, view: LiveView | None) -> NewJob:
-    """The job to write for ``p``'s submit of ``body`` (``key``: the request's Idempotency-Key header,
-    which wins over the body's)."""
+    """The job to write for ``p``'s submit of ``body`` (``key``: the request's Idempotency-Key header;
+    the body's ``idempotency_key``, if given too, must be the same)."""
+    if key is not None and body.idempotency_key is not None and key != body.idempotency_key:
+        raise Rejected("idempotency_key", f"the Idempotency-Key header {key!r} and the body's idempotency_key "
+                                          f"{body.idempotency_key!r} differ: give one, or the same in both")
     if p.admin:
         if body.tenant is None:
             raise Rejected("", "an admin's submit names the tenant (field 'tenant')")
@@ -49,6 +52,9 @@ def new_job(body: JobSubmit, p: Principal, key: str | None, tenants: Tenants, vi
     else:
         if body.tenant is not None and body.tenant != p.tenant:
             raise Forbidden("a tenant token submits jobs for its own tenant only")
+        if body.user is not None:
+            raise Forbidden("user: only an admin's submit names the user (a tenant token's jobs are its "
+                            "tenant's; leave user out)")
         assert p.tenant is not None
         tenant = p.tenant
     check_request(view, body)

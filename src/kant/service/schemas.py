@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from kant.inference.autoscaler import HpaConfig
 from kant.service.db.events import EventRow
@@ -25,10 +25,47 @@ __all__ = [
 ]
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
-NodeName = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")]
+#: a node's name: an RFC 1123 subdomain, as Kubernetes names nodes (lower-case letters, digits, '-' and '.';
+#: each dot-separated label starts and ends with a letter or digit), so that it fits in a URL's path
+NodeName = Annotated[str, StringConstraints(min_length=1, max_length=253,
+                                            pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")]
+#: a name of an existing node, leaf or spine (clusters read from files may use more characters)
+NodeRef = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")]
 GpuType = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._|-]+$")]
 Label = Annotated[str, StringConstraints(max_length=256)]
-_STRICT = ConfigDict(extra="forbid")
+_STRICT = ConfigDict(extra="forbid", strict=True)  # unknown fields refused; no "2" or true for an int
+
+
+def _clean(value: Any) -> Any:
+    """``value`` if no string in it (keys included) holds a NUL byte or an unpaired surrogate, which no
+    database stores (PostgreSQL refuses both; ``ValueError`` here makes them a 422 naming the field)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError("a NUL byte (\\u0000) is not allowed in text")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("text must be valid Unicode (an unpaired surrogate is not)") from None
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _clean(k)
+            _clean(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _clean(v)
+    return value
+
+
+class Payload(BaseModel):
+    """A request body: strict types (``"workers": "2"`` or ``true`` is a 422), unknown fields refused,
+    and no text any database would refuse (:func:`_clean`)."""
+
+    model_config = _STRICT
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _storable(cls, v: Any) -> Any:
+        return _clean(v)
 
 
 class Message(BaseModel):
@@ -36,14 +73,15 @@ class Message(BaseModel):
 
 
 # --- jobs --------------------------------------------------------------------------------------------
-class JobSubmit(BaseModel):
+class JobSubmit(Payload):
     """A training gang: ``workers`` workers, each with ``gpus_per_worker`` GPUs (and CPU, memory) on one
     node; all of them start together or none."""
 
     model_config = _STRICT
     name: str = Field(default="", max_length=256)
     tenant: Name | None = Field(default=None, description="admins only: whose job (a tenant token submits its own)")
-    user: str | None = Field(default=None, max_length=128)
+    user: str | None = Field(default=None, min_length=1, max_length=128,
+                             description="admins only: the user within the tenant (default: the tenant)")
     workers: int = Field(default=1, ge=1, le=65536)
     gpus_per_worker: int = Field(default=1, ge=0, le=1024)
     gpu_milli: int = Field(default=1000, ge=1, le=1000, description="share of one GPU, for 1-GPU workers")
@@ -67,6 +105,15 @@ class JobSubmit(BaseModel):
     time_limit_s: float | None = Field(default=None, gt=0, le=10**9, allow_inf_nan=False,
                                        description="past it the job is stopped and ends 'timeout' (null: the "
                                                    "tenant's default time limit, if any)")
+
+    @field_validator("gpu_milli")
+    @classmethod
+    def _share_of_one_gpu(cls, v: int, info: ValidationInfo) -> int:
+        gpus = info.data.get("gpus_per_worker", 1)
+        if v != 1000 and gpus != 1:
+            raise ValueError(f"a share of a GPU ({v} thousandths) is for workers of exactly 1 GPU, and "
+                             f"gpus_per_worker is {gpus}: leave gpu_milli at 1000 (whole GPUs)")
+        return v
 
     @field_validator("labels")
     @classmethod
@@ -95,7 +142,7 @@ _SUBMIT_COPIED: Final = tuple(n for n in JobSubmit.model_fields if n in SUBMITTE
                                and n not in ("tenant", "user", "labels", "idempotency_key", "environment"))
 
 
-class JobBatch(BaseModel):
+class JobBatch(Payload):
     model_config = _STRICT
     jobs: list[JobSubmit] = Field(min_length=1, max_length=1000)
 
@@ -217,18 +264,18 @@ class JobDetail(JobOut):
 
 
 # --- nodes -------------------------------------------------------------------------------------------
-class NodeIn(BaseModel):
+class NodeIn(Payload):
     model_config = _STRICT
     name: NodeName
     gpu_type: GpuType
     gpus: int = Field(ge=0, le=1024)
     cpu_milli: int = Field(default=0, ge=0, le=10**9)
     memory_mib: int = Field(default=0, ge=0, le=10**9)
-    leaf: NodeName | None = None
-    spine: NodeName | None = None
+    leaf: NodeRef | None = None
+    spine: NodeRef | None = None
 
 
-class NodeAction(BaseModel):
+class NodeAction(Payload):
     model_config = _STRICT
     reason: str | None = Field(default=None, max_length=1024)
 
@@ -255,7 +302,7 @@ class NodeOut(BaseModel):
 TimeLimit = Annotated[float, Field(gt=0, le=10**9, allow_inf_nan=False)]
 
 
-class TenantIn(BaseModel):
+class TenantIn(Payload):
     model_config = _STRICT
     name: Name
     guaranteed_gpus: int | None = Field(default=None, ge=0, le=10**7)
@@ -264,7 +311,7 @@ class TenantIn(BaseModel):
     max_time_limit_s: TimeLimit | None = Field(default=None, description="no job may ask for more")
 
 
-class TenantPatch(BaseModel):
+class TenantPatch(Payload):
     model_config = _STRICT
     guaranteed_gpus: int | None = Field(default=None, ge=0, le=10**7)
     max_gpus: int | None = Field(default=None, ge=0, le=10**7)
@@ -289,7 +336,7 @@ class TenantOut(BaseModel):
                    default_time_limit_s=row.default_time_limit_s, max_time_limit_s=row.max_time_limit_s)
 
 
-class TokenIn(BaseModel):
+class TokenIn(Payload):
     model_config = _STRICT
     name: str = Field(default="", max_length=128)
     ttl_s: float | None = Field(default=None, gt=0, le=10 * 365 * 86400, allow_inf_nan=False)
@@ -319,7 +366,7 @@ ReadyPath = Annotated[str, StringConstraints(min_length=1, max_length=256, patte
 Command = Annotated[str, StringConstraints(min_length=1, max_length=10_000)]
 
 
-class _Serving(BaseModel):
+class _Serving(Payload):
     """What a service's replicas run and how kant knows they serve (docs/service.md, "Services")."""
 
     model_config = _STRICT
@@ -388,7 +435,7 @@ class ServicePatch(_Serving):
         return out
 
 
-class ScaleIn(BaseModel):
+class ScaleIn(Payload):
     model_config = _STRICT
     replicas: int = Field(ge=0, le=10_000)
 
@@ -487,7 +534,7 @@ class ClusterOut(BaseModel):
     others: TenantUse | None = Field(default=None, description="for a tenant: every other tenant together")
 
 
-class ClockIn(BaseModel):
+class ClockIn(Payload):
     model_config = _STRICT
     to: float = Field(ge=0, allow_inf_nan=False)
     hold: bool = Field(default=False, description="leave the cycle of instant `to` for the next move: jobs "
@@ -500,7 +547,7 @@ class ClockOut(BaseModel):
 
 
 # --- what-if -----------------------------------------------------------------------------------------
-class WhatIfNode(BaseModel):
+class WhatIfNode(Payload):
     model_config = _STRICT
     gpu_type: GpuType
     gpus: int = Field(ge=0, le=1024)
@@ -508,13 +555,13 @@ class WhatIfNode(BaseModel):
     memory_mib: int = Field(default=0, ge=0, le=10**12)
 
 
-class WhatIfQuota(BaseModel):
+class WhatIfQuota(Payload):
     model_config = _STRICT
     guaranteed: int | None = Field(default=None, ge=0, le=10**9)
     max: int | None = Field(default=None, ge=0, le=10**9)
 
 
-class WhatIfScenario(BaseModel):
+class WhatIfScenario(Payload):
     """One change to try: another policy (a bundled policy's name, or a policy file's mapping), more
     nodes (copies of ``node``, default the most common node), nodes drained, tenants' quotas."""
 
@@ -523,11 +570,11 @@ class WhatIfScenario(BaseModel):
     policy: Annotated[str, StringConstraints(min_length=1, max_length=64)] | dict[str, Any] | None = None
     add_nodes: int = Field(default=0, ge=0, le=100_000)
     node: WhatIfNode | None = None
-    drain: list[NodeName] = Field(default_factory=list, max_length=100_000)
+    drain: list[NodeRef] = Field(default_factory=list, max_length=100_000)
     quotas: dict[Name, WhatIfQuota] = Field(default_factory=dict, max_length=10_000)
 
 
-class WhatIfIn(BaseModel):
+class WhatIfIn(Payload):
     model_config = _STRICT
     horizon_h: float = Field(default=24.0, gt=0, le=24 * 366, allow_inf_nan=False,
                              description="hours to run forward")
