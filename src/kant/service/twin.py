@@ -200,12 +200,12 @@ class Twin:
     def close(self) -> None:
         self._stop.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(5.0)
         with self._pool_lock:
             pools, self._pools = list(self._pools.values()), {}
-        for pool in pools:
+        for pool in pools:  # (first: a prediction under way ends at once, and the refresh thread with it)
             _stop_pool(pool)
+        if self._thread is not None:
+            self._thread.join(5.0)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -213,6 +213,8 @@ class Twin:
             try:
                 self.refresh()
             except Exception as exc:  # a bad snapshot or a dead worker: say so, keep the old predictions
+                if self._stop.is_set():  # (closed under it: its worker was stopped)
+                    return
                 log.warning("predicting start times failed: %s", exc)
             wait = max(self.min_interval_s - (time.monotonic() - t0), 0.0)
             self._wake.wait(max(wait, 0.05))
@@ -289,7 +291,7 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
     for proc in list(procs.values()):
         with contextlib.suppress(OSError, AttributeError):
             proc.terminate()
-    pool.shutdown(wait=True, cancel_futures=True)
+    pool.shutdown(wait=True, cancel_futures=True)  # (a terminated worker breaks the pool: this returns at once)
 
 
 def describe_prediction(pred: Predicted, now: float) -> str:
