@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kant.cli._common import Duration, FiniteFloat, console, fail
-from kant.cli.client.common import Clock, client_command, emit, or_dash, print_json, table
+from kant.cli.client.common import Cell, Clock, Rows, client_command, emit, or_dash, print_json, table
 from kant.cli.client.http import ApiError, Client
 from kant.service.jobenv import TIME_FORMS, parse_export, parse_time, resolve_export, submitter_environment
 from kant.text import format_duration
@@ -185,22 +185,21 @@ def _pages(api: Client, params: dict[str, Any], limit: int) -> tuple[list[dict[s
             return items, after
 
 
-def _job_table(jobs: Iterable[dict[str, Any]], clock: Clock, absolute: bool, history: bool) -> Table:
+def _job_table(jobs: Iterable[dict[str, Any]], clock: Clock, absolute: bool, history: bool) -> Rows:
     columns = ["JOBID", "NAME", "TENANT", "STATE", "GANG", "SUBMITTED", "STARTED"]
     if history:
         columns += ["END", "EXIT"]
-    listing = table(*columns, "NODES/REASON")
+    listing = Rows(*columns, "NODES/REASON")
+    at = clock.at
     for job in jobs:
-        if job["state"] == "pending":
-            where = Text(job.get("reason") or "", style="dim")
-        else:
-            where = Text(_nodes(job.get("placement")) or (job.get("reason") or ""))
-        row: list[str | Text] = [str(job["id"]), Text(job["name"] or "-"), Text(job["tenant"]), _state(job["state"]),
-                                 _gang(job), clock.at(job["submit_time"], absolute),
-                                 clock.at(job["start_time"], absolute)]
+        state = job["state"]
+        where: Cell = ((job.get("reason") or "", "dim") if state == "pending" else
+                       _nodes(job.get("placement")) or (job.get("reason") or ""))
+        row: list[Cell] = [str(job["id"]), job["name"] or "-", job["tenant"], (state, STATE_STYLE.get(state, "")),
+                           _gang(job), at(job["submit_time"], absolute), at(job["start_time"], absolute)]
         if history:
-            row += [clock.at(job["end_time"], absolute), or_dash(job["exit_code"])]
-        listing.add_row(*row, where)
+            row += [at(job["end_time"], absolute), or_dash(job["exit_code"])]
+        listing.add(*row, where)
     return listing
 
 

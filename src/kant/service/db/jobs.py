@@ -351,13 +351,24 @@ class JobRepo:
         self, *, tenant: str | None = None, states: Collection[str] | None = None, after_id: int | None = None,
         limit: int = 100, descending: bool = False,
     ) -> builtins.list[JobRow]:
-        """Up to ``limit`` jobs by id (keyset page: ids after ``after_id``, or before it when ``descending``)."""
-        q = _filter(sa.select(jobs), tenant, states)
-        if after_id is not None:
-            q = q.where(jobs.c.id < after_id if descending else jobs.c.id > after_id)
-        q = q.order_by(jobs.c.id.desc() if descending else jobs.c.id).limit(limit)
+        """Up to ``limit`` jobs by id (keyset page: ids after ``after_id``, or before it when ``descending``).
+
+        Several states are read one state at a time, each in the order of the (state, id) index, and
+        merged: one query for all of them makes both databases read every job of those states after
+        ``after_id`` and sort them (25 ms a page over 100,000 pending jobs, against 2 ms)."""
+        parts = [None] if not states or len(states) == 1 else sorted(set(states))
+        out: builtins.list[Any] = []
         with self._db.tx() as conn:
-            return _job_rows(conn.execute(q))
+            for state in parts:
+                q = _filter(sa.select(jobs), tenant, states if state is None else [state])
+                if after_id is not None:
+                    q = q.where(jobs.c.id < after_id if descending else jobs.c.id > after_id)
+                q = q.order_by(jobs.c.id.desc() if descending else jobs.c.id).limit(limit)
+                out += conn.execute(q).cursor.fetchall()  # plain driver rows, as load_active
+        if len(parts) > 1:
+            out.sort(key=operator.itemgetter(0), reverse=descending)
+            del out[limit:]
+        return _job_rows(out)
 
 
 def _filter(q: sa.Select[Any], tenant: str | None, states: Collection[str] | None) -> sa.Select[Any]:
