@@ -11,15 +11,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from click.testing import CliRunner, Result
 from fastapi.testclient import TestClient
 
+from kant.cli.main import cli
 from kant.service.config import ServeConfig
 from kant.service.serve import build_app
 from kant.service.server import Service
 from service.conftest import new_pg_database
 
-__all__ = ["ADMIN", "App", "app_on"]
+__all__ = ["ADMIN", "App", "app_for", "app_on"]
 
 ADMIN = "kant_test-admin-token-0123456789"
 
@@ -43,6 +46,20 @@ class App:
         r = self.call("POST", f"/v1/tenants/{name}/tokens", json={"name": f"{name}-test"})
         assert r.status_code == 201, r.text
         return str(r.json()["token"])
+
+    def kant(self, *args: str, token: str = ADMIN) -> Result:
+        """``kant ARGS`` (the command-line client) against this app, in this process: the client's
+        HTTP connection is the app's TestClient."""
+        app = self.client.app
+
+        def connect(*, base_url: str, headers: dict[str, str], **kw: Any) -> TestClient:
+            return TestClient(app, base_url=base_url, headers=headers)
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(httpx, "Client", connect)
+            mp.setenv("KANT_TOKEN", token)
+            mp.setenv("KANT_URL", "http://testserver")
+            return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
     def advance(self, to: float) -> None:
         r = self.call("POST", "/v1/clock", json={"to": float(to)})

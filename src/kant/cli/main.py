@@ -131,6 +131,7 @@ LAZY_COMMANDS: dict[str, str] = {
     # the client of `kant serve` (docs/cli.md)
     **dict.fromkeys(("submit", "queue", "jobs", "show", "cancel", "why", "logs"), "kant.cli.client.jobs"),
     **dict.fromkeys(("nodes", "drain", "cordon", "uncordon"), "kant.cli.client.nodes"),
+    **dict.fromkeys(("tenants", "tokens"), "kant.cli.client.tenants"),
     "top": "kant.cli.client.top",
     "load": "kant.cli.client.load",
     "whatif": "kant.cli.client.whatif",

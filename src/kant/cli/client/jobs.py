@@ -113,7 +113,9 @@ def _state(state: str) -> Text:
               help="Your run-time estimate (90, 90s, 15m, 2h, 1d); backfill plans with it.")
 @click.option("--duration", type=Duration(), default=None, metavar="DUR",
               help="How long the simulated executor runs the job.")
-@click.option("--tenant", default=None, help="Whose job (admins; a tenant token submits its own).")
+@click.option("--tenant", default=None,
+              help="Whose job (admins; default: the tenant 'default', made on first use; a tenant token submits "
+                   "its own).")
 @click.option("--user", default=None, help="The user within the tenant (default: the tenant).")
 @click.option("--label", "labels", multiple=True, callback=_label_option, metavar="KEY=VALUE",
               help="A label; repeat for more.")
@@ -157,8 +159,6 @@ def submit(api: Client, name: str | None, workers: int, gpus: int, gpu_type: str
     try:
         answer = api.post("/v1/jobs", body, headers=headers)
     except ApiError as exc:
-        if exc.status == 422 and tenant is None and "names the tenant" in str(exc):
-            raise ApiError(f"{exc} (an admin token submits with --tenant)", exc.status) from None
         field = re.match(r"^\d+: (?:body\.)?([a-z_]+)\b", str(exc))
         if exc.status == 422 and field is not None and field.group(1) in SUBMIT_OPTIONS:
             raise ApiError(f"{exc} ({SUBMIT_OPTIONS[field.group(1)]})", exc.status) from None
