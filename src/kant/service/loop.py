@@ -436,13 +436,15 @@ class ServiceLoop:
         if writes is not None:
             self.live.state_version += 1
             try:
-                self.db.apply(*writes, epoch=self.epoch)
+                ended = self.db.apply(*writes, epoch=self.epoch)
             except Fenced:
                 raise
             except DatabaseError as exc:
                 raise TurnLost(f"this turn's changes could not be written: {exc}") from exc
             if self.metrics is not None:
                 self.metrics.commits.labels("loop").inc()
+                for run in ended:
+                    self.metrics.tenant_gpu_seconds.labels(run.tenant).inc(run.gpu_seconds)
         stops, launches = changes.take_actions()
         self.serving.stopping(stops)
         for job_id, why in stops:

@@ -24,17 +24,30 @@ from typing import Any
 from fastapi import FastAPI
 
 import kant
-from kant.service.api import clock, cluster, errors, events, health, jobs, nodes, serve, services, tenants, whatif
+from kant.service.api import (
+    accounting,
+    clock,
+    cluster,
+    errors,
+    events,
+    health,
+    jobs,
+    nodes,
+    serve,
+    services,
+    tenants,
+    whatif,
+)
 from kant.service.api.body_limit import BodyLimit
 from kant.service.server import Service
 
 __all__ = ["create_app"]
 
 #: the routers, in the order of the OpenAPI document (and of /docs)
-ROUTERS = (health, jobs, services, serve, nodes, tenants, cluster, whatif, events, clock)
+ROUTERS = (health, jobs, services, serve, nodes, tenants, accounting, cluster, whatif, events, clock)
 
 #: the tags of the OpenAPI document, in order
-TAGS = ("jobs", "services", "nodes", "tenants", "cluster", "events", "health")
+TAGS = ("jobs", "services", "nodes", "tenants", "accounting", "cluster", "events", "health")
 
 
 def _without_otel_hooks() -> dict[str, Any]:
