@@ -25,6 +25,10 @@ def app(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
 @pytest.fixture(scope="module")
 def jobs(app: App) -> dict[str, Any]:
+    return scenario(app)
+
+
+def scenario(app: App) -> dict[str, Any]:
     """Three jobs on tiny (4 nodes x 8 GPUs): ``one`` (tenant a, alice, 2 x 4 GPUs) runs 0-100 and
     finishes; ``two`` (b, bob, 1 x 8) runs 100-150, its node fails, runs again 150-200 and is cancelled;
     ``three`` (a, alice, half a GPU) runs 200-250."""
