@@ -49,7 +49,6 @@ def test_a_service_stopped_while_it_loads_logs_no_error(
     under the loading leader, whose read then fails. That is a stop, not a failed start: no error,
     no traceback, no exit status of its own, and no loop started."""
     from kant.errors import KantError
-    from kant.service import server as server_module
     from kant.service.config import ServeConfig
     from kant.service.loop import ServiceLoop
     from kant.service.server import Service
@@ -66,7 +65,7 @@ def test_a_service_stopped_while_it_loads_logs_no_error(
         raise AssertionError(f"os._exit({code})")
 
     monkeypatch.setattr(ServiceLoop, "load", slow_load)
-    monkeypatch.setattr(server_module.os, "_exit", no_exit)
+    monkeypatch.setattr(os, "_exit", no_exit)  # (what the leader thread calls on a failed start)
     svc = Service(
         ServeConfig(
             db_url=f"sqlite:///{tmp_path}/k.db", token_out=tmp_path / "t", cluster="tiny", clock="manual", predict=False
