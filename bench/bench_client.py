@@ -1,6 +1,6 @@
 """The command-line client on a large queue: ``kant queue --limit N`` (the table, into a pipe) and
 ``kant queue --limit N --json`` against a ``kant serve`` whose database holds ``--jobs`` (100,000)
-pending jobs, and ``kant acct`` over as many finished jobs.
+pending jobs, and ``kant acct`` over them (per tenant, and per job as CSV).
 
     python bench/bench_client.py [--jobs 100000] [--db sqlite|postgresql] [--runs 1]
 
@@ -65,6 +65,8 @@ def main() -> None:
                 "queue": ["queue", "--limit", str(args.jobs)],
                 "queue --json": ["queue", "--limit", str(args.jobs), "--json"],
                 "queue (default limit)": ["queue"],
+                "acct --report tenant": ["acct", "--report", "tenant"],
+                "acct --format csv": ["acct", "--format", "csv"],
             }
             for name, cmd in cases.items():
                 runs = []

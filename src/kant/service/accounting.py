@@ -11,15 +11,18 @@ wait (first start - submit: mean, P50, P90, max), and the jobs that ended in it 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import sqlalchemy as sa
+
 from kant.metrics.summary import Dist
 from kant.service.db.database import Database
-from kant.service.db.jobs import JobRow
 from kant.service.db.runs import RunRow
+from kant.service.db.schema import ACTIVE_STATES, jobs
 
 __all__ = ["JOB_COLUMNS", "USAGE_COLUMNS", "Window", "job_rows", "usage_rows"]
 
@@ -109,29 +112,86 @@ def _runs(db: Database, w: Window, tenant: str | None) -> list[_Run]:
         for r in ended
         if r.start_time < w.hi
     ]
-    for j in _all(db, tenant, ["running"]):
+    for j in _jobs(db, Window(None, None, w.now), tenant, ["running"]):
         if j.start_time is not None and j.start_time < w.hi:
             out.append(_Run(j.id, j.tenant, j.user, j.start_time, w.now, j.workers * j.gpus_per_worker, j.gpu_milli))
     return out
 
 
-def _all(db: Database, tenant: str | None, states: Sequence[str] | None = None) -> list[JobRow]:
-    """Every job (of ``tenant``, in ``states``), by id, read a page at a time."""
-    out: list[JobRow] = []
-    after: int | None = None
-    while True:
-        page = db.jobs.list(tenant=tenant, states=states, after_id=after, limit=5000)
-        out += page
-        if len(page) < 5000:
-            return out
-        after = page[-1].id
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """What accounting reads of a job (not its command, labels or environment)."""
+
+    id: int
+    name: str
+    tenant: str
+    user: str
+    state: str
+    workers: int
+    gpus_per_worker: int
+    gpu_milli: int
+    submit_time: float
+    first_start_time: float | None
+    start_time: float | None
+    end_time: float | None
+    placement: list[str] | None
+    runs: int
+    exit_code: int | None
 
 
-def _active_in(j: JobRow, w: Window) -> bool:
-    """The job existed in the window: submitted before its end and not ended before its start."""
-    return j.submit_time < (math.inf if w.until is None else w.until) and (
-        j.end_time is None or j.state not in ENDED or j.end_time >= w.lo
+def _jobs(db: Database, w: Window, tenant: str | None, states: Sequence[str] | None = None) -> list[_Job]:
+    """The jobs active in the window (submitted before its end, not ended before its start), of
+    ``tenant``, in ``states``, by id: filtered by the database, their accounting columns only."""
+    c = jobs.c
+    q = sa.select(
+        c.id,
+        c.name,
+        c.tenant,
+        c.user,
+        c.state,
+        c.workers,
+        c.gpus_per_worker,
+        c.gpu_milli,
+        c.submit_time,
+        c.first_start_time,
+        c.start_time,
+        c.end_time,
+        c.placement,
+        c.runs,
+        c.exit_code,
     )
+    if w.until is not None:
+        q = q.where(c.submit_time < w.until)
+    if w.since is not None:
+        q = q.where(sa.or_(c.end_time.is_(None), c.end_time >= w.since, c.state.in_(ACTIVE_STATES)))
+    if tenant is not None:
+        q = q.where(c.tenant == tenant)
+    if states:
+        q = q.where(c.state.in_(list(states)))
+    with db.tx() as conn:
+        rows = conn.execute(q.order_by(c.id)).cursor.fetchall()
+    out = []
+    for id_, name, tenant_, user, state, workers, gpw, milli, submit, first, start, end, placement, runs, code in rows:
+        out.append(
+            _Job(
+                id_,
+                name,
+                tenant_,
+                user,
+                state,
+                workers,
+                gpw,
+                milli,
+                submit,
+                first,
+                start,
+                end,
+                None if placement is None else json.loads(placement),
+                runs,
+                code,
+            )
+        )
+    return out
 
 
 def job_rows(
@@ -143,8 +203,8 @@ def job_rows(
     for r in _runs(db, w, tenant):
         gpu_s[r.job_id] = gpu_s.get(r.job_id, 0.0) + r.gpu_seconds(w)
     out = []
-    for j in _all(db, tenant, states):
-        if (user is not None and j.user != user) or not _active_in(j, w):
+    for j in _jobs(db, w, tenant, states):
+        if user is not None and j.user != user:
             continue
         out.append(
             {
@@ -193,9 +253,7 @@ def usage_rows(db: Database, w: Window, *, by: str = "tenant", tenant: str | Non
             u = use.setdefault(key(r.tenant, r.user), _Use())
             u.gpu_seconds += gs
             u.runs += 1
-    for j in _all(db, tenant):
-        if not _active_in(j, w):
-            continue
+    for j in _jobs(db, w, tenant):
         u = use.setdefault(key(j.tenant, j.user), _Use())
         if w.inside(j.submit_time):
             u.submitted += 1
