@@ -58,7 +58,7 @@ from reliability.apifuzz import fuzz, log_problems  # noqa: E402
 from reliability.private_pg import private_postgres  # noqa: E402
 from service.conftest import new_pg_database  # noqa: E402
 from service.serve_proc import Server, start_server  # noqa: E402
-from service.test_durability import Load, all_jobs  # noqa: E402
+from service.test_durability import Load, all_jobs, load_body  # noqa: E402
 
 NO_PREDICT = ["--no-predict"]
 
@@ -81,7 +81,7 @@ def check_after(srv: Server, token: str, acked: dict[str, int], running_before: 
     dup = 0
     with srv.client(token) as c:
         for key in random.sample(sorted(acked), min(retries, len(acked))):
-            r = c.post("/v1/jobs", json={"gpus_per_worker": 1}, headers={"Idempotency-Key": key})
+            r = c.post("/v1/jobs", json=load_body(int(key.split("-")[1])), headers={"Idempotency-Key": key})
             dup += int(r.json().get("id") != acked[key] or r.status_code != 200)
     moved = sum(1 for i, p in running_before.items()
                 if by_id.get(i, {}).get("placement") != p or by_id.get(i, {}).get("runs") != 1)

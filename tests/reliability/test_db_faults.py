@@ -27,7 +27,7 @@ import pytest
 from reliability.apifuzz import log_problems
 from reliability.private_pg import private_postgres_or_skip
 from service.serve_proc import Server, start_server
-from service.test_durability import Load, all_jobs, check_no_double_booking, check_nothing_lost
+from service.test_durability import Load, all_jobs, check_no_double_booking, check_nothing_lost, load_body
 
 
 @contextlib.contextmanager
@@ -154,7 +154,7 @@ def test_postgresql_restarted_under_load(tmp_path: Path) -> None:
             jobs = check_nothing_lost(again, token, acked, running_before)
             with again.client(token) as c:
                 for key in sorted(acked)[:30]:
-                    r = c.post("/v1/jobs", json={"gpus_per_worker": 1}, headers={"Idempotency-Key": key})
+                    r = c.post("/v1/jobs", json=load_body(int(key.split("-")[1])), headers={"Idempotency-Key": key})
                     assert (r.status_code, r.json()["id"]) == (200, acked[key])
             check_no_double_booking(again, jobs)
             print(f"postgresql restart: {len(acked)} submits acknowledged, none lost, "

@@ -22,7 +22,7 @@ from kant.service.db.database import Database
 
 PG_ADMIN_URL = os.environ.get("KANT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 BACKENDS = ["sqlite", "postgresql"]
-TABLES = "tenants, tokens, services, jobs, nodes, events, meta"
+TABLES = "tenants, tokens, services, jobs, nodes, events, job_runs, meta"
 
 
 def _admin_conninfo() -> str:

@@ -184,6 +184,8 @@ def test_tenant_isolation_on_every_endpoint(srv: Server, tokens: dict[str, str])
         ("post", "/v1/tokens"): ("/v1/tokens", {}, 403),
         ("get", "/v1/tokens"): ("/v1/tokens", None, 403),
         ("delete", "/v1/tokens/{token_id}"): (f"/v1/tokens/{token_id}", None, 403),
+        ("get", "/v1/accounting/jobs"): ("/v1/accounting/jobs?tenant=team-a", None, 403),
+        ("get", "/v1/accounting/usage"): ("/v1/accounting/usage?tenant=team-a", None, 403),
         ("get", "/v1/cluster"): ("/v1/cluster", None, 200),
         ("get", "/v1/events"): ("/v1/events", None, 200),
         ("get", "/v1/clock"): ("/v1/clock", None, 200),

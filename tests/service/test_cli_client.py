@@ -142,7 +142,10 @@ def test_admin_submits_for_a_tenant(srv: Server, tokens: dict[str, str]) -> None
     got = srv.admin.get(f"/v1/jobs/{job}").json()
     assert (got["tenant"], got["user"], got["gpu_type"], got["cpu_milli"], got["memory_mib"], got["priority"],
             got["duration_s"]) == ("team-b", "bob", "V100", 500, 1024, 5, 3600.0)
-    assert "an admin token submits with --tenant" in err(kant(srv, "submit", "--gpus", "1"))
+    # without --tenant: the tenant 'default', made on first use (the README's first submit)
+    default = int(ok(kant(srv, "submit", "--gpus", "1", "--duration", "1h")).strip())
+    assert srv.admin.get(f"/v1/jobs/{default}").json()["tenant"] == "default"
+    assert ok(kant(srv, "cancel", str(default))).strip() == f"job {default}: cancelled"
     assert err(kant(srv, "submit", "--tenant", "team-b", "--gpus", "9")) == (
         "error: 422: gpus_per_worker: 9 GPUs, but the largest node has 8 (--gpus)")
     assert ok(kant(srv, "cancel", str(job))).strip() == f"job {job}: cancelled"

@@ -260,11 +260,11 @@ def test_job_model_fields_agree() -> None:
     by_service = {"kind", "service_id", "array_task_id", "array_position", "array_throttle"}
     assert set(JobSubmit.model_fields) == (set(submitted) - by_service) | {"array"}
     assert set(JobOut.model_fields) == {*submitted, *kept, "array_job_id"} - {"idempotency_key", "created_wall"}
-    body = JobSubmit(name="a", user="u", workers=2, gpus_per_worker=4, gpu_milli=500, gpu_type="H100",
+    body = JobSubmit(name="a", user="u", workers=2, gpus_per_worker=1, gpu_milli=500, gpu_type="H100",
                      cpu_milli=1, memory_mib=2, priority=3, estimate_s=4.0, duration_s=5.0, command="c",
                      labels={"k": "v"}, idempotency_key="body")
     assert body.to_new_job("acme") == NewJob(
-        tenant="acme", user="u", name="a", workers=2, gpus_per_worker=4, gpu_milli=500, gpu_type="H100",
+        tenant="acme", user="u", name="a", workers=2, gpus_per_worker=1, gpu_milli=500, gpu_type="H100",
         cpu_milli=1, memory_mib=2, priority=3, estimate_s=4.0, duration_s=5.0, command="c", labels={"k": "v"},
         idempotency_key="body")
     assert JobSubmit().to_new_job("acme", "header") == NewJob(tenant="acme", user="acme", name="",
@@ -300,13 +300,18 @@ def test_insert_jobs_idempotent_and_ordered(db: Database, backend: str) -> None:
     db.tenants.create("acme")
     db.tenants.create("beta")
     out = db.jobs.insert(
-        [_job("a", key="x"), _job("b"), _job("c", key="x"), _job("d", key="y"), _job("e", tenant="beta", key="x")],
+        [_job("a", key="x"), _job("b"), _job("a", key="x"), _job("d", key="y"), _job("e", tenant="beta", key="x")],
         now_time=1.0, now_wall=1.0,
     )
     assert out == [(1, True), (2, True), (1, False), (3, True), (4, True)]  # keys are per tenant
-    out2 = db.jobs.insert([_job("f", key="y"), _job("g", key="z"), _job("h", key="x"), _job("i", key="z")],
+    out2 = db.jobs.insert([_job("d", key="y"), _job("g", key="z"), _job("a", key="x"), _job("g", key="z")],
                           now_time=2.0, now_wall=2.0)
     assert out2 == [(3, False), (5, True), (1, False), (5, False)]
+    # a key used for another job: refused, in the batch or against the stored one, and nothing written
+    with pytest.raises(Conflict, match="idempotency key 'q' is given to two different jobs of this batch"):
+        db.jobs.insert([_job("p", key="q"), _job("p2", key="q")], now_time=2.0, now_wall=2.0)
+    with pytest.raises(Conflict, match=r"idempotency key 'x' was used for job 1 with another body \(name differ\)"):
+        db.jobs.insert([_job("p"), _job("other", key="x")], now_time=2.0, now_wall=2.0)
     assert db.jobs.count() == 5 and db.jobs.max_id() == 5
     assert [j.name for j in db.jobs.list()] == ["a", "b", "d", "e", "g"]
     assert len(db.events.after(0)) == 5  # one 'submitted' event per created job

@@ -28,6 +28,11 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
             yield url
 
 
+def load_body(n: int) -> dict[str, float]:
+    """The n-th job of a load client."""
+    return {"gpus_per_worker": 1 + n % 4, "duration_s": 3600.0, "estimate_s": 3600.0}
+
+
 class Load:
     """``clients`` threads submitting jobs (each with its own idempotency key) until stopped;
     ``acked`` maps every key the service acknowledged to the job id it answered."""
@@ -47,8 +52,7 @@ class Load:
             while not self.stop.is_set():
                 key = f"c{k}-{n}"
                 try:
-                    r = c.post("/v1/jobs", json={"gpus_per_worker": 1 + n % 4, "duration_s": 3600.0,
-                                                 "estimate_s": 3600.0}, headers={"Idempotency-Key": key})
+                    r = c.post("/v1/jobs", json=load_body(n), headers={"Idempotency-Key": key})
                 except httpx.HTTPError:
                     time.sleep(0.05)  # the service is down: the key is not acknowledged, try another
                     n += 1
@@ -124,8 +128,8 @@ def test_kill_9_under_load_then_restart_loses_nothing(tmp_path: Path, db_url: st
         assert not missing, f"{len(missing)} acknowledged jobs lost, e.g. {missing[:5]}"
         # a retried submit of an acknowledged key finds its job: no duplicate is made
         with restarted.client(token) as c:
-            for key in sorted(acked)[:50]:
-                r = c.post("/v1/jobs", json={"gpus_per_worker": 1}, headers={"Idempotency-Key": key})
+            for key in sorted(acked)[:50]:  # (the same job: a key used for another job is a 409)
+                r = c.post("/v1/jobs", json=load_body(int(key.split("-")[1])), headers={"Idempotency-Key": key})
                 assert (r.status_code, r.json()["id"]) == (200, acked[key])
         # jobs running before the kill still run, where they ran
         for job_id, placement in running_before.items():

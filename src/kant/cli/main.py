@@ -136,6 +136,8 @@ LAZY_COMMANDS: dict[str, str] = {
     **dict.fromkeys(("submit", "queue", "jobs", "show", "cancel", "why", "logs"), "kant.cli.client.jobs"),
     **dict.fromkeys(("nodes", "drain", "cordon", "uncordon"), "kant.cli.client.nodes"),
     **dict.fromkeys(("hold", "release", "update", "requeue"), "kant.cli.client.control"),
+    **dict.fromkeys(("tenants", "tokens"), "kant.cli.client.tenants"),
+    "acct": "kant.cli.client.acct",
     "top": "kant.cli.client.top",
     "load": "kant.cli.client.load",
     "whatif": "kant.cli.client.whatif",

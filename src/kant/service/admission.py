@@ -1,8 +1,8 @@
-"""What a submit must pass before it is written: whose it is (an admin names the tenant, a tenant
-token submits for its own tenant only), that the tenant exists, and that some node of this cluster
-could ever hold it. The policy's own rules (quotas, topology) are the scheduler's: such a job is
-written and marked unschedulable there. Refusals are domain errors (:class:`Rejected`,
-:class:`Forbidden`), which the API answers 422 and 403."""
+"""What a submit must pass before it is written: whose it is (an admin names the tenant, else it is
+the tenant ``default``, made on first use; a tenant token submits for its own tenant only), that the
+tenant exists, and that some node of this cluster could ever hold it. The policy's own rules (quotas,
+topology) are the scheduler's: such a job is written and marked unschedulable there. Refusals are
+domain errors (:class:`Rejected`, :class:`Forbidden`), which the API answers 422 and 403."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from kant.service.db.jobs import JobRow, NewJob
 from kant.service.errors import Forbidden, Rejected
 from kant.service.live.view import LiveView
 from kant.service.schemas import JobSubmit, ServiceIn
-from kant.service.tenants import Tenants
+from kant.service.tenants import DEFAULT_TENANT, Tenants
 from kant.text import format_duration
 
 __all__ = ["array_tasks", "check_dependency", "check_request", "new_job", "service_tenant"]
@@ -41,17 +41,23 @@ def check_request(view: LiveView | None, body: JobSubmit) -> None:
 
 
 def new_job(body: JobSubmit, p: Principal, key: str | None, tenants: Tenants, view: LiveView | None) -> NewJob:
-    """The job to write for ``p``'s submit of ``body`` (``key``: the request's Idempotency-Key header,
-    which wins over the body's)."""
+    """The job to write for ``p``'s submit of ``body`` (``key``: the request's Idempotency-Key header;
+    the body's ``idempotency_key``, if given too, must be the same)."""
+    if key is not None and body.idempotency_key is not None and key != body.idempotency_key:
+        raise Rejected("idempotency_key", f"the Idempotency-Key header {key!r} and the body's idempotency_key "
+                                          f"{body.idempotency_key!r} differ: give one, or the same in both")
     if p.admin:
-        if body.tenant is None:
-            raise Rejected("", "an admin's submit names the tenant (field 'tenant')")
-        tenant = body.tenant
+        if body.tenant is None:  # the default tenant, made on first use (as a Slurm user's default account)
+            tenants.ensure(DEFAULT_TENANT)
+        tenant = body.tenant or DEFAULT_TENANT
         if not tenants.exists(tenant):
             raise Rejected("", f"no tenant {tenant!r}")
     else:
         if body.tenant is not None and body.tenant != p.tenant:
             raise Forbidden("a tenant token submits jobs for its own tenant only")
+        if body.user is not None:
+            raise Forbidden("user: only an admin's submit names the user (a tenant token's jobs are its "
+                            "tenant's; leave user out)")
         assert p.tenant is not None
         tenant = p.tenant
     check_request(view, body)

@@ -210,6 +210,7 @@ class ServiceLoop:
         live.nodes = {n.name: n for n in rows}
         live.tenants = {t.name: t for t in self.db.tenants.list()}
         store = JobStore(tenant_names=sorted(live.tenants))
+        t0 = time.perf_counter()
         jobs = self.db.jobs.load_active()
         # jobs that may wait for their dependencies join after the others (kant.service.live.deps)
         live.deps = LiveDeps()
@@ -224,13 +225,13 @@ class ServiceLoop:
         deferred = [Arrival(j.id, j, j.submit_time) for j in jobs if later(j)]
         if deferred:
             jobs = [j for j in jobs if not later(j)]
+        t1 = time.perf_counter()
         live.ids = []
         live.active = {}
         live.deadlines = []
         running: dict[int, RunningRecord] = {}
         pending: list[int] = []
-        with store.batch():
-            job_rows = [live.add_to_store(store, job.id, job, job.submit_time) for job in jobs]
+        job_rows = live.add_all_to_store(store, jobs)
         for job, row in zip(jobs, job_rows, strict=True):
             info = live.active[job.id]
             info.runs, info.first_start, info.start = job.runs, job.first_start_time, job.start_time
@@ -246,6 +247,7 @@ class ServiceLoop:
                 pending.append(row)
         flags = {n.name: flags_of(n.state) for n in rows if flags_of(n.state)}
         snap = SchedulerSnapshot(now=now, pending=tuple(pending), running=running, node_flags=flags)
+        t2 = time.perf_counter()
         live.sched = Scheduler.from_snapshot(live.policy(), live.cluster(), store, snap, seed=self.seed)
         live.sched.binder = live
         live.count_all()
@@ -263,8 +265,10 @@ class ServiceLoop:
                 if (task := live.active.get(a.id)) is not None and isinstance(a.job, JobRow):
                     task.runs, task.first_start = a.job.runs, a.job.first_start_time
         self._publish_view()
-        log.info("loaded %d nodes, %d tenants, %d pending and %d running jobs", len(rows), len(live.tenants),
-                 len(pending), len(running))
+        t3 = time.perf_counter()
+        log.info("loaded %d nodes, %d tenants, %d pending and %d running jobs in %.2f s (reading the jobs %.2f s, "
+                 "the job store %.2f s, the scheduler %.2f s)", len(rows), len(live.tenants), len(pending),
+                 len(running), t3 - t0, t1 - t0, t2 - t1, t3 - t2)
 
     # --- the thread ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -464,13 +468,15 @@ class ServiceLoop:
         if writes is not None:
             self.live.state_version += 1
             try:
-                self.db.apply(*writes, epoch=self.epoch)
+                ended = self.db.apply(*writes, epoch=self.epoch)
             except Fenced:
                 raise
             except DatabaseError as exc:
                 raise TurnLost(f"this turn's changes could not be written: {exc}") from exc
             if self.metrics is not None:
                 self.metrics.commits.labels("loop").inc()
+                for run in ended:
+                    self.metrics.tenant_gpu_seconds.labels(run.tenant).inc(run.gpu_seconds)
         self.live.deps.flushed()
         stops, launches = changes.take_actions()
         self.serving.stopping(stops)

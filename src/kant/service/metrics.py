@@ -54,6 +54,8 @@ class ServiceMetrics:
         self.failed = Counter("kant_jobs_failed", "Jobs that ended with another exit code", registry=r)
         self.requeued = Counter("kant_jobs_requeued", "Runs that ended and went back to the queue, by cause",
                                 ["cause"], registry=r)
+        self.tenant_gpu_seconds = Counter("kant_tenant_gpu_seconds", "GPU-seconds of ended runs, by tenant (added "
+                                          "when a run ends: kant acct has the same figure)", ["tenant"], registry=r)
         self.wait_seconds = Histogram("kant_wait_seconds", "Wait from submit to first start, by gang size (GPUs)",
                                       ["gang"], buckets=_WAIT_BUCKETS, registry=r)
         self.commits = Counter("kant_db_commits", "Database transactions that wrote, by writer (submits, loop)",

@@ -4,9 +4,10 @@ fields rejected, so a bad payload is answered 422 with the field's path and the 
 from __future__ import annotations
 
 import json
+import operator
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from kant.inference.autoscaler import HpaConfig
 from kant.model.deps import format_dependency, parse_dependency
@@ -22,15 +23,52 @@ __all__ = [
     "JobSubmit", "JobBatch", "JobOut", "JobPage", "SubmitOut", "BatchOut", "WhyOut", "EventOut", "JobDetail",
     "NodeIn", "NodeOut", "NodeAction", "TenantIn", "TenantPatch", "TenantOut", "TokenIn", "TokenOut",
     "TokenCreated", "ServiceIn", "ServicePatch", "ServiceOut", "ScaleIn", "ClusterOut", "TenantUse",
-    "ClockIn", "ClockOut", "QueueOut",
+    "ClockIn", "ClockOut", "QueueOut", "Payload",
     "Message", "PredictionOut", "LogsOut", "WhatIfIn", "WhatIfScenario", "WhatIfNode", "WhatIfQuota",
 ]
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
-NodeName = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")]
+#: a node's name: an RFC 1123 subdomain, as Kubernetes names nodes (lower-case letters, digits, '-' and '.';
+#: each dot-separated label starts and ends with a letter or digit), so that it fits in a URL's path
+NodeName = Annotated[str, StringConstraints(min_length=1, max_length=253,
+                                            pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")]
+#: a name of an existing node, leaf or spine (clusters read from files may use more characters)
+NodeRef = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")]
 GpuType = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._|-]+$")]
 Label = Annotated[str, StringConstraints(max_length=256)]
-_STRICT = ConfigDict(extra="forbid")
+_STRICT = ConfigDict(extra="forbid", strict=True)  # unknown fields refused; no "2" or true for an int
+
+
+def _clean(value: Any) -> Any:
+    """``value`` if no string in it (keys included) holds a NUL byte or an unpaired surrogate, which no
+    database stores (PostgreSQL refuses both; ``ValueError`` here makes them a 422 naming the field)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError("a NUL byte (\\u0000) is not allowed in text")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("text must be valid Unicode (an unpaired surrogate is not)") from None
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _clean(k)
+            _clean(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _clean(v)
+    return value
+
+
+class Payload(BaseModel):
+    """A request body: strict types (``"workers": "2"`` or ``true`` is a 422), unknown fields refused,
+    and no text any database would refuse (:func:`_clean`)."""
+
+    model_config = _STRICT
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _storable(cls, v: Any) -> Any:
+        return _clean(v)
 
 
 class Message(BaseModel):
@@ -48,14 +86,15 @@ def live_dependency(text: str) -> str | None:
     return format_dependency(clauses) or None
 
 
-class JobSubmit(BaseModel):
+class JobSubmit(Payload):
     """A training gang: ``workers`` workers, each with ``gpus_per_worker`` GPUs (and CPU, memory) on one
     node; all of them start together or none."""
 
     model_config = _STRICT
     name: str = Field(default="", max_length=256)
     tenant: Name | None = Field(default=None, description="admins only: whose job (a tenant token submits its own)")
-    user: str | None = Field(default=None, max_length=128)
+    user: str | None = Field(default=None, min_length=1, max_length=128,
+                             description="admins only: the user within the tenant (default: the tenant)")
     workers: int = Field(default=1, ge=1, le=65536)
     gpus_per_worker: int = Field(default=1, ge=0, le=1024)
     gpu_milli: int = Field(default=1000, ge=1, le=1000, description="share of one GPU, for 1-GPU workers")
@@ -102,6 +141,15 @@ class JobSubmit(BaseModel):
             parse_array(v)
         return v
 
+    @field_validator("gpu_milli")
+    @classmethod
+    def _share_of_one_gpu(cls, v: int, info: ValidationInfo) -> int:
+        gpus = info.data.get("gpus_per_worker", 1)
+        if v != 1000 and gpus != 1:
+            raise ValueError(f"a share of a GPU ({v} thousandths) is for workers of exactly 1 GPU, and "
+                             f"gpus_per_worker is {gpus}: leave gpu_milli at 1000 (whole GPUs)")
+        return v
+
     @field_validator("labels")
     @classmethod
     def _few_labels(cls, v: dict[str, str]) -> dict[str, str]:
@@ -129,7 +177,7 @@ _SUBMIT_COPIED: Final = tuple(n for n in JobSubmit.model_fields if n in SUBMITTE
                                and n not in ("tenant", "user", "labels", "idempotency_key", "environment"))
 
 
-class JobBatch(BaseModel):
+class JobBatch(Payload):
     model_config = _STRICT
     jobs: list[JobSubmit] = Field(min_length=1, max_length=1000)
 
@@ -186,15 +234,31 @@ class JobOut(BaseModel):
 
     @classmethod
     def of(cls, row: JobRow, reason: str | None = None) -> JobOut:
-        """The answer for the stored job ``row`` (``reason``: the live reason, if the loop has one)."""
-        return cls(**{n: getattr(row, n) for n in _OUT_FROM_ROW},
-                   kind="inference" if row.kind == 1 else "training",
-                   reason=reason if reason is not None else row.reason,
-                   array_job_id=None if row.array_position is None else row.id - row.array_position)
+        """The answer for the stored job ``row`` (``reason``: the live reason, if the loop has one).
+        Not validated again: a stored job is valid (a page of 1,000 would take 30 ms more)."""
+        return cls.model_construct(**{n: getattr(row, n) for n in _OUT_FROM_ROW},
+                                   kind="inference" if row.kind == 1 else "training",
+                                   reason=reason if reason is not None else row.reason,
+                                   array_job_id=None if row.array_position is None else row.id - row.array_position)
 
 
 #: the fields of JobOut copied from the row as they are
 _OUT_FROM_ROW: Final = tuple(n for n in JobOut.model_fields if n not in ("kind", "reason", "array_job_id"))
+_out_values: Final = operator.attrgetter(*_OUT_FROM_ROW)
+
+
+def job_page_json(rows: list[JobRow], reasons: dict[int, str], next_id: int | None) -> str:
+    """A :class:`JobPage` of ``rows`` as JSON, made straight from the rows: the same fields as
+    ``JobOut.of`` each, without a model per job (a page of 1,000 jobs in a third of the time)."""
+    items = []
+    for row in rows:
+        d = dict(zip(_OUT_FROM_ROW, _out_values(row), strict=True))
+        d["kind"] = "inference" if row.kind == 1 else "training"
+        reason = reasons.get(row.id)
+        d["reason"] = reason if reason is not None else row.reason
+        d["array_job_id"] = None if row.array_position is None else row.id - row.array_position
+        items.append(d)
+    return json.dumps({"items": items, "next": next_id}, separators=(",", ":"), ensure_ascii=False)
 
 
 class JobPage(BaseModel):
@@ -263,18 +327,18 @@ class JobDetail(JobOut):
 
 
 # --- nodes -------------------------------------------------------------------------------------------
-class NodeIn(BaseModel):
+class NodeIn(Payload):
     model_config = _STRICT
     name: NodeName
     gpu_type: GpuType
     gpus: int = Field(ge=0, le=1024)
     cpu_milli: int = Field(default=0, ge=0, le=10**9)
     memory_mib: int = Field(default=0, ge=0, le=10**9)
-    leaf: NodeName | None = None
-    spine: NodeName | None = None
+    leaf: NodeRef | None = None
+    spine: NodeRef | None = None
 
 
-class NodeAction(BaseModel):
+class NodeAction(Payload):
     model_config = _STRICT
     reason: str | None = Field(default=None, max_length=1024)
 
@@ -301,7 +365,7 @@ class NodeOut(BaseModel):
 TimeLimit = Annotated[float, Field(gt=0, le=10**9, allow_inf_nan=False)]
 
 
-class TenantIn(BaseModel):
+class TenantIn(Payload):
     model_config = _STRICT
     name: Name
     guaranteed_gpus: int | None = Field(default=None, ge=0, le=10**7)
@@ -310,7 +374,7 @@ class TenantIn(BaseModel):
     max_time_limit_s: TimeLimit | None = Field(default=None, description="no job may ask for more")
 
 
-class TenantPatch(BaseModel):
+class TenantPatch(Payload):
     model_config = _STRICT
     guaranteed_gpus: int | None = Field(default=None, ge=0, le=10**7)
     max_gpus: int | None = Field(default=None, ge=0, le=10**7)
@@ -335,7 +399,7 @@ class TenantOut(BaseModel):
                    default_time_limit_s=row.default_time_limit_s, max_time_limit_s=row.max_time_limit_s)
 
 
-class TokenIn(BaseModel):
+class TokenIn(Payload):
     model_config = _STRICT
     name: str = Field(default="", max_length=128)
     ttl_s: float | None = Field(default=None, gt=0, le=10 * 365 * 86400, allow_inf_nan=False)
@@ -365,7 +429,7 @@ ReadyPath = Annotated[str, StringConstraints(min_length=1, max_length=256, patte
 Command = Annotated[str, StringConstraints(min_length=1, max_length=10_000)]
 
 
-class _Serving(BaseModel):
+class _Serving(Payload):
     """What a service's replicas run and how kant knows they serve (docs/service.md, "Services")."""
 
     model_config = _STRICT
@@ -434,7 +498,7 @@ class ServicePatch(_Serving):
         return out
 
 
-class ScaleIn(BaseModel):
+class ScaleIn(Payload):
     model_config = _STRICT
     replicas: int = Field(ge=0, le=10_000)
 
@@ -555,7 +619,7 @@ class ClusterOut(BaseModel):
     queues: list[QueueOut] = Field(default_factory=list, description="the tree of queues (kant serve --queues)")
 
 
-class ClockIn(BaseModel):
+class ClockIn(Payload):
     model_config = _STRICT
     to: float = Field(ge=0, allow_inf_nan=False)
     hold: bool = Field(default=False, description="leave the cycle of instant `to` for the next move: jobs "
@@ -568,7 +632,7 @@ class ClockOut(BaseModel):
 
 
 # --- what-if -----------------------------------------------------------------------------------------
-class WhatIfNode(BaseModel):
+class WhatIfNode(Payload):
     model_config = _STRICT
     gpu_type: GpuType
     gpus: int = Field(ge=0, le=1024)
@@ -576,13 +640,13 @@ class WhatIfNode(BaseModel):
     memory_mib: int = Field(default=0, ge=0, le=10**12)
 
 
-class WhatIfQuota(BaseModel):
+class WhatIfQuota(Payload):
     model_config = _STRICT
     guaranteed: int | None = Field(default=None, ge=0, le=10**9)
     max: int | None = Field(default=None, ge=0, le=10**9)
 
 
-class WhatIfScenario(BaseModel):
+class WhatIfScenario(Payload):
     """One change to try: another policy (a bundled policy's name, or a policy file's mapping), more
     nodes (copies of ``node``, default the most common node), nodes drained, tenants' quotas."""
 
@@ -591,11 +655,11 @@ class WhatIfScenario(BaseModel):
     policy: Annotated[str, StringConstraints(min_length=1, max_length=64)] | dict[str, Any] | None = None
     add_nodes: int = Field(default=0, ge=0, le=100_000)
     node: WhatIfNode | None = None
-    drain: list[NodeName] = Field(default_factory=list, max_length=100_000)
+    drain: list[NodeRef] = Field(default_factory=list, max_length=100_000)
     quotas: dict[Name, WhatIfQuota] = Field(default_factory=dict, max_length=10_000)
 
 
-class WhatIfIn(BaseModel):
+class WhatIfIn(Payload):
     model_config = _STRICT
     horizon_h: float = Field(default=24.0, gt=0, le=24 * 366, allow_inf_nan=False,
                              description="hours to run forward")

@@ -209,12 +209,17 @@ class Service:
             if epoch is not None:
                 try:
                     self._become_leader(epoch)
-                except KantError as exc:
-                    log.error("cannot start as leader: %s", exc)
-                    os._exit(2)
-                except Exception:  # pragma: no cover - a bug: say so, with the traceback, and stop
-                    log.exception("cannot start as leader")
+                except Exception as exc:
+                    if self._stop.is_set():  # stopped (SIGTERM) while loading: the database was closed under it
+                        log.info("stopped while starting as leader")
+                        return
+                    if isinstance(exc, KantError):
+                        log.error("cannot start as leader: %s", exc)
+                        os._exit(2)
+                    log.exception("cannot start as leader")  # pragma: no cover - a bug: say so and stop
                     os._exit(3)
+                if self._stop.is_set():
+                    return
                 log.info("leader after %.2f s", time.monotonic() - t0)
                 self._watch()
                 return
@@ -234,6 +239,9 @@ class Service:
                            metrics=self.metrics, history=self.history, endpoints=self.endpoints,
                            signals=lambda: self.signals, in_flight=self.traffic.at)
         loop.load(self._cluster if self._cluster is not None or not found else Cluster.from_nodes(found))
+        if self._stop.is_set():  # closed while loading: start nothing
+            executor.close()
+            return
         loop.start()
         self.loop = loop
         if cfg.services is not None:

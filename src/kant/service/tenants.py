@@ -5,12 +5,17 @@ reloads the scheduler's quotas."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from kant.service.db.database import Database
+from kant.service.errors import Conflict
 from kant.service.loop import ServiceLoop
 
-__all__ = ["Tenants"]
+__all__ = ["DEFAULT_TENANT", "Tenants"]
+
+#: the tenant of an admin's job that names none (made on first use): `kant submit` works at once
+DEFAULT_TENANT = "default"
 
 
 class Tenants:
@@ -46,6 +51,14 @@ class Tenants:
             self._names.add(name)
             return True
         return False
+
+    def ensure(self, name: str) -> None:
+        """Create tenant ``name`` (no quota) unless it exists."""
+        if self.exists(name):
+            return
+        with contextlib.suppress(Conflict):  # (made meanwhile by another request)
+            self.db.tenants.create(name)
+        self.changed()
 
     def changed(self) -> None:
         """A tenant was created or its quota changed: read the names again and have the scheduler

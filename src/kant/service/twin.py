@@ -55,8 +55,11 @@ class Predicted:
 
 # --- what the worker processes run (module-level: picklable) ----------------------------------------
 def _worker_init(parent: int) -> None:
-    """In a worker process: run at a lower priority, and exit when the service does (even after a
-    ``kill -9``, which leaves no one to shut the pool down)."""
+    """In a worker process: run at a lower priority, leave Ctrl-C to the service (a terminal sends
+    SIGINT to the whole process group: the worker would print a KeyboardInterrupt traceback while the
+    service stops it anyway), and exit when the service does (even after a ``kill -9``, which leaves
+    no one to shut the pool down)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError):  # not permitted: run at normal priority
         os.nice(10)
 
@@ -197,10 +200,12 @@ class Twin:
     def close(self) -> None:
         self._stop.set()
         self._wake.set()
+        with self._pool_lock:
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:  # (first: a prediction under way ends at once, and the refresh thread with it)
+            _stop_pool(pool)
         if self._thread is not None:
             self._thread.join(5.0)
-        for pool in self._pools.values():
-            pool.shutdown(wait=False, cancel_futures=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -208,6 +213,8 @@ class Twin:
             try:
                 self.refresh()
             except Exception as exc:  # a bad snapshot or a dead worker: say so, keep the old predictions
+                if self._stop.is_set():  # (closed under it: its worker was stopped)
+                    return
                 log.warning("predicting start times failed: %s", exc)
             wait = max(self.min_interval_s - (time.monotonic() - t0), 0.0)
             self._wake.wait(max(wait, 0.05))
@@ -273,6 +280,18 @@ class Twin:
             if self._pools.get(which) is pool:
                 del self._pools[which]
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop ``pool`` now and wait until it is gone: its worker is terminated (it may be in the middle of
+    a long what-if) and its queues are closed. Not waiting (``shutdown(wait=False)``) left the queues'
+    semaphores to the process's exit, which a signal ends before they are freed: multiprocessing's
+    resource tracker then warned of leaked semaphores at every stop of ``kant serve``."""
+    procs: dict[int, Any] = getattr(pool, "_processes", None) or {}  # (no public way to stop a busy worker)
+    for proc in list(procs.values()):
+        with contextlib.suppress(OSError, AttributeError):
+            proc.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)  # (a terminated worker breaks the pool: this returns at once)
 
 
 def describe_prediction(pred: Predicted, now: float) -> str:

@@ -14,15 +14,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from rich.cells import cell_len
 from rich.console import Console, RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from kant.cli._common import OneLineCommand, fail, out
 from kant.cli.client.http import DEFAULT_URL, TOKEN_FILE, ApiError, Client, resolve_target
 from kant.service.jobenv import parse_time
 from kant.text import format_duration
 
-__all__ = ["Clock", "client_command", "emit", "job_id_arg", "or_dash", "percent", "print_json", "table",
+__all__ = ["Clock", "Rows", "client_command", "emit", "job_id_arg", "or_dash", "percent", "print_json", "table",
            "time_limit_option"]
 
 
@@ -120,9 +122,58 @@ def table(*columns: str, title: str | None = None) -> Table:
     return t
 
 
-def emit(renderable: RenderableType) -> None:
+#: a listing longer than this is printed plain (aligned, no colours) on a terminal too: rich lays out
+#: about 2,000 rows a second, and nobody reads 100,000 coloured rows
+PLAIN_ROWS = 5000
+
+Cell = str | tuple[str, str]  # text, or (text, rich style)
+
+
+class Rows:
+    """A listing of many rows (``kant queue``, ``kant acct``): plain strings, a style per cell where it
+    has one. :func:`emit` prints it as a rich :func:`table` on a terminal, and lays it out itself
+    into a pipe or when it is long: the same text rich prints into a pipe (left-aligned columns, two
+    spaces apart, no trailing blanks), 100,000 rows in a second instead of a minute."""
+
+    def __init__(self, *columns: str) -> None:
+        self.columns = columns
+        self.rows: list[tuple[Cell, ...]] = []
+
+    def add(self, *cells: Cell) -> None:
+        self.rows.append(cells)
+
+    def table(self) -> Table:
+        t = table(*self.columns)
+        for row in self.rows:
+            t.add_row(*(Text(c) if isinstance(c, str) else Text(c[0], style=c[1]) for c in row))
+        return t
+
+    def plain(self) -> list[str]:
+        grid = [list(self.columns)] + [[_one_line(c if isinstance(c, str) else c[0]) for c in row]
+                                       for row in self.rows]
+        widths = [max(_width(r[i]) for r in grid) for i in range(len(self.columns))]
+        return ["  ".join(c + " " * (w - _width(c)) for c, w in zip(r, widths, strict=True)).rstrip() for r in grid]
+
+
+def _width(s: str) -> int:
+    return len(s) if s.isascii() else cell_len(s)
+
+
+def _one_line(s: str) -> str:
+    """``s`` without control characters (escape sequences included), a line break or tab as a space."""
+    if s.isprintable():
+        return s
+    return "".join(c for c in s.replace("\n", " ").replace("\t", " ") if c.isprintable())
+
+
+def emit(renderable: RenderableType | Rows) -> None:
     """Print a table: on a terminal as rich lays it out; into a pipe or file unwrapped, plain, without
     trailing blanks (``kant queue | grep`` sees one line per job)."""
+    if isinstance(renderable, Rows):
+        if not out.is_terminal or len(renderable.rows) > PLAIN_ROWS:
+            click.echo("\n".join(renderable.plain()))
+            return
+        renderable = renderable.table()
     if out.is_terminal:
         out.print(renderable)
         return

@@ -17,7 +17,9 @@ from rich.text import Text
 
 from kant.cli._common import Duration, FiniteFloat, console, fail
 from kant.cli.client.common import (
+    Cell,
     Clock,
+    Rows,
     client_command,
     emit,
     job_id_arg,
@@ -116,7 +118,9 @@ def _state(state: str) -> Text:
               help="Your run-time estimate (90, 90s, 15m, 2h, 1d); backfill plans with it.")
 @click.option("--duration", type=Duration(), default=None, metavar="DUR",
               help="How long the simulated executor runs the job.")
-@click.option("--tenant", default=None, help="Whose job (admins; a tenant token submits its own).")
+@click.option("--tenant", default=None,
+              help="Whose job (admins; default: the tenant 'default', made on first use; a tenant token submits "
+                   "its own).")
 @click.option("--user", default=None, help="The user within the tenant (default: the tenant).")
 @click.option("--label", "labels", multiple=True, callback=_label_option, metavar="KEY=VALUE",
               help="A label; repeat for more.")
@@ -176,8 +180,6 @@ def submit(api: Client, name: str | None, workers: int, gpus: int, gpu_type: str
     try:
         answer = api.post("/v1/jobs", body, headers=headers)
     except ApiError as exc:
-        if exc.status == 422 and tenant is None and "names the tenant" in str(exc):
-            raise ApiError(f"{exc} (an admin token submits with --tenant)", exc.status) from None
         field = re.match(r"^\d+: (?:body\.)?([a-z_]+)\b", str(exc))
         if exc.status == 422 and field is not None and field.group(1) in SUBMIT_OPTIONS:
             raise ApiError(f"{exc} ({SUBMIT_OPTIONS[field.group(1)]})", exc.status) from None
@@ -204,23 +206,22 @@ def _pages(api: Client, params: dict[str, Any], limit: int) -> tuple[list[dict[s
             return items, after
 
 
-def _job_table(jobs: Iterable[dict[str, Any]], clock: Clock, absolute: bool, history: bool) -> Table:
+def _job_table(jobs: Iterable[dict[str, Any]], clock: Clock, absolute: bool, history: bool) -> Rows:
     columns = ["JOBID", "NAME", "TENANT", "STATE", "GANG", "SUBMITTED", "STARTED"]
     if history:
         columns += ["END", "EXIT"]
-    listing = table(*columns, "NODES/REASON")
+    listing = Rows(*columns, "NODES/REASON")
+    at = clock.at
     for job in jobs:
-        if job["state"] == "pending":
-            where = Text(job.get("reason") or "", style="dim")
-        else:
-            where = Text(_nodes(job.get("placement")) or (job.get("reason") or ""))
-        state = Text(job["counts"]) if "counts" in job else _state(job["state"])
-        row: list[str | Text] = [str(job["id"]), Text(job["name"] or "-"), Text(job["tenant"]), state,
-                                 _gang(job), clock.at(job["submit_time"], absolute),
-                                 clock.at(job["start_time"], absolute)]
+        state = job["state"]
+        where: Cell = ((job.get("reason") or "", "dim") if state == "pending" else
+                       _nodes(job.get("placement")) or (job.get("reason") or ""))
+        shown: Cell = (job["counts"], "") if "counts" in job else (state, STATE_STYLE.get(state, ""))
+        row: list[Cell] = [str(job["id"]), job["name"] or "-", job["tenant"], shown,
+                           _gang(job), at(job["submit_time"], absolute), at(job["start_time"], absolute)]
         if history:
-            row += [clock.at(job["end_time"], absolute), or_dash(job["exit_code"])]
-        listing.add_row(*row, where)
+            row += [at(job["end_time"], absolute), or_dash(job["exit_code"])]
+        listing.add(*row, where)
     return listing
 
 

@@ -25,6 +25,7 @@ from fastapi import FastAPI
 
 import kant
 from kant.service.api import (
+    accounting,
     clock,
     cluster,
     errors,
@@ -44,10 +45,10 @@ from kant.service.server import Service
 __all__ = ["create_app"]
 
 #: the routers, in the order of the OpenAPI document (and of /docs)
-ROUTERS = (health, jobs, job_control, services, serve, nodes, tenants, cluster, whatif, events, clock)
+ROUTERS = (health, jobs, job_control, services, serve, nodes, tenants, accounting, cluster, whatif, events, clock)
 
 #: the tags of the OpenAPI document, in order
-TAGS = ("jobs", "services", "nodes", "tenants", "cluster", "events", "health")
+TAGS = ("jobs", "services", "nodes", "tenants", "accounting", "cluster", "events", "health")
 
 
 def _without_otel_hooks() -> dict[str, Any]:

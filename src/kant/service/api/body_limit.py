@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kant.service.api.errors import error_body
@@ -46,7 +47,7 @@ class BodyLimit:
             if msg["type"] == "http.request":
                 seen += len(msg.get("body", b""))
                 if seen > self.limit:
-                    raise _TooLarge
+                    raise _TooLarge(self.limit)
             return msg
 
         try:
@@ -55,8 +56,13 @@ class BodyLimit:
             await _plain(send, 413, f"request body over {self.limit} bytes")
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(HTTPException):
+    """A streamed body passed the cap. An HTTPException, so that FastAPI, which answers any other
+    failure while it reads a body with 400 ("error parsing the body"), lets it through to the app's
+    handler of HTTP errors (413); outside a route the middleware answers it itself."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body over {limit} bytes")
 
 
 async def _plain(send: Send, status: int, detail: str) -> None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from kant.service.api.deps import Id, Svc, Who
 from kant.service.api.jobs import visible_job
 from kant.service.errors import Rejected
 from kant.service.loop import ServiceLoop
-from kant.service.schemas import JobOut
+from kant.service.schemas import JobOut, Payload
 from kant.text import format_duration
 
 __all__ = ["JobChange", "router"]
@@ -24,11 +24,10 @@ __all__ = ["JobChange", "router"]
 router = APIRouter(tags=["jobs"])
 
 
-class JobChange(BaseModel):
+class JobChange(Payload):
     """New values for a pending job (fields left out are not changed; null clears an estimate or a
     time limit)."""
 
-    model_config = ConfigDict(extra="forbid")
     name: str | None = Field(default=None, max_length=256)
     priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
     estimate_s: float | None = Field(default=None, gt=0, le=10**9, allow_inf_nan=False)

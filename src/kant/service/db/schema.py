@@ -24,6 +24,7 @@ __all__ = [
     "WRITER_LOCK_KEY",
     "Unset",
     "events",
+    "job_runs",
     "jobs",
     "meta",
     "metadata",
@@ -202,6 +203,30 @@ events: Final = sa.Table(
     sqlite_autoincrement=True,
 )
 
+#: every run of a job that ended (0004): a job's runs are its starts; one ends finished, failed,
+#: cancelled or timed out, or goes back to the queue (requeued, preempted, lost, could not start).
+#: Written in the turn that ends it, from the jobs row it ends (``kant.service.db.runs``).
+job_runs: Final = sa.Table(
+    "job_runs",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("job_id", sa.BigInteger, nullable=False),
+    sa.Column("run", sa.Integer, nullable=False),
+    sa.Column("tenant", sa.String(64), nullable=False),
+    sa.Column("user", sa.String(128), nullable=False),
+    sa.Column("submit_time", sa.Double, nullable=False),
+    sa.Column("start_time", sa.Double, nullable=False),
+    sa.Column("end_time", sa.Double, nullable=False),
+    sa.Column("nodes", sa.Text, nullable=False),  # JSON list: one node name per worker
+    sa.Column("gpus", sa.Integer, nullable=False),  # workers x gpus_per_worker
+    sa.Column("gpu_milli", sa.Integer, nullable=False),  # a share of one GPU per worker (1000: whole GPUs)
+    sa.Column("end", sa.String(32), nullable=False),  # the event that ended it: finished, failed, requeued, ...
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Column("exit_code", sa.Integer, nullable=True),
+    sa.Index("ix_job_runs_end_time", "end_time"),
+    sa.Index("ix_job_runs_job_id_run", "job_id", "run"),
+    sqlite_autoincrement=True,
+)
 
 meta: Final = sa.Table(
     "meta",

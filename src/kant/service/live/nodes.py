@@ -92,6 +92,11 @@ class NodeOps:
             return self._remove(name, node, now, reason, force)
         else:
             raise Invalid(f"unknown node operation {op!r}")
+        if state == "down" and new == "down" and op != "fail":
+            # a failed node stays down until repaired: cordon, drain or uncordon keeps why it failed
+            live.changes.event(now, f"node-{op}", None, name, None, reason or f"node-{op}")
+            live.instant.changed = True
+            return new
         self._set_state(name, new, reason, now, f"node-{op}")
         live.instant.changed = True
         return new

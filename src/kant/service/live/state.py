@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from kant.config.policy import Policy
 from kant.instant import Instant
 from kant.metrics.summary import BUCKETS
@@ -33,7 +35,7 @@ from kant.model.state import Placement
 from kant.model.store import JobStore
 from kant.plugins.quota import Quota, with_tenant_quotas
 from kant.scheduler import Scheduler
-from kant.service.db.jobs import JobUpdate, NewJob
+from kant.service.db.jobs import JobRow, JobUpdate, NewJob
 from kant.service.db.nodes import NodeRow
 from kant.service.db.schema import UNSET
 from kant.service.db.tenants import TenantRow
@@ -190,6 +192,42 @@ class LiveState:
         if job.array_task_id is not None and job.array_position is not None:
             info.array = (job_id - job.array_position, job.array_task_id)
         return row
+
+    def add_all_to_store(self, store: JobStore, jobs: Sequence[JobRow]) -> range:
+        """Every job of ``jobs`` becomes a row of ``store`` and an active job, as :meth:`add_to_store`
+        one by one makes them, but in whole columns (:meth:`JobStore.extend`): a start loads every
+        pending and running job, 100,000 of them in a fraction of the time of 100,000 appends."""
+        code = store.code
+        est = [j.estimate_s for j in jobs]
+        limit = [j.time_limit_s for j in jobs]
+        default = self.default_estimate
+        rows = store.extend(
+            [j.name for j in jobs],
+            planning=np.array([default if e is None else e for e in est], dtype=np.float64),
+            user_estimate=np.array([math.nan if e is None else e for e in est], dtype=np.float64),
+            time_limit=np.array([math.inf if t is None else t for t in limit], dtype=np.float64),
+            submit=np.array([j.submit_time for j in jobs], dtype=np.float64),
+            workers=np.array([j.workers for j in jobs], dtype=np.int64),
+            gpus_per_worker=np.array([j.gpus_per_worker for j in jobs], dtype=np.int64),
+            gpu_milli=np.array([j.gpu_milli for j in jobs], dtype=np.int64),
+            cpu_milli=np.array([j.cpu_milli for j in jobs], dtype=np.int64),
+            memory_mib=np.array([j.memory_mib for j in jobs], dtype=np.int64),
+            gpu_type=np.array([-1 if j.gpu_type is None else code("gpu_type", j.gpu_type) for j in jobs],
+                              dtype=np.int64),
+            priority=np.array([j.priority for j in jobs], dtype=np.int64),
+            tenant=np.array([code("tenant", j.tenant) for j in jobs], dtype=np.int64),
+            user=np.array([code("user", j.user if j.user is not None else j.tenant) for j in jobs], dtype=np.int64),
+            kind=np.array([int(j.kind) for j in jobs], dtype=np.int64),
+        )
+        assert rows.start == len(self.ids)
+        self.ids.extend(j.id for j in jobs)
+        active = self.active
+        for row, j in zip(rows, jobs, strict=True):
+            active[j.id] = Active(j.id, row, j.tenant, j.submit_time, j.workers * j.gpus_per_worker,
+                                  duration_s=j.duration_s, command=j.command, labels=dict(j.labels),
+                                  service_id=j.service_id, chdir=j.chdir, environment=j.environment,
+                                  time_limit_s=j.time_limit_s)
+        return rows
 
     def count_all(self) -> None:
         """The counters by tenant, from the active jobs (after a load)."""
