@@ -4,14 +4,10 @@ cancel of a task and of the whole array, ``kant queue`` folding an array into on
 
 from __future__ import annotations
 
-from typing import Any
-
-import click.testing
 import httpx
 import pytest
 
 from kant.cli.client.jobs import fold_arrays
-from kant.cli.main import cli
 from kant.service.arrays import format_array, parse_array
 from service.test_dependencies import Live, live  # noqa: F401  (the fixture)
 
@@ -93,17 +89,7 @@ def test_queue_folds_an_array_and_the_cli_submits_and_cancels(
     live: Live,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    transport = live.client._transport
-    real = httpx.Client
-
-    def client(*args: Any, **kw: Any) -> httpx.Client:
-        return real(*args, transport=transport, **kw)
-
-    monkeypatch.setattr(httpx, "Client", client)
-    env = {"KANT_URL": "http://testserver", "KANT_TOKEN": live.token}
-
-    def kant(*args: str) -> click.testing.Result:
-        return click.testing.CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+    kant = live.cli(monkeypatch)
 
     r = kant("submit", "--tenant", "a", "--array", "0-9%3", "--duration", "60", "--", "true")
     assert r.exit_code == 0, r.output

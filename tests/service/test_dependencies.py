@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,22 @@ class Live:
 
     def now(self) -> float:
         return float(self.client.get("/v1/clock").json()["now"])
+
+    def cli(self, monkeypatch: pytest.MonkeyPatch) -> Callable[..., click.testing.Result]:
+        """``kant ARGS...`` run in this process against this service, with the admin token."""
+        transport = self.client._transport
+        real = httpx.Client
+
+        def client(*args: Any, **kw: Any) -> httpx.Client:
+            return real(*args, transport=transport, **kw)
+
+        monkeypatch.setattr(httpx, "Client", client)
+        env = {"KANT_URL": "http://testserver", "KANT_TOKEN": self.token}
+
+        def kant(*args: str) -> click.testing.Result:
+            return click.testing.CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+
+        return kant
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -171,17 +187,7 @@ def test_a_restart_keeps_the_holds(live: Live) -> None:
 
 
 def test_cli_submit_with_dependency_and_show(live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
-    transport = live.client._transport
-    real = httpx.Client
-
-    def client(*args: Any, **kw: Any) -> httpx.Client:
-        return real(*args, transport=transport, **kw)
-
-    monkeypatch.setattr(httpx, "Client", client)
-    env = {"KANT_URL": "http://testserver", "KANT_TOKEN": live.token}
-
-    def kant(*args: str) -> click.testing.Result:
-        return click.testing.CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+    kant = live.cli(monkeypatch)
 
     first = kant("submit", "--tenant", "a", "--duration", "10", "--", "true")
     assert first.exit_code == 0, first.output

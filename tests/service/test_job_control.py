@@ -4,13 +4,9 @@ its event in the job's history, a hold kept over a restart, and the refusals."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import click.testing
 import httpx
 import pytest
 
-from kant.cli.main import cli
 from service.test_dependencies import Live, live  # noqa: F401  (the fixture)
 
 
@@ -97,17 +93,7 @@ def test_a_tenant_controls_its_own_jobs_only(live: Live) -> None:  # noqa: F811
 
 
 def test_cli_hold_release_update_requeue(live: Live, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    transport = live.client._transport
-    real = httpx.Client
-
-    def client(*args: Any, **kw: Any) -> httpx.Client:
-        return real(*args, transport=transport, **kw)
-
-    monkeypatch.setattr(httpx, "Client", client)
-    env = {"KANT_URL": "http://testserver", "KANT_TOKEN": live.token}
-
-    def kant(*args: str) -> click.testing.Result:
-        return click.testing.CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+    kant = live.cli(monkeypatch)
 
     a = int(kant("submit", "--tenant", "a", "--duration", "100", "--", "true").stdout)
     assert kant("hold", str(a)).stdout == f"job {a}: pending (JobHeld: held by admin (kant release {a}))\n"
