@@ -4,6 +4,7 @@ inference service and running a training queue on the same GPUs, once per policy
 
     python bench/bench_unified_live.py                           # unified and separate, 180 s of traffic each
     python bench/bench_unified_live.py --duration 600 --speed 6  # the trace's hour in 10 minutes (CPU allowing)
+    python bench/bench_unified_live.py --day --duration 600      # a day made from the hour, in 10 minutes
 
 Per policy (``--policy``, default ``unified`` then ``separate``), from scratch:
 
@@ -14,7 +15,9 @@ Per policy (``--policy``, default ``unified`` then ``separate``), from scratch:
   ``--max-replicas``, autoscaled by the simulator's HPA from the route's measured arrival rate);
 * traffic: ``kant load chat --trace azure:code --speed S --duration D`` (the Azure LLM inference
   trace's code stream, its arrivals divided by S, its token counts in the bodies), started once the
-  first replica is ready;
+  first replica is ready; with ``--day``, ``kant load --day --rate R``: a day made from the trace's
+  hour (24 shuffled copies thinned by the simulator's diurnal factor, ``--diurnal``, to ``--rate``
+  requests per wall second on average) played in D seconds;
 * training: ``--jobs`` synthetic gangs (seeded: 1 or 2 workers of 1 or 2 GPUs, 20-60 steps of one
   second, arrivals over the first half of the traffic) of a shell command that keeps its step in
   ``$KANT_CHECKPOINT_DIR``: on SIGUSR1 or SIGTERM it saves the step and exits, and a new run resumes
@@ -59,6 +62,13 @@ TAG = "KANT_BENCH_UNIFIED_LIVE"
 TRAIN = ('i=$(cat "$KANT_CHECKPOINT_DIR/step" 2>/dev/null || echo 0); '
          'trap \'echo $i > "$KANT_CHECKPOINT_DIR/step"; echo "checkpoint at step $i"; exit 143\' USR1 TERM; '
          'echo "start at step $i"; while [ "$i" -lt {steps} ]; do sleep 1; i=$((i+1)); done; echo done')
+
+
+def shape_args(args: argparse.Namespace) -> list[str]:
+    """kant load's options for the traffic's shape: the trace at --speed, or a day (--day)."""
+    if args.day:
+        return ["--day", "--rate", f"{args.rate:g}", "--diurnal", f"{args.diurnal:g}", "--seed", str(args.seed)]
+    return ["--speed", f"{args.speed:g}"]
 
 
 def free_port() -> int:
@@ -237,8 +247,8 @@ def run_live(args: argparse.Namespace, policy: str, work: Path, services: Path, 
         env = {**os.environ, "KANT_URL": live.url, "KANT_TOKEN": live.token}
         with open(load_json, "wb") as out:
             load = subprocess.Popen(
-                [sys.executable, "-m", "kant.cli.main", "load", "chat", "--trace", args.trace, "--speed",
-                 f"{args.speed:g}", "--duration", f"{args.duration:g}s", "--timeout", "30", "--out",
+                [sys.executable, "-m", "kant.cli.main", "load", "chat", "--trace", args.trace, *shape_args(args),
+                 "--duration", f"{args.duration:g}s", "--timeout", "30", "--out",
                  str(work / "requests.parquet"), "--json"], env=env, stdout=out, stderr=subprocess.PIPE)
         t_load = time.monotonic()
         ids: dict[str, int] = {}
@@ -329,6 +339,9 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=2, help="GPUs declared per node")
     ap.add_argument("--trace", default="azure:code", help="request trace for kant load")
     ap.add_argument("--speed", type=float, default=2.0, help="trace seconds per wall second")
+    ap.add_argument("--day", action="store_true", help="a day made from the trace, in --duration (not --speed)")
+    ap.add_argument("--rate", type=float, default=3.0, help="with --day: mean requests per wall second")
+    ap.add_argument("--diurnal", type=float, default=0.5, help="with --day: the diurnal amplitude")
     ap.add_argument("--duration", type=float, default=180.0, help="wall seconds of traffic per policy")
     ap.add_argument("--drain", type=float, default=240.0, help="seconds after the traffic for training to finish")
     ap.add_argument("--jobs", type=int, default=10, help="training gangs")
@@ -349,7 +362,7 @@ def main() -> None:
     policies = args.policy or ["unified", "separate"]
     pool, total = args.max_replicas, args.nodes * args.gpus
 
-    from kant.cli.client.load import TRACE_ALIASES, trace_requests
+    from kant.service.serving.replay import TRACE_ALIASES, Day, day_requests, trace_requests
     from kant.traces.load import LoadSeries
     from kant.traces.parquet import write_parquet
     from kant.traces.registry import load_load
@@ -361,13 +374,15 @@ def main() -> None:
     base = args.keep or Path(tempfile.mkdtemp(prefix="kant-bench-unified-"))
     base.mkdir(parents=True, exist_ok=True)
     # the requests kant load will send, in wall time: the simulator's traffic
-    r = trace_requests(args.trace, start=0.0, duration=args.duration, speed=args.speed, max_requests=100_000)
+    r = (day_requests(args.trace, Day(args.duration, args.rate, args.diurnal, seed=args.seed), max_requests=100_000)
+         if args.day else
+         trace_requests(args.trace, start=0.0, duration=args.duration, speed=args.speed, max_requests=100_000))
     src = load_load(TRACE_ALIASES.get(args.trace, args.trace))
     n = len(r)
     series = LoadSeries(kind="requests", time=np.asarray(r.scheduled, dtype=np.float64), rate=np.ones(n),
                         stream=np.zeros(n, dtype=np.int64), input_tokens=np.asarray(r.prompt, dtype=np.int64),
                         output_tokens=np.asarray(r.output, dtype=np.int64), duration=np.zeros(n),
-                        cv=np.full(n, np.nan), stream_names=("requests",), source=f"{src.source} / {args.speed:g}")
+                        cv=np.full(n, np.nan), stream_names=("requests",), source=f"{src.source} / {r.speed:g}")
     requests_file = write_parquet(series, base / "requests-wall.parquet")
     services = base / "services.yaml"
     services.write_text(services_yaml(args, requests_file))
@@ -380,7 +395,8 @@ def main() -> None:
     rates = np.bincount((r.scheduled // 10).astype(np.int64)) / 10.0
     print("$ python bench/bench_unified_live.py " + " ".join(sys.argv[1:]))
     print(f"bench_unified_live: {args.nodes} nodes x {args.gpus} GPUs (Ray, one machine, {os.cpu_count()} CPUs); "
-          f"traffic {args.trace} at speed {args.speed:g} for {args.duration:g} s: {n} requests, "
+          f"traffic {args.trace}{' as a day' if args.day else ''} at speed {r.speed:g} for {args.duration:g} s: "
+          f"{n} requests, "
           f"{n / args.duration:.1f}/s mean, 10-s peak {rates.max():.1f}/s; training: {len(jobs)} gangs, "
           f"{sum(j['workers'] * j['gpus_per_worker'] * j['steps'] for j in jobs)} GPU-s; "
           f"service chat: 1 GPU/replica, {args.min_replicas}-{args.max_replicas} replicas, capacity_rps "

@@ -26,3 +26,23 @@ def test_nodes_at_one_address_share_its_ports() -> None:
     assert sorted(got) == [39001, 39002, 39003]
     with pytest.raises(NoFreePort, match=r"on node n4 \(192.0.2.2\)"):
         book.pick("n4", "192.0.2.2")
+
+
+def test_a_day_made_from_the_hour_has_the_rate_the_shape_and_the_seed() -> None:
+    import numpy as np
+
+    from kant.errors import InputError
+    from kant.service.serving.replay import Day, day_requests
+
+    day = Day(wall_s=600, mean_rps=4.0, amplitude=0.5, peak_hour=14.0, seed=3)
+    r = day_requests("azure:code", day, max_requests=10**6)
+    assert r.speed == 144.0 and np.all(np.diff(r.trace_time) >= 0) and r.trace_time[-1] < 86_400
+    assert abs(len(r) / 600 - 4.0) < 0.3  # (a binomial draw around 2,400 requests)
+    hours = np.bincount((r.trace_time // 3600).astype(np.int64), minlength=24)
+    assert hours[13:16].sum() > 2 * hours[1:4].sum()  # 1 + A cos: about 1.5 at the peak, 0.5 at the trough
+    again = day_requests("azure:code", day, max_requests=10**6)
+    assert np.array_equal(again.trace_time, r.trace_time) and np.array_equal(again.output, r.output)
+    other = day_requests("azure:code", Day(600, 4.0, seed=4), max_requests=10**6)
+    assert not np.array_equal(other.trace_time[:50], r.trace_time[:50])
+    with pytest.raises(InputError, match=r"cannot average 500 requests/s in 600 s .* \(at most [0-9.]+/s\)"):
+        day_requests("azure:code", Day(600, 500.0), max_requests=10**6)

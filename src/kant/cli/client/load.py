@@ -26,7 +26,9 @@ from kant.cli.client.http import ApiError, Client
 from kant.service.serving.replay import (
     LOAD_COLUMNS,
     TRACE_ALIASES,
+    Day,
     Replay,
+    day_requests,
     replay,
     summary,
     trace_requests,
@@ -73,11 +75,21 @@ def _service(api: Client, service: str) -> dict[str, Any]:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write one Parquet row per request here.")
 @click.option("--allow-remote", is_flag=True, help="Send to a service that is not on a loopback address.")
+@click.option("--day", is_flag=True,
+              help="Send a day made from the trace in --duration (24 shuffled copies of its span, thinned by a "
+                   "diurnal factor to --rate); --speed and --start do not apply.")
+@click.option("--rate", type=FiniteFloat(min=0, min_open=True, max=1e5), default=5.0, show_default=True,
+              help="With --day: mean requests per wall second.")
+@click.option("--diurnal", type=FiniteFloat(min=0, max=1), default=0.5, show_default=True,
+              help="With --day: the diurnal amplitude (peak at 14:00, trough at 02:00).")
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True,
+              help="With --day: the seed of the copies' offsets and the thinning.")
 def load(api: Client, service: str, trace: str, speed: float, duration: float, start: float, max_requests: int,
          concurrency: int, timeout: float, route_path: str, slo_ms: float | None, out: Path | None,
-         allow_remote: bool, as_json: bool) -> None:
+         allow_remote: bool, day: bool, rate: float, diurnal: float, seed: int, as_json: bool) -> None:
     """Replay an inference trace against a service's request route: its arrivals at --speed, its token
-    counts in each body; prints latency percentiles, throughput, status codes and SLO attainment."""
+    counts in each body; prints latency percentiles, throughput, status codes and SLO attainment.
+    With --day, a day of traffic made from the trace, compressed into --duration."""
     from kant.errors import KantError
     from kant.service.server import is_loopback
 
@@ -88,7 +100,8 @@ def load(api: Client, service: str, trace: str, speed: float, duration: float, s
     if out is not None and out.suffix.lower() not in (".parquet", ".pq"):
         fail(f"--out {out}: the file name must end in .parquet")
     try:
-        r = trace_requests(trace, start=start, duration=duration, speed=speed, max_requests=max_requests)
+        r = (day_requests(trace, Day(duration, rate, diurnal, seed=seed), max_requests=max_requests) if day else
+             trace_requests(trace, start=start, duration=duration, speed=speed, max_requests=max_requests))
     except KantError as exc:
         fail(str(exc))
     row = _service(api, service)

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LOAD_COLUMNS", "TRACE_ALIASES", "Replay", "replay", "summary", "trace_requests", "write_parquet"]
+__all__ = ["LOAD_COLUMNS", "TRACE_ALIASES", "Day", "Replay", "day_requests", "replay", "summary", "trace_requests",
+           "write_parquet"]
 
 #: names ``--trace`` takes besides ``kant trace list``'s: the shared folder's name of the Azure trace
 TRACE_ALIASES = {"azure-llm-inference-2023": "azure"}
@@ -71,9 +72,8 @@ class Replay:
         return len(self.trace_time)
 
 
-def trace_requests(trace: str, *, start: float, duration: float, speed: float, max_requests: int) -> Replay:
-    """The requests of ``trace`` from ``start`` s that fall within ``duration`` wall s at ``speed``,
-    at most ``max_requests`` (:class:`KantError` for a trace that is not a request log)."""
+def _request_log(trace: str) -> Any:
+    """The trace's requests (:class:`InputError` for a trace that is not a request log)."""
     from kant.errors import InputError
     from kant.traces.registry import load_load
 
@@ -81,6 +81,15 @@ def trace_requests(trace: str, *, start: float, duration: float, speed: float, m
     if series.kind != "requests":
         raise InputError(trace, "a request-rate series, not a request log: kant load replays request logs "
                                 "(azure, genai:requests, or a file of them)")
+    return series
+
+
+def trace_requests(trace: str, *, start: float, duration: float, speed: float, max_requests: int) -> Replay:
+    """The requests of ``trace`` from ``start`` s that fall within ``duration`` wall s at ``speed``,
+    at most ``max_requests`` (:class:`KantError` for a trace that is not a request log)."""
+    from kant.errors import InputError
+
+    series = _request_log(trace)
     t = np.asarray(series.time, dtype=np.float64) - start
     keep = np.flatnonzero((t >= 0) & (t / speed < duration))[:max_requests]
     if not keep.size:
@@ -89,6 +98,63 @@ def trace_requests(trace: str, *, start: float, duration: float, speed: float, m
     names = np.asarray(series.stream_names, dtype=object)[series.stream[keep]]
     return Replay([str(s) for s in names], t[keep], np.asarray(series.input_tokens[keep], dtype=np.int64),
                   np.asarray(series.output_tokens[keep], dtype=np.int64), speed)
+
+
+@dataclass(frozen=True)
+class Day:
+    """A day of traffic made from a shorter request log, played in ``wall_s`` wall seconds.
+
+    The log's span (Azure's 2023 logs: an hour) is laid end to end over 24 hours, each copy rotated
+    by a random offset within the span (the simulator's ``repeat: shuffle``, :mod:`kant.inference.traffic`,
+    so the day does not repeat one hour 24 times in step); each request is kept with a probability
+    proportional to the simulator's diurnal factor ``1 + A cos(2 pi (h - peak_hour) / 24)`` at its hour
+    ``h`` (the day starts at midnight), scaled so that ``mean_rps`` requests per wall second are sent
+    on average. Requests keep the log's token counts and its burstiness within each copy."""
+
+    wall_s: float
+    mean_rps: float
+    amplitude: float = 0.5
+    peak_hour: float = 14.0
+    seed: int = 0
+
+    @property
+    def speed(self) -> float:
+        return DAY_S / self.wall_s
+
+
+DAY_S = 86_400.0
+
+
+def day_requests(trace: str, day: Day, *, max_requests: int) -> Replay:
+    """The requests of :class:`Day` ``day`` made from ``trace`` (at most ``max_requests``, the first)."""
+    from kant.errors import InputError
+
+    if not (day.wall_s > 0 and day.mean_rps > 0 and 0 <= day.amplitude <= 1):
+        raise InputError(trace, "a day needs a positive duration and rate, and a diurnal amplitude in [0, 1]")
+    series = _request_log(trace)
+    if len(series) < 2:
+        raise InputError(trace, "a day is made from a log of at least 2 requests")
+    t = np.asarray(series.time, dtype=np.float64)
+    t = t - t.min()
+    span = float(t.max()) + 1e-9
+    rng = np.random.default_rng(day.seed)
+    copies = int(np.ceil(DAY_S / span))
+    when = np.concatenate([np.mod(t + rng.uniform(0.0, span), span) + k * span for k in range(copies)])
+    row = np.tile(np.arange(len(t)), copies)
+    inside = when < DAY_S
+    when, row = when[inside], row[inside]
+    weight = 1.0 + day.amplitude * np.cos(2 * np.pi * (when / 3600.0 - day.peak_hour) / 24.0)
+    keep_p = weight * (day.mean_rps * day.wall_s / float(weight.sum()))
+    if float(keep_p.max()) > 1.0:
+        most = day.mean_rps / float(keep_p.max())
+        raise InputError(trace, f"a day of {len(t)} requests an hour cannot average {day.mean_rps:g} requests/s in "
+                                f"{day.wall_s:g} s at diurnal amplitude {day.amplitude:g} (at most {most:.1f}/s)")
+    kept = rng.random(len(when)) < keep_p
+    order = np.argsort(when[kept], kind="stable")[:max_requests]
+    when, row = when[kept][order], row[kept][order]
+    names = np.asarray(series.stream_names, dtype=object)[series.stream[row]]
+    return Replay([str(x) for x in names], when, np.asarray(series.input_tokens[row], dtype=np.int64),
+                  np.asarray(series.output_tokens[row], dtype=np.int64), day.speed)
 
 
 def _body(r: Replay, i: int) -> bytes:
