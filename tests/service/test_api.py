@@ -187,6 +187,7 @@ def test_tenant_isolation_on_every_endpoint(srv: Server, tokens: dict[str, str])
         ("get", "/v1/accounting/jobs"): ("/v1/accounting/jobs?tenant=team-a", None, 403),
         ("get", "/v1/accounting/usage"): ("/v1/accounting/usage?tenant=team-a", None, 403),
         ("get", "/v1/cluster"): ("/v1/cluster", None, 200),
+        ("get", "/v1/queues"): ("/v1/queues", None, 200),
         ("get", "/v1/events"): ("/v1/events", None, 200),
         ("get", "/v1/clock"): ("/v1/clock", None, 200),
         ("post", "/v1/clock"): ("/v1/clock", {"to": 1e9}, 403),

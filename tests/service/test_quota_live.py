@@ -121,6 +121,11 @@ def test_queues_live(service: tuple[TestClient, dict[str, str]]) -> None:
     assert b["share"] == pytest.approx(2 / 3) and b["usage"] == pytest.approx(1.0)
     assert b["factor"] == pytest.approx(2**-1.5)
     assert rows["team-a"]["factor"] == 1.0 and rows["research"]["usage"] == pytest.approx(1.0)
+    assert rows["team-a"]["tenants"] == ["team-a"] and rows["research"]["tenants"] == []
+    # a tenant sees its own leaf and the queues above it, not its sibling's
+    r = client.post("/v1/tenants/team-a/tokens", json={}, headers=admin)
+    mine = client.get("/v1/queues", headers={"Authorization": f"Bearer {r.json()['token']}"}).json()
+    assert [q["name"] for q in mine] == ["research", "team-a"]
     text = client.get("/metrics", headers=admin).text
     assert 'kant_queue_gpus{kind="guaranteed",queue="team-b"} 16.0' in text
     assert 'kant_queue_fair_share{kind="factor",queue="team-a"} 1.0' in text

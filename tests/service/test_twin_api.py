@@ -94,7 +94,6 @@ def test_whatif_json_for_a_tenant_and_html_for_admins(srv: Server, jobs: dict[st
     ({"name": "x", "policy": {"name": "p", "actions": ["allocate"], "plugins": [{"name": "zzz"}]}},
      "scenarios.0.policy: plugins[0].name"),
     ({"name": "x", "drain": ["nope"]}, "scenario 'x': drain: no node 'nope'"),
-    ({"name": "x", "quotas": {"team-a": {"max": 8}}}, "no quota plugin"),
     ({"name": "now"}, "is used twice (or is 'now'"),
     ({"name": "x", "bogus": 1}, "scenarios.0.bogus"),
 ])

@@ -330,15 +330,19 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
 
     # --- reports -------------------------------------------------------------------------------
     def report(self) -> dict[str, dict[str, Any]]:
-        """Per queue: parent, guarantee, limits, GPUs held and borrowed now, capacity now, reclaim
-        evictions suffered and reclaims made (leaves)."""
+        """Per queue: parent, the tenants it holds (leaves), guarantee, limits, GPUs held and borrowed
+        now, capacity now, reclaim evictions suffered and reclaims made (leaves)."""
         tree = self.tree
         out: dict[str, dict[str, Any]] = {}
         borrowed = tree.borrowing()
+        tenants: dict[int, list[str]] = {}
+        for tenant, leaf in sorted(tree.leaf_of.items()):
+            tenants.setdefault(leaf, []).append(tenant)
         for q in range(1, len(tree)):
             p = int(tree.parent[q])
             out[tree.names[q]] = {
                 "parent": None if p == ROOT else tree.names[p],
+                "tenants": tenants.get(q, []),
                 "leaf": bool(tree.is_leaf[q]),
                 "guaranteed": float(tree.guaranteed[q]),
                 "borrowing_limit": _finite(tree.borrowing_limit[q]),

@@ -578,6 +578,7 @@ class QueueOut(BaseModel):
     name: str
     parent: str | None = Field(description="its parent queue (None: a top queue)")
     leaf: bool
+    tenants: list[str] = Field(default_factory=list, description="the tenants that map to it (a leaf)")
     guaranteed: float
     borrowing_limit: float | None = Field(description="GPUs above its guarantee it may hold (None: no limit)")
     lending_limit: float | None = Field(description="GPUs of its unused guarantee others may use (None: all)")

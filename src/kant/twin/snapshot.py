@@ -59,6 +59,7 @@ class TwinSnapshot:
     seed: int = 0
     info: Mapping[str, Any] = field(default_factory=dict)
     planned: tuple[float, ...] = ()  # the planned run time of each ratio's job (empty: not known)
+    tenants: tuple[str, ...] = ()  # the scheduler's tenants, with or without active jobs (quotas name them)
 
     def __post_init__(self) -> None:
         if self.planned and len(self.planned) != len(self.ratios):
@@ -111,7 +112,7 @@ class TwinSnapshot:
                       for i in range(cluster.n_nodes))
         out_ids = tuple(rows if ids is None else (int(ids[r]) for r in rows))
         return cls(nodes, cols, out_ids, moved, policy or sched.policy, tuple(float(r) for r in ratios),
-                   sched.seed, dict(info or {}), tuple(float(x) for x in planned))
+                   sched.seed, dict(info or {}), tuple(float(x) for x in planned), tuple(tenants))
 
     # --- using one ------------------------------------------------------------------------------
     def cluster(self) -> Cluster:
@@ -129,7 +130,8 @@ class TwinSnapshot:
             return names, np.asarray([-1 if v is None else code[v] for v in values], dtype=np.int64)
 
         gpu_names, gpu_codes = vocab(c["gpu_type"])
-        tenant_names, tenant_codes = vocab(c["tenant"])
+        tenant_names, tenant_codes = vocab([*c["tenant"], *self.tenants])
+        tenant_codes = tenant_codes[:n]
         user_names, user_codes = vocab(c["user"])
         est = np.asarray(c["estimate"], dtype=np.float64)
         dur = est.copy() if duration is None else np.asarray(duration, dtype=np.float64)
@@ -163,6 +165,7 @@ class TwinSnapshot:
             "policy": self.policy.to_dict(),
             "ratios": list(self.ratios),
             "planned": list(self.planned),
+            "tenants": list(self.tenants),
             "seed": self.seed,
             "info": dict(self.info),
         }
@@ -249,7 +252,10 @@ def _parse(data: Any, source: str) -> TwinSnapshot:
         raise SnapshotError(f"{source}.planned: planned run times must be positive numbers")
     if planned and len(planned) != len(ratios):
         raise SnapshotError(f"{source}.planned: {len(planned)} planned run times for {len(ratios)} ratios")
+    tenants = _need(data, "tenants", list, source) if "tenants" in data else []
+    if not all(isinstance(t, str) for t in tenants):
+        raise SnapshotError(f"{source}.tenants: tenant names must be strings")
     info = data.get("info", {})
     return TwinSnapshot(tuple(nodes), cols, tuple(int(i) for i in ids), sched, policy,
                         tuple(float(r) for r in ratios), int(data.get("seed", 0)),
-                        info if isinstance(info, dict) else {}, tuple(float(x) for x in planned))
+                        info if isinstance(info, dict) else {}, tuple(float(x) for x in planned), tuple(tenants))

@@ -3,9 +3,13 @@ tenant against quota (a tenant sees its own and the others' total)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from fastapi import APIRouter
 
 from kant.service.api.deps import Svc, Who
+from kant.service.auth import Principal
 from kant.service.schemas import ClusterOut, QueueOut, TenantUse
 
 __all__ = ["router"]
@@ -45,14 +49,28 @@ def cluster(p: Who, svc: Svc) -> ClusterOut:
                       metrics=dict(view.metrics), queue_len=view.queue_len,
                       pending_gpus=view.pending_gpus, running_jobs=view.running_jobs, cycles=view.cycles,
                       tenants=tenants, others=others,
-                      queues=[QueueOut.model_validate(dict(row)) for row in view.queues])
+                      queues=visible_queues(view.queues, p))
 
 
 @router.get("/v1/queues", response_model=list[QueueOut])
 def queues(p: Who, svc: Svc) -> list[QueueOut]:
     """The tree of queues now (``kant serve --queues``): each queue's guarantee, limits, GPUs in use,
     borrowed and its capacity, and its fair share (share, decayed usage, factor) where the policy
-    orders by it. Empty without queues."""
+    orders by it. Empty without queues. A tenant sees its own leaf and the queues above it only."""
     view = svc.leading().view
     assert view is not None
-    return [QueueOut.model_validate(dict(row)) for row in view.queues]
+    return visible_queues(view.queues, p)
+
+
+def visible_queues(rows: Sequence[Mapping[str, Any]], p: Principal) -> list[QueueOut]:
+    """The queues ``p`` may see: all for an admin; for a tenant its own leaf and the queues above it
+    (as ``/v1/cluster`` shows a tenant its own use, and the others' only as a total)."""
+    if p.tenant is not None:
+        by_name = {r["name"]: r for r in rows}
+        mine = next((r for r in rows if p.tenant in r["tenants"]), None)
+        path = []
+        while mine is not None:
+            path.append({**mine, "tenants": [p.tenant] if mine["tenants"] else []})
+            mine = by_name.get(mine["parent"]) if mine["parent"] is not None else None
+        rows = tuple(reversed(path))
+    return [QueueOut.model_validate(dict(row)) for row in rows]
