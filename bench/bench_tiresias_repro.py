@@ -59,8 +59,8 @@ class HarnessError(Exception):
 
 
 # --- inputs ------------------------------------------------------------------------------------
-def write_inputs(n_jobs: int, out: Path) -> tuple[Path, Path]:
-    """The first ``n_jobs`` Philly jobs as the peer's job CSV, and the 64 x 8 cluster spec."""
+def write_inputs(n_jobs: int, out: Path, nodes: int = 64) -> tuple[Path, Path]:
+    """The first ``n_jobs`` Philly jobs as the peer's job CSV, and the ``nodes`` x 8 cluster spec."""
     from kant.traces import read_philly
 
     jobs = read_philly(limit=n_jobs)
@@ -80,7 +80,7 @@ def write_inputs(n_jobs: int, out: Path) -> tuple[Path, Path]:
     with spec.open("w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(list(SPEC))
-        w.writerow(list(SPEC.values()))
+        w.writerow(list({**SPEC, "num_node_p_switch": nodes}.values()))
     return trace, spec
 
 
@@ -244,6 +244,7 @@ def main() -> None:
     ap.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "kant-peers"))
     ap.add_argument("--python2", help="a Python 2.7 interpreter for the peer (default: pypy, python2.7, python2)")
     ap.add_argument("--work", help="folder for inputs and outputs (default: a temporary one)")
+    ap.add_argument("--nodes", type=int, default=64, help="8-GPU nodes (one switch; default 64)")
     ap.add_argument("--match-pct", type=float, default=1.0)
     ap.add_argument("--match-s", type=float, default=5.0)
     ap.add_argument("--per-job", type=int, default=0, help="print the first N jobs side by side")
@@ -262,7 +263,7 @@ def main() -> None:
         rows: list[str] = []
         for n in sizes:
             d = work / f"j{n}"
-            trace, spec = write_inputs(n, d)
+            trace, spec = write_inputs(n, d, args.nodes)
             for sch in schedules:
                 peer = run_peer(sim, python2, trace, spec, sch, d)
                 if args.save_fixture:

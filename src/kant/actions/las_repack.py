@@ -86,6 +86,7 @@ class LasRepack(Action):
     NAME = NAME
     Args = LasRepackArgs
     EVICTS = True
+    EVERY_EVENT = True
 
     def __init__(self, args: BaseModel | None = None) -> None:
         super().__init__(args)
