@@ -20,10 +20,14 @@ What one row does:
    a preempted job restarts from scratch) and once with the options that reproduce the peer
    (``--peer-policy``, default ``tiresias-peer-fifo`` / ``tiresias-peer-dlas`` under
    ``bench/policies/``, and an execution model that keeps all progress at a preemption:
-   ``checkpoint_interval_s: 1``, the peer's one-second time grain).
+   ``checkpoint_interval_s: 1``, the peer's one-second time grain). The peer's 2D-LAS places
+   nothing (it counts the cluster's free GPUs), so kant's run with the options sees the same GPUs
+   as one pool node (``pool.csv``); the row ``options, nodes`` runs the same options on the
+   64 x 8 nodes, where fragmentation makes the difference.
 4. Prints per job (``--per-job N`` rows) and in aggregate: mean JCT, preemptions, makespan, the
    share of jobs whose JCT matches the peer's (within ``--match-pct`` % or ``--match-s`` seconds)
-   and the CPU seconds of each whole process (``os.wait4``: user + system of the child).
+   and the CPU seconds of each whole process (``os.wait4``: user + system of the child; ``--core N``
+   pins both to one core).
 
 The peer is never vendored: ``--peer DIR`` names a checkout (the folder holding ``simulator/``, or
 ``simulator/`` itself); without it, it is cloned from GitHub into ``--cache`` (an offline machine
@@ -59,13 +63,14 @@ class HarnessError(Exception):
 
 
 # --- inputs ------------------------------------------------------------------------------------
-def write_inputs(n_jobs: int, out: Path, nodes: int = 64) -> tuple[Path, Path]:
-    """The first ``n_jobs`` Philly jobs as the peer's job CSV, and the ``nodes`` x 8 cluster spec."""
+def write_inputs(n_jobs: int, out: Path, nodes: int = 64) -> tuple[Path, Path, Path]:
+    """The first ``n_jobs`` Philly jobs as the peer's job CSV, the ``nodes`` x 8 cluster spec, and
+    the same GPUs as one pool node (``pool.csv``: what the peer's 2D-LAS sees, a GPU count)."""
     from kant.traces import read_philly
 
     jobs = read_philly(limit=n_jobs)
     out.mkdir(parents=True, exist_ok=True)
-    trace, spec = out / "jobs.csv", out / "cluster.csv"
+    trace, spec, pool = out / "jobs.csv", out / "cluster.csv", out / "pool.csv"
     submit = jobs.submit - (jobs.submit.min() if len(jobs) else 0.0)
     with trace.open("w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
@@ -81,7 +86,11 @@ def write_inputs(n_jobs: int, out: Path, nodes: int = 64) -> tuple[Path, Path]:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(list(SPEC))
         w.writerow(list({**SPEC, "num_node_p_switch": nodes}.values()))
-    return trace, spec
+    with pool.open("w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(list(SPEC))
+        w.writerow([1, 1, SPEC["num_gpu_p_node"] * nodes, SPEC["num_cpu_p_node"] * nodes, SPEC["mem_p_node"] * nodes])
+    return trace, spec, pool
 
 
 # --- the peer ----------------------------------------------------------------------------------
@@ -133,10 +142,18 @@ class Run:
     extra: dict[str, float]
 
 
+CORE: int | None = None  # --core: pin each child to this CPU
+
+
+def _pin() -> None:
+    if CORE is not None:
+        os.sched_setaffinity(0, {CORE})
+
+
 def timed(cmd: list[str], cwd: Path, env: dict[str, str], log: Path) -> float:
     """Run ``cmd``; the child's user + system CPU seconds (raises with the log's tail on failure)."""
     with log.open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_pin)
         _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
@@ -245,12 +262,15 @@ def main() -> None:
     ap.add_argument("--python2", help="a Python 2.7 interpreter for the peer (default: pypy, python2.7, python2)")
     ap.add_argument("--work", help="folder for inputs and outputs (default: a temporary one)")
     ap.add_argument("--nodes", type=int, default=64, help="8-GPU nodes (one switch; default 64)")
+    ap.add_argument("--core", type=int, help="pin the peer's and kant's processes to this CPU")
     ap.add_argument("--match-pct", type=float, default=1.0)
     ap.add_argument("--match-s", type=float, default=5.0)
     ap.add_argument("--per-job", type=int, default=0, help="print the first N jobs side by side")
     ap.add_argument("--save-fixture", help="write the inputs and the peer's job results to this folder")
     ap.add_argument("--skip-default", action="store_true", help="do not run kant's default policy")
     args = ap.parse_args()
+    global CORE
+    CORE = args.core
     try:
         sizes = args.jobs or [10000]
         schedules = args.schedule or ["fifo", "dlas-gpu-8"]
@@ -263,7 +283,7 @@ def main() -> None:
         rows: list[str] = []
         for n in sizes:
             d = work / f"j{n}"
-            trace, spec = write_inputs(n, d, args.nodes)
+            trace, spec, pool = write_inputs(n, d, args.nodes)
             for sch in schedules:
                 peer = run_peer(sim, python2, trace, spec, sch, d)
                 if args.save_fixture:
@@ -271,14 +291,19 @@ def main() -> None:
                     fx.mkdir(parents=True, exist_ok=True)
                     shutil.copy(trace, fx / "jobs.csv")
                     shutil.copy(spec, fx / "cluster.csv")
+                    shutil.copy(pool, fx / "pool.csv")
                     shutil.copy(d / f"peer-{sch}" / "job.csv", fx / f"peer-{sch}.csv")
                 s = summary(peer)
                 rows.append(f"{n:>6} {sch:<11} {'peer':<14} {s['mean_jct']:>12.0f} {'':>8} {'':>8} "
                             f"{s['preemptions']:>8} {s['makespan']:>11.0f} {peer.cpu_s:>8.1f}")
-                runs = [] if args.skip_default else [("kant default", DEFAULT_POLICY[sch], False)]
-                runs.append(("kant options", PEER_POLICY[sch], True))
-                for label, pol, keep in runs:
-                    k = run_kant(trace, spec, pol, keep, d, f"{sch}-{label.split()[1]}")
+                runs = [] if args.skip_default else [("kant default", DEFAULT_POLICY[sch], True, spec)]
+                if sch == "fifo":
+                    runs.append(("kant options", PEER_POLICY[sch], True, spec))
+                else:  # the peer's 2D-LAS counts GPUs: the pool is its model; the nodes are shown too
+                    runs += [("kant options", PEER_POLICY[sch], True, pool),
+                             ("options, nodes", PEER_POLICY[sch], True, spec)]
+                for label, pol, keep, where in runs:
+                    k = run_kant(trace, where, pol, keep, d, f"{sch}-{label.replace(', ', '-').split()[-1]}")
                     c = compare(peer, k, args.match_pct, args.match_s)
                     rows.append(f"{n:>6} {sch:<11} {label:<14} {c['mean_jct']:>12.0f} {c['diff_pct']:>+7.2f}% "
                                 f"{c['match_pct']:>7.1f}% {c['preemptions']:>8} {c['makespan']:>11.0f} "

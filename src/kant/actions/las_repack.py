@@ -124,10 +124,13 @@ class LasRepack(Action):
         if new:
             changed = True
             total = ctx.env.jobs.total_gpus
+            last_row = next(reversed(jobs), -1)
             for j in new:
                 rec = _Job(j, int(total[j]), now)
                 jobs[j] = rec
                 self.queues[0].append(rec)
+            if new[0] < last_row:  # keep the dict in row order (arrivals usually come in row order)
+                self.jobs = jobs = dict(sorted(jobs.items()))
         if not changed:
             return  # a wake-up no longer due: the simulator has no event here
         self._account(now, running)
@@ -137,7 +140,7 @@ class LasRepack(Action):
         """Charge the time since the last event: service and demotion of running jobs, waiting
         time and promotion of waiting ones (in entry order, as the simulator does)."""
         last = len(self.queues) - 1
-        for rec in sorted(self.jobs.values(), key=lambda r: r.row):
+        for rec in list(self.jobs.values()):  # row order
             dt = now - rec.last_check
             rec.last_check = now
             if rec.row in running:
