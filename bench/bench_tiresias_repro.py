@@ -53,8 +53,10 @@ REPO = HERE.parent
 PEER_URL = "https://github.com/SymbioticLab/Tiresias.git"
 SPEC = {"num_switch": 1, "num_node_p_switch": 64, "num_gpu_p_node": 8, "num_cpu_p_node": 64, "mem_p_node": 256}
 DEFAULT_POLICY = {"fifo": "fifo-strict", "dlas-gpu-8": "tiresias"}
-PEER_POLICY = {"fifo": str(HERE / "policies" / "tiresias-peer-fifo.yaml"),
-               "dlas-gpu-8": str(HERE / "policies" / "tiresias-peer-dlas.yaml")}
+PEER_POLICY = {
+    "fifo": str(HERE / "policies" / "tiresias-peer-fifo.yaml"),
+    "dlas-gpu-8": str(HERE / "policies" / "tiresias-peer-dlas.yaml"),
+}
 PEER_SCHEME = {"fifo": "yarn", "dlas-gpu-8": "yarn"}
 
 
@@ -77,7 +79,7 @@ def write_inputs(n_jobs: int, out: Path, nodes: int = 64) -> tuple[Path, Path, P
         w.writerow(["job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration", "interval"])
         prev = 0
         for i in range(len(jobs)):
-            s, d = int(round(float(submit[i]))), max(1, int(round(float(jobs.duration[i]))))
+            s, d = round(float(submit[i])), max(1, round(float(jobs.duration[i])))
             # job_id: the row (the peer reports it back); duration >= 1 s: the peer never ends a
             # job of zero duration (its end event lands on the event being handled)
             w.writerow([i, int(jobs.total_gpus[i]), s, d, "resnet50", d, s - prev])
@@ -106,8 +108,12 @@ def peer_dir(arg: str | None, cache: Path) -> Path:
         return sim
     cache.mkdir(parents=True, exist_ok=True)
     try:
-        r = subprocess.run(["git", "clone", "--depth", "1", PEER_URL, str(cache / "Tiresias")],
-                           capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            ["git", "clone", "--depth", "1", PEER_URL, str(cache / "Tiresias")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise HarnessError(f"could not clone {PEER_URL} ({e}); pass --peer DIR with a checkout") from None
     if r.returncode != 0:
@@ -123,14 +129,16 @@ def find_python2(arg: str | None) -> str:
         if not exe:
             continue
         try:
-            r = subprocess.run([exe, "-c", "import sys; sys.exit(sys.version_info[0] != 2)"], capture_output=True,
-                               timeout=60)
+            r = subprocess.run(
+                [exe, "-c", "import sys; sys.exit(sys.version_info[0] != 2)"], capture_output=True, timeout=60
+            )
         except OSError:
             continue
         if r.returncode == 0:
             return exe
-    raise HarnessError(f"no Python 2.7 interpreter among {cands}: install one (Debian: apt-get install pypy) "
-                       "or pass --python2 PATH")
+    raise HarnessError(
+        f"no Python 2.7 interpreter among {cands}: install one (Debian: apt-get install pypy) or pass --python2 PATH"
+    )
 
 
 @dataclass
@@ -173,8 +181,15 @@ def run_peer(sim: Path, python2: str, trace: Path, spec: Path, schedule: str, wo
         (shim / "numpy.py").write_text("# stand-in: the Tiresias simulator imports numpy but does not use it\n")
         env["PYTHONPATH"] = str(shim)
     log_path = work / f"peer-{schedule}"
-    cmd = [python2, "run_sim.py", f"--cluster_spec={spec}", f"--trace_file={trace}",
-           f"--scheme={PEER_SCHEME[schedule]}", f"--schedule={schedule}", f"--log_path={log_path}"]
+    cmd = [
+        python2,
+        "run_sim.py",
+        f"--cluster_spec={spec}",
+        f"--trace_file={trace}",
+        f"--scheme={PEER_SCHEME[schedule]}",
+        f"--schedule={schedule}",
+        f"--log_path={log_path}",
+    ]
     cpu = timed(cmd, sim, env, work / f"peer-{schedule}.log")
     return read_peer_jobs(log_path / "job.csv", cpu)
 
@@ -199,13 +214,26 @@ def run_kant(trace: Path, spec: Path, policy: str, keep_progress: bool, work: Pa
     out = work / f"kant-{tag}.json"
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO / "src") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--kant-child", str(trace), str(spec), policy,
-           "1" if keep_progress else "0", str(out)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--kant-child",
+        str(trace),
+        str(spec),
+        policy,
+        "1" if keep_progress else "0",
+        str(out),
+    ]
     cpu = timed(cmd, REPO, env, work / f"kant-{tag}.log")
     d = json.loads(out.read_text())
     ids = d["job_id"]
-    return Run(dict(zip(ids, d["jct"], strict=True)), dict(zip(ids, d["preempt"], strict=True)),
-               dict(zip(ids, d["end"], strict=True)), cpu, d["extra"])
+    return Run(
+        dict(zip(ids, d["jct"], strict=True)),
+        dict(zip(ids, d["preempt"], strict=True)),
+        dict(zip(ids, d["end"], strict=True)),
+        cpu,
+        d["extra"],
+    )
 
 
 def kant_results(trace: Path, spec: Path, policy: str, keep_progress: bool) -> dict[str, object]:
@@ -221,8 +249,13 @@ def kant_results(trace: Path, spec: Path, policy: str, keep_progress: bool) -> d
     res = simulate(cluster, jobs, load_policy(policy), execution=execution)
     ids = [int(n.removeprefix("tiresias-")) for n in jobs.names]
     jct = (res.end - jobs.submit).tolist()
-    return {"job_id": ids, "jct": jct, "preempt": res.preemptions.tolist(), "end": res.end.tolist(),
-            "extra": {"events": res.events, "cycles": res.cycles}}
+    return {
+        "job_id": ids,
+        "jct": jct,
+        "preempt": res.preemptions.tolist(),
+        "end": res.end.tolist(),
+        "extra": {"events": res.events, "cycles": res.cycles},
+    }
 
 
 def kant_child(argv: list[str]) -> None:
@@ -239,14 +272,22 @@ def compare(peer: Run, other: Run, pct: float, secs: float) -> dict[str, float]:
     match = sum(1 for j in ids if abs(other.jct[j] - peer.jct[j]) <= max(secs, pct / 100 * peer.jct[j]))
     mean_p = sum(peer.jct[j] for j in ids) / len(ids)
     mean_o = sum(other.jct[j] for j in ids) / len(ids)
-    return {"mean_jct": mean_o, "diff_pct": 100 * (mean_o - mean_p) / mean_p, "match_pct": 100 * match / len(ids),
-            "preemptions": sum(other.preempt.values()), "makespan": max(other.end.values())}
+    return {
+        "mean_jct": mean_o,
+        "diff_pct": 100 * (mean_o - mean_p) / mean_p,
+        "match_pct": 100 * match / len(ids),
+        "preemptions": sum(other.preempt.values()),
+        "makespan": max(other.end.values()),
+    }
 
 
 def summary(run: Run) -> dict[str, float]:
     ids = list(run.jct)
-    return {"mean_jct": sum(run.jct.values()) / len(ids), "preemptions": sum(run.preempt.values()),
-            "makespan": max(run.end.values())}
+    return {
+        "mean_jct": sum(run.jct.values()) / len(ids),
+        "preemptions": sum(run.preempt.values()),
+        "makespan": max(run.end.values()),
+    }
 
 
 def main() -> None:
@@ -255,8 +296,9 @@ def main() -> None:
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, action="append", help="first N Philly jobs (repeatable; default 10000)")
-    ap.add_argument("--schedule", action="append", choices=sorted(DEFAULT_POLICY),
-                    help="peer scheduler (repeatable; default both)")
+    ap.add_argument(
+        "--schedule", action="append", choices=sorted(DEFAULT_POLICY), help="peer scheduler (repeatable; default both)"
+    )
     ap.add_argument("--peer", help="a Tiresias checkout (else cloned from GitHub into --cache)")
     ap.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "kant-peers"))
     ap.add_argument("--python2", help="a Python 2.7 interpreter for the peer (default: pypy, python2.7, python2)")
@@ -278,8 +320,10 @@ def main() -> None:
         python2 = find_python2(args.python2)
         work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="tiresias-repro-"))
         print(f"peer: {sim} ({python2}); work: {work}; match: within {args.match_pct:g} % or {args.match_s:g} s")
-        hdr = (f"{'jobs':>6} {'schedule':<11} {'run':<14} {'mean JCT s':>12} {'vs peer':>8} {'match %':>8} "
-               f"{'preempt':>8} {'makespan s':>11} {'CPU s':>8}")
+        hdr = (
+            f"{'jobs':>6} {'schedule':<11} {'run':<14} {'mean JCT s':>12} {'vs peer':>8} {'match %':>8} "
+            f"{'preempt':>8} {'makespan s':>11} {'CPU s':>8}"
+        )
         rows: list[str] = []
         for n in sizes:
             d = work / f"j{n}"
@@ -294,26 +338,34 @@ def main() -> None:
                     shutil.copy(pool, fx / "pool.csv")
                     shutil.copy(d / f"peer-{sch}" / "job.csv", fx / f"peer-{sch}.csv")
                 s = summary(peer)
-                rows.append(f"{n:>6} {sch:<11} {'peer':<14} {s['mean_jct']:>12.0f} {'':>8} {'':>8} "
-                            f"{s['preemptions']:>8} {s['makespan']:>11.0f} {peer.cpu_s:>8.1f}")
+                rows.append(
+                    f"{n:>6} {sch:<11} {'peer':<14} {s['mean_jct']:>12.0f} {'':>8} {'':>8} "
+                    f"{s['preemptions']:>8} {s['makespan']:>11.0f} {peer.cpu_s:>8.1f}"
+                )
                 runs = [] if args.skip_default else [("kant default", DEFAULT_POLICY[sch], True, spec)]
                 if sch == "fifo":
                     runs.append(("kant options", PEER_POLICY[sch], True, spec))
                 else:  # the peer's 2D-LAS counts GPUs: the pool is its model; the nodes are shown too
-                    runs += [("kant options", PEER_POLICY[sch], True, pool),
-                             ("options, nodes", PEER_POLICY[sch], True, spec)]
+                    runs += [
+                        ("kant options", PEER_POLICY[sch], True, pool),
+                        ("options, nodes", PEER_POLICY[sch], True, spec),
+                    ]
                 for label, pol, keep, where in runs:
                     k = run_kant(trace, where, pol, keep, d, f"{sch}-{label.replace(', ', '-').split()[-1]}")
                     c = compare(peer, k, args.match_pct, args.match_s)
-                    rows.append(f"{n:>6} {sch:<11} {label:<14} {c['mean_jct']:>12.0f} {c['diff_pct']:>+7.2f}% "
-                                f"{c['match_pct']:>7.1f}% {c['preemptions']:>8} {c['makespan']:>11.0f} "
-                                f"{k.cpu_s:>8.1f}")
+                    rows.append(
+                        f"{n:>6} {sch:<11} {label:<14} {c['mean_jct']:>12.0f} {c['diff_pct']:>+7.2f}% "
+                        f"{c['match_pct']:>7.1f}% {c['preemptions']:>8} {c['makespan']:>11.0f} "
+                        f"{k.cpu_s:>8.1f}"
+                    )
                     if args.per_job and label == "kant options":
                         print(f"\n{n} jobs, {sch}: per job (JCT s, preemptions) peer | {label}")
                         for j in sorted(peer.jct)[: args.per_job]:
-                            print(f"  job {j:>6}  {peer.jct[j]:>10.0f} {peer.preempt[j]:>4} | "
-                                  f"{k.jct[j]:>10.0f} {k.preempt[j]:>4}")
-                print(hdr, *rows[-len(runs) - 1:], sep="\n", flush=True)
+                            print(
+                                f"  job {j:>6}  {peer.jct[j]:>10.0f} {peer.preempt[j]:>4} | "
+                                f"{k.jct[j]:>10.0f} {k.preempt[j]:>4}"
+                            )
+                print(hdr, *rows[-len(runs) - 1 :], sep="\n", flush=True)
         print("\nall rows:", hdr, *rows, sep="\n")
     except HarnessError as e:
         sys.exit(f"bench_tiresias_repro: {e}")

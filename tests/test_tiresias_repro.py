@@ -43,10 +43,13 @@ def _kant(folder: Path, spec: str, policy: str | Path) -> tuple[dict[int, float]
     return jct, dict(zip(ids, res.preemptions.tolist(), strict=True))
 
 
-@pytest.mark.parametrize(("case", "spec", "policy", "default"), [
-    ("fifo", "cluster.csv", "tiresias-peer-fifo.yaml", "fifo-strict"),
-    ("dlas", "pool.csv", "tiresias-peer-dlas.yaml", "tiresias"),
-])
+@pytest.mark.parametrize(
+    ("case", "spec", "policy", "default"),
+    [
+        ("fifo", "cluster.csv", "tiresias-peer-fifo.yaml", "fifo-strict"),
+        ("dlas", "pool.csv", "tiresias-peer-dlas.yaml", "tiresias"),
+    ],
+)
 def test_options_reproduce_the_simulator_job_by_job(case: str, spec: str, policy: str, default: str) -> None:
     folder = DATA / case
     peer_jct, peer_pre = _peer(next(folder.glob("peer-*.csv")))
@@ -65,8 +68,7 @@ def test_dlas_fixture_has_contention() -> None:
 
 
 def _repack(**args: object) -> object:
-    return parse_policy({"name": "t", "actions": [{"name": "las-repack", "args": args}],
-                         "plugins": [{"name": "fifo"}]})
+    return parse_policy({"name": "t", "actions": [{"name": "las-repack", "args": args}], "plugins": [{"name": "fifo"}]})
 
 
 def test_las_repack_args_are_checked() -> None:
@@ -84,13 +86,21 @@ def test_las_repack_demotes_preempts_and_promotes() -> None:
     b.add("a", submit=0.0, duration=200.0, workers=1, gpus_per_worker=2)
     b.add("b", submit=60.0, duration=100.0, workers=1, gpus_per_worker=2)
     cluster = Cluster.uniform(1, 2)
-    res = simulate(cluster, b.build(), _repack(thresholds_gpu_s=[100], starvation_factor=None),  # type: ignore[arg-type]
-                   execution=KEEP)
+    res = simulate(
+        cluster,
+        b.build(),
+        _repack(thresholds_gpu_s=[100], starvation_factor=None),  # type: ignore[arg-type]
+        execution=KEEP,
+    )
     # a: 0-60 (60 s), b: 60-110 (demoted at 110: 50 s x 2 = 100 GPU-s), a: 110-250, b: 250-300
     assert res.preemptions.tolist() == [1, 1]
     assert res.end.tolist() == [250.0, 300.0]
     # with promotion (factor 1): b, waiting from 110, is promoted once it has waited 50 s (t=160)
     # and takes the cluster back from a (queue 0 before queue 1)
-    res = simulate(cluster, b.build(), _repack(thresholds_gpu_s=[100], starvation_factor=1),  # type: ignore[arg-type]
-                   execution=KEEP)
+    res = simulate(
+        cluster,
+        b.build(),
+        _repack(thresholds_gpu_s=[100], starvation_factor=1),  # type: ignore[arg-type]
+        execution=KEEP,
+    )
     assert res.end.tolist()[1] < 300.0

@@ -35,7 +35,9 @@ Preemption keeps the job's progress only as far as the simulator's execution mod
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Container
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -63,7 +65,7 @@ class LasRepackArgs(BaseModel):
     @field_validator("thresholds_gpu_s")
     @classmethod
     def _increasing(cls, v: list[float]) -> list[float]:
-        if any(x <= 0 for x in v) or any(b <= a for a, b in zip(v, v[1:], strict=False)):
+        if any(x <= 0 for x in v) or any(b <= a for a, b in itertools.pairwise(v)):
             raise ValueError("thresholds must be positive and strictly increasing")
         return v
 
@@ -136,7 +138,7 @@ class LasRepack(Action):
         self._account(now, running)
         self._next_jump(ctx, self._repack(ctx, fw))
 
-    def _account(self, now: float, running: dict[int, object]) -> None:
+    def _account(self, now: float, running: Container[int]) -> None:
         """Charge the time since the last event: service and demotion of running jobs, waiting
         time and promotion of waiting ones (in entry order, as the simulator does)."""
         last = len(self.queues) - 1
@@ -156,8 +158,13 @@ class LasRepack(Action):
             else:
                 if rec.executed > 0:
                     rec.last_pending += dt
-                if self.factor is not None and rec.q > 0 and rec.ran > 0 and rec.executed > 0 \
-                        and rec.last_pending >= rec.executed * self.factor:
+                if (
+                    self.factor is not None
+                    and rec.q > 0
+                    and rec.ran > 0
+                    and rec.executed > 0
+                    and rec.last_pending >= rec.executed * self.factor
+                ):
                     rec.executed = 0.0
                     rec.last_pending = 0.0
                     self.queues[rec.q].remove(rec)
