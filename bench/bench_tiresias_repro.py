@@ -10,7 +10,8 @@ What one row does:
    the Philly trace already is; model ``resnet50``, which the peer only uses for its network
    estimate) and writes the cluster spec: 1 switch x 64 nodes x 8 GPUs, 64 CPUs, 256 GB per node.
 2. Runs the peer, unmodified, with a Python 2.7 interpreter (``--python2``; by default the first of
-   ``pypy``, ``python2.7``, ``python2`` found) in its own process:
+   ``pypy``, ``python2.7``, ``python2`` and pyenv's ``~/.pyenv/versions/2.7*`` that is Python 2;
+   Debian 12 has no ``pypy`` package any more) in its own process:
    ``run_sim.py --cluster_spec=... --trace_file=... --scheme=yarn --schedule=fifo|dlas-gpu-8``.
    Its per-job results are read from the ``job.csv`` it writes. The peer imports ``numpy`` but
    does not use it; where the interpreter has none, an empty stand-in module is put on its path.
@@ -123,7 +124,8 @@ def peer_dir(arg: str | None, cache: Path) -> Path:
 
 
 def find_python2(arg: str | None) -> str:
-    cands = [arg] if arg else ["pypy", "python2.7", "python2"]
+    pyenv = sorted(str(p) for p in (Path.home() / ".pyenv" / "versions").glob("2.7*/bin/python"))
+    cands = [arg] if arg else ["pypy", "python2.7", "python2", *pyenv]
     for c in cands:
         exe = shutil.which(c) if c and os.sep not in c else c
         if not exe:
@@ -137,7 +139,8 @@ def find_python2(arg: str | None) -> str:
         if r.returncode == 0:
             return exe
     raise HarnessError(
-        f"no Python 2.7 interpreter among {cands}: install one (Debian: apt-get install pypy) or pass --python2 PATH"
+        f"no Python 2.7 interpreter among {cands}: install one (pyenv install 2.7.18; Debian's pypy where "
+        "the release still has it) or pass --python2 PATH"
     )
 
 
