@@ -8,7 +8,8 @@ written here once:
    node failures and repairs, processes, then the trace's arrivals; the live loop: the executor's node
    events, its job events, then the turn's commands), and each change marks the instant
    :attr:`Instant.changed`; a wake-up due at the instant marks it too;
-2. then at most one cycle runs (:meth:`Instant.cycle`), if anything changed and jobs wait;
+2. then at most one cycle runs (:meth:`Instant.cycle`), if anything changed and jobs wait (or, for a
+   policy with an action that accounts at every event, ``Action.EVERY_EVENT``, if anything changed);
 3. the wake-ups that cycle asks for (a reservation's start, a time slice's end) are kept
    (:meth:`Instant.wake`), and each makes its own instant one with a cycle, even if nothing else happens
    then.
@@ -63,7 +64,7 @@ class Instant:
         changed. The wake-ups it asks for are kept while something can still happen: a job runs, or
         ``more`` (the driver has more to come: a trace with arrivals left; a live service, always). A
         policy that asks for cycles with nothing running and nothing to come does not loop forever."""
-        if not self.changed or not len(scheduler.queue):
+        if not self.changed or (not len(scheduler.queue) and not scheduler.every_event):
             self.changed = False
             return None
         self.changed = False

@@ -122,6 +122,8 @@ class Scheduler:
         self.jobs: JobStore = self.env.jobs
         self.framework = Framework(self.env, policy.build_plugins())
         self.actions = policy.build_actions()
+        #: an action must see every changed instant, even with nothing waiting (kant.instant)
+        self.every_event = any(a.EVERY_EVENT for a in self.actions)
         for action in self.actions:
             action.setup(self.env)
         for action in self.actions:

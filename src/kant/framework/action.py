@@ -31,6 +31,9 @@ class Action:
     #: the action may stop running jobs and queue them again (preempt, reclaim): how much of an
     #: interrupted run's work survives is then the execution model's business (checkpoints)
     EVICTS: ClassVar[bool] = False
+    #: the action must see every instant where something changed, even with no job waiting (it
+    #: keeps its own account of running jobs at each event, as ``las-repack``); see kant.instant
+    EVERY_EVENT: ClassVar[bool] = False
 
     #: plugin kinds the action cannot run without (e.g. reclaim: a :class:`Guarantee`); a policy
     #: that lists the action without one is rejected when it is loaded (by the policy loader)

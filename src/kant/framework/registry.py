@@ -53,6 +53,7 @@ BUILTIN_ACTIONS: dict[str, str] = {
     "allocate": "kant.actions.allocate",
     "backfill": "kant.actions.backfill",
     "inference-reclaim": "kant.actions.inference_reclaim",
+    "las-repack": "kant.actions.las_repack",
     "preempt": "kant.actions.preempt",
     "reclaim": "kant.actions.reclaim",
 }
