@@ -76,14 +76,25 @@ class Allocate(Action):
         return unfailed
 
     def idle(self, ctx: CycleContext) -> bool:
-        """Non-blocking and the only action: nothing starts while every pending request is known
-        to fail and no capacity came back since the memo's last refresh; each shape's reason is then
-        its request's failure, as :meth:`execute` would set it (rewritten only when the memo or the
-        set of shapes changed since this action last wrote them all)."""
+        """Nothing starts while no capacity came back since the memo's last refresh and: blocking,
+        the queue's first job is of a request known to fail (its shape's reason is then that
+        failure, as :meth:`execute` would set it); non-blocking, every pending request is known to
+        fail (each shape's reason is then its request's failure, rewritten only when the memo or
+        the set of shapes changed since this action last wrote them all)."""
         args = self.args
         assert isinstance(args, AllocateArgs)
         failed, queue = self._failed, ctx.queue
-        if args.blocking or failed.seen != ctx.state.release_count or self._unfailed(queue, failed):
+        if failed.seen != ctx.state.release_count:
+            return False
+        if args.blocking:
+            head = queue.head()
+            status = None if head is None else failed.get(queue.request_of[head])
+            if status is None:
+                return False
+            ctx.reasons[queue.shape_of[head]] = status
+            self._filled = None
+            return True
+        if self._unfailed(queue, failed):
             return False
         mark = (failed.changes, queue.shape_changes)
         if mark != self._filled:
