@@ -54,20 +54,21 @@ def test_idle_cycles_change_nothing_on_random_workloads(cluster: Cluster, jobs: 
 
 
 def _idle_calls(cluster: Cluster, jobs: JobTable, policy: str) -> int:
-    """Cycles of a run that took the fast path (the last action's idle test is asked only when every
-    one before it said idle)."""
+    """Cycles of a run that took the fast path (the tests are asked last action first, so the first
+    action's is asked only when every later one said idle)."""
     sim = Simulator(cluster, jobs, load_policy(policy))
-    assert sim.scheduler._idle_ok
-    idle = sim.scheduler.actions[-1].idle
+    sched = sim.scheduler
+    assert sched._idle_ok
+    idle = sched._idle_tests[-1]
     taken = 0
 
-    def last_idle(ctx):  # type: ignore[no-untyped-def]
+    def first_idle(ctx):  # type: ignore[no-untyped-def]
         nonlocal taken
         result = idle(ctx)
         taken += bool(result)
         return result
 
-    sim.scheduler.actions[-1].idle = last_idle  # type: ignore[method-assign]
+    sched._idle_tests[-1] = first_idle
     sim.run()
     return taken
 

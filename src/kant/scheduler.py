@@ -145,6 +145,9 @@ class Scheduler:
         # actions' cheaper idle tests (see Action.idle); it still counts as a cycle.
         self._idle_ok = (all(type(a).idle is not Action.idle for a in self.actions) and not fw.admitters
                          and not fw.dynamic)
+        # the last action's test first: a later action's (backfill: is the cluster full?) is the
+        # cheaper and the more often false, and the answer is the same in any order
+        self._idle_tests = [a.idle for a in reversed(self.actions)]
         self._after: Stamped[None] = Stamped(None)  # the state as the last cycle left it (its version)
 
     @property
@@ -281,7 +284,7 @@ class Scheduler:
             ctx.now = now
             ctx.state, ctx.queue, ctx.running, ctx.reasons = self.state, self.queue, self.running, self._reasons
             if self._idle_ok and self._after.fresh(self.state, self.state.version) and all(
-                action.idle(ctx) for action in self.actions
+                idle(ctx) for idle in self._idle_tests
             ):
                 return CycleResult()
             ctx.statement = Statement(self.state)

@@ -68,9 +68,10 @@ class Action:
 
     def idle(self, ctx: CycleContext) -> bool:
         """Optional fast path, for a policy whose every action has one (and that has no admission
-        plugin and a static order): called instead of :meth:`execute`, action by action in policy
-        order, when the cluster state has not changed since the last cycle (jobs may have joined or
-        left the queue); the cycle is idle when every action says so, else it runs in full. Return
+        plugin and a static order): called instead of :meth:`execute`, action by action (the last
+        first), when the cluster state has not changed since the last cycle (jobs may have joined or
+        left the queue); the cycle is idle when every action says so, else it runs in full (an
+        action's test may then not have been asked). Return
         True only if ``execute`` would now start nothing and change nothing but ``ctx.reasons``
         (which this call must then leave as ``execute`` would) and caches of this action's own
         that ``execute`` would only bring up to date; False runs the full cycle. ``ctx`` has this cycle's
