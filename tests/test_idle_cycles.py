@@ -1,6 +1,6 @@
 """The scheduler's idle fast path (Action.idle): a cycle after arrivals only, for a policy whose
-actions all have an idle test (allocate, blocking or not, and backfill after it), gives exactly what
-the full cycle gives."""
+actions all have an idle test (allocate, blocking or not, backfill, preempt by rounds), gives exactly
+what the full cycle gives, also under a queue order that changes with time (tiresias, drf)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def _same(cluster: Cluster, jobs: JobTable, policy: str) -> None:
 @given(clusters(), workloads(max_jobs=40))
 def test_idle_cycles_change_nothing_on_random_workloads(cluster: Cluster, jobs: JobTable) -> None:
     for policy in ("volcano-binpack", "k8s-default", "fifo", "kant-nobackfill", "fifo-strict", "kant",
-                   "slurm-backfill"):
+                   "slurm-backfill", "tiresias", "drf"):
         _same(cluster, jobs, policy)
 
 
@@ -76,7 +76,7 @@ def _idle_calls(cluster: Cluster, jobs: JobTable, policy: str) -> int:
 def test_idle_cycles_change_nothing_on_philly_and_are_taken() -> None:
     jobs = read_philly()
     cluster = load_cluster("philly")
-    for policy, n in (("volcano-binpack", 6000), ("kant", 3000)):
+    for policy, n in (("volcano-binpack", 6000), ("kant", 3000), ("tiresias", 3000)):
         sub = jobs.take(np.arange(n))
         _same(cluster, sub, policy)
         assert _idle_calls(cluster, sub, policy) > 0  # the fast path is used on a real trace
@@ -85,7 +85,6 @@ def test_idle_cycles_change_nothing_on_philly_and_are_taken() -> None:
 def test_idle_fast_path_only_when_every_action_has_one() -> None:
     cluster = load_cluster("philly")
     jobs = read_philly()
-    for policy in ("volcano-binpack", "fifo-strict", "kant-nobackfill", "kant", "slurm-backfill"):
+    for policy in ("volcano-binpack", "fifo-strict", "kant-nobackfill", "kant", "slurm-backfill", "tiresias", "drf"):
         assert Simulator(cluster, jobs, load_policy(policy)).scheduler._idle_ok, policy
-    assert not Simulator(cluster, jobs, load_policy("tiresias")).scheduler._idle_ok  # preempt has none
-    assert not Simulator(cluster, jobs, load_policy("drf")).scheduler._idle_ok  # a dynamic order
+    assert not Simulator(cluster, jobs, load_policy("capacity-quota")).scheduler._idle_ok  # admission

@@ -140,11 +140,10 @@ class Scheduler:
         self._bind_failures: dict[int, str] = {}
         self._flags: dict[int, int] = {}  # node -> CORDONED | DOWN, nodes with a flag only
         self._ctx: CycleContext | None = None
-        # A policy whose every action has an idle test, with no admission and a static order: after
-        # a cycle, while only arrivals happen (the state's version is unchanged), a cycle may be the
-        # actions' cheaper idle tests (see Action.idle); it still counts as a cycle.
-        self._idle_ok = (all(type(a).idle is not Action.idle for a in self.actions) and not fw.admitters
-                         and not fw.dynamic)
+        # A policy whose every action has an idle test, with no admission: after a cycle, while only
+        # arrivals happen (the state's version is unchanged), a cycle may be the actions' cheaper
+        # idle tests (see Action.idle); it still counts as a cycle.
+        self._idle_ok = all(type(a).idle is not Action.idle for a in self.actions) and not fw.admitters
         # the last action's test first: a later action's (backfill: is the cluster full?) is the
         # cheaper and the more often false, and the answer is the same in any order
         self._idle_tests = [a.idle for a in reversed(self.actions)]

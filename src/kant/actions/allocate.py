@@ -45,6 +45,10 @@ class Allocate(Action):
         # (failure changes, shape changes) when every shape's reason was last set from the memo;
         # None once a walk (or anything else) may have set some other way
         self._filled: tuple[int, int] | None = None
+        self._static = False  # the queue order is static (set by attach; the blocking idle test needs it)
+
+    def attach(self, fw: Framework) -> None:
+        self._static = not fw.dynamic
 
     def execute(self, ctx: CycleContext, fw: Framework) -> None:
         args = self.args
@@ -76,8 +80,8 @@ class Allocate(Action):
         return unfailed
 
     def idle(self, ctx: CycleContext) -> bool:
-        """Nothing starts while no capacity came back since the memo's last refresh and: blocking,
-        the queue's first job is of a request known to fail (its shape's reason is then that
+        """Nothing starts while no capacity came back since the memo's last refresh and: blocking
+        (with a static queue order), the queue's first job is of a request known to fail (its shape's reason is then that
         failure, as :meth:`execute` would set it); non-blocking, every pending request is known to
         fail (each shape's reason is then its request's failure, rewritten only when the memo or
         the set of shapes changed since this action last wrote them all)."""
@@ -87,6 +91,8 @@ class Allocate(Action):
         if failed.seen != ctx.state.release_count:
             return False
         if args.blocking:
+            if not self._static:
+                return False
             head = queue.head()
             status = None if head is None else failed.get(queue.request_of[head])
             if status is None:
