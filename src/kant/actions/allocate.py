@@ -81,10 +81,11 @@ class Allocate(Action):
 
     def idle(self, ctx: CycleContext) -> bool:
         """Nothing starts while no capacity came back since the memo's last refresh and: blocking
-        (with a static queue order), the queue's first job is of a request known to fail (its shape's reason is then that
-        failure, as :meth:`execute` would set it); non-blocking, every pending request is known to
-        fail (each shape's reason is then its request's failure, rewritten only when the memo or
-        the set of shapes changed since this action last wrote them all)."""
+        (with a static queue order), the queue's first job is of a request known to fail (its
+        shape's reason is then that failure, as :meth:`execute` would set it); non-blocking, every
+        pending request is known to fail, whatever the order (each shape's reason is then its
+        request's failure, rewritten only when the memo or the set of shapes changed since this
+        action last wrote them all)."""
         args = self.args
         assert isinstance(args, AllocateArgs)
         failed, queue = self._failed, ctx.queue
