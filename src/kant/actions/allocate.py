@@ -95,7 +95,9 @@ class Allocate(Action):
             if not self._static:
                 return False
             head = queue.head()
-            status = None if head is None else failed.get(queue.request_of[head])
+            if head is None:
+                return False
+            status = failed.get(queue.request_of[head])
             if status is None:
                 return False
             ctx.reasons[queue.shape_of[head]] = status
