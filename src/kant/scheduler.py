@@ -273,6 +273,13 @@ class Scheduler:
         )
         return ctx
 
+    def _idle(self, ctx: CycleContext) -> bool:
+        """Every action's idle test says so (see Action.idle), asked last action first."""
+        for idle in self._idle_tests:
+            if not idle(ctx):
+                return False
+        return True
+
     def cycle(self, now: float) -> CycleResult:
         """Run the policy's actions once and commit what they decided."""
         self.cycles += 1
@@ -282,9 +289,7 @@ class Scheduler:
         else:  # the same object each cycle (its fields are cheaper to reset than a new one to build)
             ctx.now = now
             ctx.state, ctx.queue, ctx.running, ctx.reasons = self.state, self.queue, self.running, self._reasons
-            if self._idle_ok and self._after.fresh(self.state, self.state.version) and all(
-                idle(ctx) for idle in self._idle_tests
-            ):
+            if self._idle_ok and self._after.fresh(self.state, self.state.version) and self._idle(ctx):
                 return CycleResult()
             ctx.statement = Statement(self.state)
             ctx.started, ctx.evicted, ctx.wakeups = [], [], []  # fresh: an action may keep the last ones
