@@ -275,7 +275,7 @@ class Scheduler:
 
     def _idle(self, ctx: CycleContext) -> bool:
         """Every action's idle test says so (see Action.idle), asked last action first."""
-        for idle in self._idle_tests:
+        for idle in self._idle_tests:  # noqa: SIM110 - a loop, not a generator, once per idle cycle
             if not idle(ctx):
                 return False
         return True
