@@ -1,5 +1,6 @@
-"""The scheduler's idle fast path (Action.idle): a cycle after arrivals only, for a policy whose one
-action is a non-blocking allocate, gives exactly what the full cycle gives."""
+"""The scheduler's idle fast path (Action.idle): a cycle after arrivals only, for a policy whose
+actions all have an idle test (allocate, blocking or not, backfill, preempt by rounds), gives exactly
+what the full cycle gives, also under a queue order that changes with time (tiresias, drf)."""
 
 from __future__ import annotations
 
@@ -44,38 +45,46 @@ def _same(cluster: Cluster, jobs: JobTable, policy: str) -> None:
     assert fast_reasons == slow_reasons
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(clusters(), workloads(max_jobs=40))
 def test_idle_cycles_change_nothing_on_random_workloads(cluster: Cluster, jobs: JobTable) -> None:
-    for policy in ("volcano-binpack", "k8s-default", "fifo", "kant-nobackfill"):
+    for policy in ("volcano-binpack", "k8s-default", "fifo", "kant-nobackfill", "fifo-strict", "kant",
+                   "slurm-backfill", "tiresias", "drf"):
         _same(cluster, jobs, policy)
+
+
+def _idle_calls(cluster: Cluster, jobs: JobTable, policy: str) -> int:
+    """Cycles of a run that took the fast path (the tests are asked last action first, so the first
+    action's is asked only when every later one said idle)."""
+    sim = Simulator(cluster, jobs, load_policy(policy))
+    sched = sim.scheduler
+    assert sched._idle_ok
+    idle = sched._idle_tests[-1]
+    taken = 0
+
+    def first_idle(ctx):  # type: ignore[no-untyped-def]
+        nonlocal taken
+        result = idle(ctx)
+        taken += bool(result)
+        return result
+
+    sched._idle_tests[-1] = first_idle
+    sim.run()
+    return taken
 
 
 def test_idle_cycles_change_nothing_on_philly_and_are_taken() -> None:
     jobs = read_philly()
-    sub = jobs.take(np.arange(6000))
     cluster = load_cluster("philly")
-    _same(cluster, sub, "volcano-binpack")
-    sim = Simulator(cluster, sub, load_policy("volcano-binpack"))
-    assert sim.scheduler._idle_ok
-    calls = 0
-    action = sim.scheduler.actions[0]
-    idle = action.idle
-
-    def counted(ctx):  # type: ignore[no-untyped-def]
-        nonlocal calls
-        result = idle(ctx)
-        calls += bool(result)
-        return result
-
-    action.idle = counted  # type: ignore[method-assign]
-    sim.run()
-    assert calls > 0  # the fast path is used on a real trace
+    for policy, n in (("volcano-binpack", 6000), ("kant", 3000), ("tiresias", 3000)):
+        sub = jobs.take(np.arange(n))
+        _same(cluster, sub, policy)
+        assert _idle_calls(cluster, sub, policy) > 0  # the fast path is used on a real trace
 
 
-def test_idle_fast_path_only_for_a_lone_non_blocking_allocate() -> None:
+def test_idle_fast_path_only_when_every_action_has_one() -> None:
     cluster = load_cluster("philly")
     jobs = read_philly()
-    assert Simulator(cluster, jobs, load_policy("volcano-binpack")).scheduler._idle_ok
-    assert not Simulator(cluster, jobs, load_policy("kant")).scheduler._idle_ok  # allocate + backfill
-    assert not Simulator(cluster, jobs, load_policy("drf")).scheduler._idle_ok  # a dynamic order
+    for policy in ("volcano-binpack", "fifo-strict", "kant-nobackfill", "kant", "slurm-backfill", "tiresias", "drf"):
+        assert Simulator(cluster, jobs, load_policy(policy)).scheduler._idle_ok, policy
+    assert not Simulator(cluster, jobs, load_policy("capacity-quota")).scheduler._idle_ok  # admission

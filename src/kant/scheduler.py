@@ -142,12 +142,13 @@ class Scheduler:
         self._bind_failures: dict[int, str] = {}
         self._flags: dict[int, int] = {}  # node -> CORDONED | DOWN, nodes with a flag only
         self._ctx: CycleContext | None = None
-        # A policy with one action that has an idle test, no admission and a static order: after a
-        # cycle, while only arrivals happen (the state's version is unchanged), a cycle may be the
-        # action's cheaper idle test (see Action.idle); it still counts as a cycle.
-        only = self.actions[0] if len(self.actions) == 1 else None
-        self._idle_ok = (only is not None and type(only).idle is not Action.idle and not fw.admitters
-                         and not fw.dynamic)
+        # A policy whose every action has an idle test, with no admission: after a cycle, while only
+        # arrivals happen (the state's version is unchanged), a cycle may be the actions' cheaper
+        # idle tests (see Action.idle); it still counts as a cycle.
+        self._idle_ok = all(type(a).idle is not Action.idle for a in self.actions) and not fw.admitters
+        # the last action's test first: a later action's (backfill: is the cluster full?) is the
+        # cheaper and the more often false, and the answer is the same in any order
+        self._idle_tests = [a.idle for a in reversed(self.actions)]
         self._after: Stamped[None] = Stamped(None)  # the state as the last cycle left it (its version)
 
     @property
@@ -274,6 +275,13 @@ class Scheduler:
         )
         return ctx
 
+    def _idle(self, ctx: CycleContext) -> bool:
+        """Every action's idle test says so (see Action.idle), asked last action first."""
+        for idle in self._idle_tests:  # noqa: SIM110 - a loop, not a generator, once per idle cycle
+            if not idle(ctx):
+                return False
+        return True
+
     def cycle(self, now: float) -> CycleResult:
         """Run the policy's actions once and commit what they decided."""
         self.cycles += 1
@@ -283,7 +291,7 @@ class Scheduler:
         else:  # the same object each cycle (its fields are cheaper to reset than a new one to build)
             ctx.now = now
             ctx.state, ctx.queue, ctx.running, ctx.reasons = self.state, self.queue, self.running, self._reasons
-            if self._idle_ok and self._after.fresh(self.state, self.state.version) and self.actions[0].idle(ctx):
+            if self._idle_ok and self._after.fresh(self.state, self.state.version) and self._idle(ctx):
                 return CycleResult()
             ctx.statement = Statement(self.state)
             ctx.started, ctx.evicted, ctx.wakeups = [], [], []  # fresh: an action may keep the last ones

@@ -46,6 +46,10 @@ class Allocate(Action):
         # (failure changes, shape changes) when every shape's reason was last set from the memo;
         # None once a walk (or anything else) may have set some other way
         self._filled: tuple[int, int] | None = None
+        self._static = False  # the queue order is static (set by attach; the blocking idle test needs it)
+
+    def attach(self, fw: Framework) -> None:
+        self._static = not fw.dynamic
 
     def execute(self, ctx: CycleContext, fw: Framework) -> None:
         args = self.args
@@ -77,14 +81,30 @@ class Allocate(Action):
         return unfailed
 
     def idle(self, ctx: CycleContext) -> bool:
-        """Non-blocking and the only action: nothing starts while every pending request is known
-        to fail and no capacity came back since the memo's last refresh; each shape's reason is then
-        its request's failure, as :meth:`execute` would set it (rewritten only when the memo or the
-        set of shapes changed since this action last wrote them all)."""
+        """Nothing starts while no capacity came back since the memo's last refresh and: blocking
+        (with a static queue order), the queue's first job is of a request known to fail (its
+        shape's reason is then that failure, as :meth:`execute` would set it); non-blocking, every
+        pending request is known to fail, whatever the order (each shape's reason is then its
+        request's failure, rewritten only when the memo or the set of shapes changed since this
+        action last wrote them all)."""
         args = self.args
         assert isinstance(args, AllocateArgs)
         failed, queue = self._failed, ctx.queue
-        if args.blocking or failed.seen != ctx.state.release_count or self._unfailed(queue, failed):
+        if failed.seen != ctx.state.release_count:
+            return False
+        if args.blocking:
+            if not self._static:
+                return False
+            head = queue.head()
+            if head is None:
+                return False
+            status = failed.get(queue.request_of[head])
+            if status is None:
+                return False
+            ctx.reasons[queue.shape_of[head]] = status
+            self._filled = None
+            return True
+        if self._unfailed(queue, failed):
             return False
         mark = (failed.changes, queue.shape_changes)
         if mark != self._filled:

@@ -74,9 +74,19 @@ class Walk:
     entries: tuple[IntArray, IntArray, IntArray] | None = None
     alive: BoolArray = field(init=False)  # pool jobs not evicted in this cycle
     lost: FloatArray | None = None  # work each pool job would lose; computed on first need
+    index: dict[int, int] | None = None  # pool job -> its index in ``running``; made on first need
 
     def __post_init__(self) -> None:
         self.alive = np.ones(len(self.running), dtype=bool)
+
+    def evicted(self, victims: list[int]) -> None:
+        """``victims`` (pool jobs) were evicted: they are no longer candidates in this cycle."""
+        index = self.index
+        if index is None:
+            index = self.index = {job: i for i, job in enumerate(self.running.tolist())}
+        alive = self.alive
+        for v in victims:
+            alive[index[v]] = False
 
     def candidates(self, ctx: CycleContext, sel: BoolArray) -> Candidates:
         """The pool jobs selected by ``sel``, with rank, work lost and placements."""
@@ -167,7 +177,7 @@ class EvictingAction(Action, Generic[W]):
             victims, placement = plan
             self.planned(ctx, walk, job, victims, cands)
             execute_plan(ctx, fw, job, victims, placement)
-            walk.alive &= ~np.isin(walk.running, victims)
+            walk.evicted(victims)
             started += 1
             if (limit is not None and started >= limit) or self.exhausted(walk):
                 break

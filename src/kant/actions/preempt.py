@@ -106,6 +106,7 @@ class Preempt(EvictingAction[_PreemptWalk]):
         self.allocate_after = a.allocate_after
         self._rank: RankFn | None = None
         self._round = -math.inf
+        self._asked = -math.inf  # the round whose boundary wake-up was last asked for
         self.preemptions = 0  # victims evicted
         self.preemptors = 0  # jobs started by preempting
 
@@ -132,6 +133,7 @@ class Preempt(EvictingAction[_PreemptWalk]):
             boundary = math.floor(now / args.round_s) * args.round_s
             if len(ctx.queue):
                 ctx.wake_at(boundary + args.round_s)
+                self._asked = boundary
             if boundary <= self._round:
                 return None
             self._round = boundary
@@ -156,6 +158,17 @@ class Preempt(EvictingAction[_PreemptWalk]):
             starts = np.fromiter((ctx.running[int(j)].start for j in running), dtype=np.float64, count=len(running))
             walk.alive &= now - starts >= args.min_run_s
         return walk
+
+    def idle(self, ctx: CycleContext) -> bool:
+        """With ``round_s``, inside a round that has had its preemption pass and its next boundary's
+        wake-up asked for: :meth:`execute` would only ask for that wake-up again (kept once, or
+        dropped by the driver again: nothing has started or ended since) and do nothing else."""
+        args = self.args
+        assert isinstance(args, PreemptArgs)
+        if args.round_s is None:
+            return False
+        boundary = math.floor(ctx.now / args.round_s) * args.round_s
+        return boundary <= self._round and self._asked == boundary
 
     def victim_pool(self, ctx: CycleContext, fw: Framework, walk: _PreemptWalk, job: int) -> BoolArray | Skip:
         sel = walk.alive & (walk.rank < walk.rank_of[job])

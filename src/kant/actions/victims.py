@@ -80,17 +80,13 @@ def running_jobs(ctx: CycleContext) -> IntArray:
 
 def placement_entries(ctx: CycleContext, jobs: IntArray) -> tuple[IntArray, IntArray, IntArray]:
     """(index into ``jobs``, node, workers on that node) for every node each running job uses."""
-    e_idx: list[int] = []
-    e_node: list[int] = []
-    e_cnt: list[int] = []
     allocations = ctx.state.allocations
-    for i, v in enumerate(jobs.tolist()):
-        for where, count in allocations[v].per_node.items():
-            e_idx.append(i)
-            e_node.append(where)
-            e_cnt.append(count)
-    return (np.asarray(e_idx, dtype=np.int64), np.asarray(e_node, dtype=np.int64),
-            np.asarray(e_cnt, dtype=np.int64))
+    per_node = [allocations[v].per_node for v in jobs.tolist()]
+    sizes = np.fromiter(map(len, per_node), dtype=np.int64, count=len(per_node))
+    n = int(sizes.sum())
+    return (np.repeat(np.arange(len(per_node), dtype=np.int64), sizes),
+            np.fromiter(itertools.chain.from_iterable(per_node), dtype=np.int64, count=n),
+            np.fromiter(itertools.chain.from_iterable(p.values() for p in per_node), dtype=np.int64, count=n))
 
 
 def select(jobs: IntArray, rank: FloatArray, lost: FloatArray, entries: tuple[IntArray, IntArray, IntArray],
@@ -108,7 +104,7 @@ def work_lost(ctx: CycleContext, jobs: IntArray, checkpoint_interval_s: float | 
     if len(jobs) == 0:
         return np.zeros(0, dtype=np.float64)
     running = ctx.running
-    start = np.fromiter((running[int(j)].start for j in jobs), dtype=np.float64, count=len(jobs))
+    start = np.array([running[j].start for j in jobs.tolist()], dtype=np.float64)
     run_s = np.maximum(ctx.now - start, 0.0)
     if checkpoint_interval_s is not None:
         run_s = np.mod(run_s, checkpoint_interval_s)

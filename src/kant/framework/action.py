@@ -70,13 +70,18 @@ class Action:
         raise NotImplementedError
 
     def idle(self, ctx: CycleContext) -> bool:
-        """Optional fast path, for a policy whose only action this is (and that has no admission
-        plugin and a static order): called instead of :meth:`execute` when the cluster state has not
-        changed since the last cycle (jobs may have joined or left the queue). Return True only if
-        ``execute`` would now start nothing and change nothing but ``ctx.reasons`` (which this call
-        must then leave as ``execute`` would); False runs the full cycle. ``ctx`` has this cycle's
+        """Optional fast path, for a policy whose every action has one (and that has no admission
+        plugin): called instead of :meth:`execute`, action by action (the last
+        first), when the cluster state has not changed since the last cycle (jobs may have joined or
+        left the queue); the cycle is idle when every action says so, else it runs in full (an
+        action's test may then not have been asked). Return
+        True only if ``execute`` would now start nothing and change nothing but ``ctx.reasons``
+        (which this call must then leave as ``execute`` would) and caches of this action's own
+        that ``execute`` would only bring up to date; False runs the full cycle. ``ctx`` has this cycle's
         time, state, queue and reasons, but its statement and started/evicted/wakeup lists are the
-        last cycle's: do not change the state or use them. The default never claims idleness."""
+        last cycle's: do not change the state or use them. With a queue order that changes with
+        time (``Framework.dynamic``) a test must not depend on the order. The default never claims
+        idleness."""
         return False
 
 

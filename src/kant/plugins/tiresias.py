@@ -114,12 +114,13 @@ class TiresiasLas(QueueSort, JobListener, Rank):
     def service(self, jobs: IntArray, now: float) -> FloatArray:
         """Service counted for the queue level: attained GPU-seconds (including the current run of a
         running job) minus the attained service at the job's last promotion."""
-        running = np.nan_to_num(now - self.run_start[jobs], nan=0.0) * self.run_gpus[jobs]
-        return self.attained[jobs] + running - self.offset[jobs]
+        ran = now - self.run_start[jobs]
+        ran[np.isnan(ran)] = 0.0  # not running (what nan_to_num does, without its generic checks)
+        return self.attained[jobs] + ran * self.run_gpus[jobs] - self.offset[jobs]
 
     def levels(self, jobs: IntArray, now: float) -> IntArray:
         """LAS queue of each job (0 = highest priority); pending starving jobs are in queue 0."""
-        level = np.searchsorted(self.thresholds, self.service(jobs, now), side="right").astype(np.int64)
+        level = self.thresholds.searchsorted(self.service(jobs, now), side="right").astype(np.int64)
         pending = np.isnan(self.run_start[jobs])
         return np.where(pending & self._starving(jobs, now), 0, level)
 

@@ -127,6 +127,17 @@ class Backfill(Action):
         self.conservative.after_sync(early, added)
 
     # --- the cycle -----------------------------------------------------------------------------
+    def idle(self, ctx: CycleContext) -> bool:
+        """With the state unchanged since the last cycle and nothing started in this one (see
+        :meth:`Action.idle`), :meth:`execute` starts nothing when the queue is empty or the cluster
+        is exhausted: it would only hand the last cycle's starts to the release mirror, which the
+        next full cycle does."""
+        state = ctx.state
+        return not len(ctx.queue) or (
+            self.capacity.total_gpus - state.allocated_gpus - state.down_gpus <= 0 and not self._cpu_jobs
+            and not state.shares.open
+        )
+
     def execute(self, ctx: CycleContext, fw: Framework) -> None:
         if self.job_gpus is not fw.job_gpus:
             self.job_gpus, self.job_workers, self.job_type = fw.job_gpus, fw.job_workers, fw.job_type
