@@ -24,6 +24,7 @@ def _run(module: str, *args: str) -> None:
                     pytrace=False)
 
 
+@pytest.mark.slow  # (a minute on a clean checkout: under xdist it starts first)
 def test_mypy_strict_is_clean() -> None:
     _run("mypy", "--config-file", "pyproject.toml", "src/kant")
 

@@ -252,6 +252,7 @@ def test_reconcile_stops_strays_and_reports_lost_runs(ray_nodes: RayNodes, tmp_p
     reports 90002's run lost (it has no worker of it)."""
     import ray
 
+    from kant.service.executors import ray_worker
     from kant.service.executors.base import Launch
     from kant.service.executors.ray_exec import RayExecutor
 
@@ -273,6 +274,12 @@ def test_reconcile_stops_strays_and_reports_lost_runs(ray_nodes: RayNodes, tmp_p
             time.sleep(0.05)
         assert [(e.kind, e.job_id, e.run) for e in events] == [("lost", 90_002, 3)]
         assert ex.running_jobs() == {}
+        # and its actor is killed (a detached actor left behind would hold n1's GPU for the next tests; a
+        # close() before the kill would leave it, hence the wait here)
+        stray = ray_worker.actor_name(90_001, 1, 0)
+        while any(a.get("name") == stray for a in ray.util.list_named_actors(all_namespaces=True)):
+            assert time.monotonic() < deadline + 60, f"the actor {stray} of the stray run is still alive"
+            time.sleep(0.1)
     finally:
         ex.close()
 

@@ -96,9 +96,10 @@ def test_a_node_is_its_name_a_second_alive_one_is_refused_and_a_new_raylet_repai
 @pytest.mark.parametrize(("address", "message"), [
     ("ray://10.0.0.5:10001", "Ray Client (ray://) is not supported"),
     ("nope", "not auto, HOST:PORT or ray://HOST:PORT"),
-    (f"127.0.0.1:{free_port()}", "cannot connect to Ray (Connection refused)"),
+    ("127.0.0.1:{free_port}", "cannot connect to Ray (Connection refused)"),  # (a port taken when the test runs)
 ])
 def test_a_ray_address_kant_cannot_use_is_a_one_line_error(tmp_path: Path, address: str, message: str) -> None:
+    address = address.replace("{free_port}", str(free_port()))
     with pytest.raises(KantError) as err:
         RayExecutor(address, log_dir=tmp_path, checkpoint_dir=tmp_path)
     assert str(err.value).startswith(f"--ray-address {address}: ")

@@ -1,9 +1,13 @@
 """The ports kant hands to replicas of services with ``port: 0``: one free port per replica on its
 node's address, tracked per address (not per node name: several nodes may share one address, as
-several raylets on one machine do), so that two replicas at one address never get the same one."""
+several raylets on one machine do), so that two replicas at one address never get the same one.
+Each book starts at a random port of the range: two kant services on one machine (each checks that
+nothing listens on a port before handing it out, but a replica binds it only later) then do not
+both hand out the range's first ports at once."""
 
 from __future__ import annotations
 
+import random
 import threading
 
 from kant.service.executors.base import LOCAL_HOST
@@ -26,6 +30,7 @@ class PortBook:
         self.first, self.last = first, last
         self._used: dict[str, set[int]] = {}
         self._cursor: dict[str, int] = {}
+        self._start = random.SystemRandom().randrange(last - first + 1) if last >= first else 0  # (os entropy)
         self._lock = threading.Lock()
 
     def pick(self, node: str, host: str) -> int:
@@ -34,7 +39,7 @@ class PortBook:
         span = self.last - self.first + 1
         with self._lock:
             used = self._used.setdefault(host, set())
-            start = self._cursor.get(host, 0)
+            start = self._cursor.get(host, self._start)
             for k in range(span):
                 port = self.first + (start + k) % span
                 if port in used or (host == LOCAL_HOST and port_taken(port, host)):
