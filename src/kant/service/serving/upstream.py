@@ -137,7 +137,7 @@ class Upstreams:
             try:
                 return await conn.handle_async_request(request), conn
             except (httpcore.ReadError, httpcore.WriteError, httpcore.RemoteProtocolError):
-                await conn.aclose()  # (the request never reached the replica: try a new connection)
+                await conn.aclose()  # (most likely closed by the replica as it went idle: once more, anew)
         stream = await self._backend.connect_tcp(host, port, timeout=timeouts.get("connect"))
         conn = httpcore.AsyncHTTP11Connection(httpcore.Origin(b"http", host.encode("idna"), port), stream,
                                               keepalive_expiry=self.keepalive_s)
@@ -169,6 +169,8 @@ class Upstreams:
                 for _, old in idle:
                     await old.aclose()
                 idle.clear()
+        if idle is not None and not idle:  # (replicas come and go: no address kept without a connection)
+            del self._idle[(host, port)]
         return None
 
     async def aclose(self) -> None:
