@@ -46,3 +46,49 @@ def test_a_day_made_from_the_hour_has_the_rate_the_shape_and_the_seed() -> None:
     assert not np.array_equal(other.trace_time[:50], r.trace_time[:50])
     with pytest.raises(InputError, match=r"cannot average 500 requests/s in 600 s .* \(at most [0-9.]+/s\)"):
         day_requests("azure:code", Day(600, 500.0), max_requests=10**6)
+
+
+def test_upstreams_reuse_a_connection_and_send_again_on_one_the_replica_dropped() -> None:
+    """A replica that keeps its connections: one connection carries every request. One that closes
+    a connection when a second request comes on it (as a server does whose idle timeout fell just
+    then): that request fails on the kept connection before any answer and is sent once more on a
+    new one, so every request is answered."""
+    import asyncio
+
+    import httpcore
+
+    from kant.service.serving.upstream import Upstreams
+
+    async def run(drop_second: bool) -> tuple[list[int], int]:
+        connections = 0
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal connections
+            connections += 1
+            served = 0
+            while await reader.readuntil(b"\r\n\r\n"):
+                if drop_second and served == 1:
+                    writer.close()
+                    return
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                await writer.drain()
+                served += 1
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        ups = Upstreams()
+        codes = []
+        for _ in range(3):
+            answer, conn = await ups.send("127.0.0.1", port, httpcore.Request(
+                b"GET", httpcore.URL(scheme=b"http", host=b"127.0.0.1", port=port, target=b"/"),
+                headers=[(b"host", f"127.0.0.1:{port}".encode())]))
+            await answer.aread()
+            await answer.aclose()
+            await ups.done("127.0.0.1", port, conn)
+            codes.append(answer.status)
+        await ups.aclose()
+        server.close()
+        return codes, connections
+
+    assert asyncio.run(run(drop_second=False)) == ([200, 200, 200], 1)
+    assert asyncio.run(run(drop_second=True)) == ([200, 200, 200], 3)
