@@ -102,8 +102,12 @@ def test_queue_folds_an_array_and_the_cli_submits_and_cancels(
     assert "JobArrayTaskLimit" in lines[0]
     shown = kant("show", str(first + 4))
     assert f"task 4 of array {first} (at most 3 at once)" in shown.stdout, shown.output
+    r = kant("cancel", f"{first}_4")  # (Slurm's ARRAY_TASK)
+    assert r.stdout == f"job {first + 4}: cancelled\n", r.output
+    r = kant("cancel", f"{first}_12")
+    assert r.exit_code == 2 and f"array {first} has no task 12" in r.stderr, r.output
     r = kant("cancel", "--array", str(first))
-    assert r.stdout == f"array {first}: 10 task(s) cancelled\n", r.output
+    assert r.stdout == f"array {first}: 9 task(s) cancelled\n", r.output
     bad = kant("submit", "--tenant", "a", "--array", "x", "--", "true")
     assert bad.exit_code == 2 and "(--array)" in bad.stderr, bad.output
 

@@ -393,13 +393,27 @@ def show(api: Client, job: str, absolute: bool, as_json: bool) -> None:
     emit(Group(fields, Text(""), events))
 
 
+def _array_task(api: Client, text: str) -> int:
+    """The job id of task ``T`` of array ``A``, written ``A_T`` as Slurm writes it (a task's own job id
+    works too); ``error: JOB ...`` when there is no such task."""
+    array, _, task = text.strip().partition("_")
+    first, index = job_id_arg(array), job_id_arg(task)
+    # the tasks are consecutive jobs from the array's id (at most 1,000): one page holds them all
+    page = api.get("/v1/jobs", params={"after": first - 1, "limit": 1000, "order": "asc"})
+    for job in page["items"]:
+        if job.get("array_job_id") == first and job.get("array_task_id") == index:
+            return int(job["id"])
+    fail(f"JOB: {text!r}: array {first} has no task {index}")
+
+
 @client_command("cancel", json_option=False)
 @click.argument("job_ids", metavar="JOB...", nargs=-1, required=True)
 @click.option("--array", "arrays", is_flag=True,
               help="Each JOB is a job array's id: cancel every pending or running task of it.")
 def cancel(api: Client, job_ids: tuple[str, ...], arrays: bool) -> None:
-    """Cancel jobs (pending or running; every worker stops). Tries every job; exits 2 if any failed."""
-    ids = [_job_id(j) for j in job_ids]
+    """Cancel jobs (pending or running; every worker stops); ``41_3`` is task 3 of array 41, as in
+    Slurm. Tries every job; exits 2 if any failed."""
+    ids = [_array_task(api, j) if "_" in j and not arrays else _job_id(j) for j in job_ids]
     failed = 0
     for job_id in ids:
         try:
