@@ -480,7 +480,8 @@ def table(results: dict[str, tuple[dict[str, Any], dict[str, Any]]], args: argpa
               f"GPUs lent at peak {live['lent_peak']}; ready replicas mean {live['replicas_mean']:.2f}, "
               f"max {live['replicas_max']}")
         print(f"  training: {live['finished']} of {live['jobs']} finished, {live['runs']} runs "
-              f"({live['runs'] - live['jobs']} restarts), {live['not_started']} never started; replica "
+              f"({live['runs'] - (live['jobs'] - live['not_started'])} restarts), {live['not_started']} never started; "
+              f"replica "
               f"failures {live['failures']}; service state {live['state']}; wall {live['wall_s']:.0f} s")
         print(sim_line(simj, args.bin))
         print()
