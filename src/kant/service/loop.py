@@ -53,6 +53,7 @@ from kant.service.db.nodes import NodeRow
 from kant.service.errors import DatabaseError, Fenced, Invalid, TurnLost
 from kant.service.executors.base import Executor
 from kant.service.live.compaction import compact
+from kant.service.live.controls import JobControls
 from kant.service.live.deps import LiveDeps, outcome_of_state
 from kant.service.live.nodes import NodeOps, flags_of, register
 from kant.service.live.reads import Reads
@@ -160,6 +161,7 @@ class ServiceLoop:
         self.live.deps.lookup = self._dep_lookup
         self.instant = self.live.instant
         self.node_ops = NodeOps(self.live, db)
+        self.controls = JobControls(self.live)  # a user's hold, release, update, requeue
         self.reads = Reads(self.live)
         #: the services' live replicas (kant.service.serving.replicas): endpoints, probes, replacement,
         #: rolling updates, the autoscaler

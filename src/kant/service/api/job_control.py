@@ -1,7 +1,7 @@
 """A user's controls of a job, as Slurm's ``scontrol``: hold and release a pending job, change a
 pending job's name, priority, estimate or time limit, requeue a running job (stopped as a preemption
 stops it, its checkpoint kept, and queued again). Each is carried out by the scheduling loop
-(:class:`~kant.service.live.state.LiveState`) and written with an event (``held``, ``released``,
+(:class:`~kant.service.live.controls.JobControls`) and written with an event (``held``, ``released``,
 ``updated``, ``requeued``) in the job's history and the event stream. A tenant controls its own jobs
 only (another's is 404)."""
 
@@ -42,7 +42,7 @@ def _answer(svc: Any, job_id: int) -> JobOut:
 def hold_job(job_id: Id, p: Who, svc: Svc) -> JobOut:
     """Hold a pending job: it leaves the queue (reason `JobHeld`) until released."""
     visible_job(svc, job_id, p)
-    svc.leading().call(lambda lp: lp.live.hold(job_id, p.scope(), p.who, lp.clock.now()))
+    svc.leading().call(lambda lp: lp.controls.hold(job_id, p.scope(), p.who, lp.clock.now()))
     return _answer(svc, job_id)
 
 
@@ -50,7 +50,7 @@ def hold_job(job_id: Id, p: Who, svc: Svc) -> JobOut:
 def release_job(job_id: Id, p: Who, svc: Svc) -> JobOut:
     """Release a held job: it joins the queue again, with its submit time."""
     visible_job(svc, job_id, p)
-    svc.leading().call(lambda lp: lp.live.release(job_id, p.scope(), p.who, lp.clock.now()))
+    svc.leading().call(lambda lp: lp.controls.release(job_id, p.scope(), p.who, lp.clock.now()))
     return _answer(svc, job_id)
 
 
@@ -59,7 +59,7 @@ def requeue_job(job_id: Id, p: Who, svc: Svc) -> JobOut:
     """Requeue a running job: its run is stopped as a preemption stops it (a checkpointing job resumes
     from its checkpoint) and it waits in the queue again."""
     visible_job(svc, job_id, p)
-    svc.leading().call(lambda lp: lp.live.requeue_job(job_id, p.scope(), p.who, lp.clock.now()))
+    svc.leading().call(lambda lp: lp.controls.requeue_job(job_id, p.scope(), p.who, lp.clock.now()))
     return _answer(svc, job_id)
 
 
@@ -95,7 +95,7 @@ def update_job(job_id: Id, body: JobChange, p: Who, svc: Svc) -> JobOut:
         )
 
     def change(lp: ServiceLoop) -> str:
-        return lp.live.update(job_id, p.scope(), p.who, lp.clock.now(), fields)
+        return lp.controls.update(job_id, p.scope(), p.who, lp.clock.now(), fields)
 
     svc.leading().call(change)
     return _answer(svc, job_id)

@@ -14,7 +14,6 @@ database rows and events into the turn's changes and marks the instant changed.
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import math
 from collections import deque
@@ -39,7 +38,7 @@ from kant.service.db.jobs import JobRow, JobUpdate, NewJob
 from kant.service.db.nodes import NodeRow
 from kant.service.db.schema import UNSET
 from kant.service.db.tenants import TenantRow
-from kant.service.errors import Invalid, NotFound
+from kant.service.errors import NotFound
 from kant.service.executors.base import ExecEvent, Launch
 from kant.service.live.arrival import Arrival
 from kant.service.live.changes import TurnChanges
@@ -509,114 +508,6 @@ class LiveState:
         if self.metrics is not None:
             self.metrics.failed.inc()
         self.instant.changed = True
-
-    # --- a user's controls: hold, release, update, requeue ---------------------------------------------
-    def _own(self, job_id: int, tenant: str | None, what: str) -> Active:
-        """The active job ``job_id`` if ``tenant`` (None: an admin) may change it."""
-        info = self.active.get(job_id)
-        if info is None or (tenant is not None and info.tenant != tenant):
-            held = self.deps.held.get(job_id)
-            if held is not None and (tenant is None or held.arrival.job.tenant == tenant):
-                raise Invalid(f"job {job_id} waits for its dependency ({held.reason()}): it cannot be {what}")
-            parked = self.parked_task(job_id) if self.arrays else None
-            if parked is not None and (tenant is None or parked[1].parked[job_id].job.tenant == tenant):
-                raise Invalid(f"job {job_id} waits for a place in its array ({parked[1].reason(parked[0])}): it "
-                              f"cannot be {what}")
-            raise NotFound(f"job {job_id} is not pending or running")
-        return info
-
-    def hold(self, job_id: int, tenant: str | None, by: str, now: float) -> str:
-        """Take a pending job out of the queue until it is released (Slurm's ``scontrol hold``)."""
-        info = self._own(job_id, tenant, "held")
-        if info.row in self.sched.running:
-            raise Invalid(f"job {job_id} is running: only a pending job can be held (kant requeue stops it)")
-        if info.held is None:
-            self.sched.cancel(info.row, now)
-            info.held = by
-            why = f"JobHeld: held by {by} (kant release {job_id})"  # (kant.service.live.reads.held_reason)
-            self.changes.job(JobUpdate(job_id, held=by, reason=why))
-            self.changes.event(now, "held", job_id, None, info.tenant, why)
-            self.instant.changed = True
-        return "held"
-
-    def release(self, job_id: int, tenant: str | None, by: str, now: float) -> str:
-        """A held job goes back to the queue (with its submit time)."""
-        info = self._own(job_id, tenant, "released")
-        if info.held is None:
-            raise Invalid(f"job {job_id} is not held")
-        info.held = None
-        self.changes.job(JobUpdate(job_id, held=None, reason=info.requeued))
-        self.changes.event(now, "released", job_id, None, info.tenant, f"released by {by}")
-        return self._requeued(info, now)
-
-    def _requeued(self, info: Active, now: float) -> str:
-        """``info`` (out of the queue) joins it again."""
-        status = self.sched.submit(info.row, now)
-        info.queued_cycle = self.sched.cycles
-        self.instant.changed = True
-        if status.ok:
-            return "pending"
-        self.pending_by_tenant[info.tenant] -= 1
-        del self.active[info.id]
-        self.end(info.id, info.tenant, "unschedulable", now, reason=str(status))
-        return "unschedulable"
-
-    def update(self, job_id: int, tenant: str | None, by: str, now: float, fields: Mapping[str, Any]) -> str:
-        """Change a pending job's ``name``, ``priority``, ``estimate_s`` or ``time_limit_s`` (Slurm's
-        ``scontrol update``); it keeps its place in time (its submit time)."""
-        held = self.deps.held.get(job_id)
-        parked = self.parked_task(job_id) if self.arrays and job_id not in self.active else None
-        if held is not None and job_id not in self.active and (tenant is None or held.arrival.job.tenant == tenant):
-            # waiting for its dependency: only the stored job changes (it joins the store when released)
-            a = held.arrival
-            held.arrival = Arrival(a.id, dataclasses.replace(a.job, **fields), a.submit_time)
-            owner = a.job.tenant
-        elif parked is not None and (tenant is None or parked[1].parked[job_id].job.tenant == tenant):
-            a = parked[1].parked[job_id]  # waiting for a place in its array: likewise
-            parked[1].parked[job_id] = Arrival(a.id, dataclasses.replace(a.job, **fields), a.submit_time)
-            owner = a.job.tenant
-        else:
-            info = self._own(job_id, tenant, "updated")
-            owner = info.tenant
-            if info.row in self.sched.running:
-                raise Invalid(f"job {job_id} is running: only a pending job can be updated")
-            row = info.row
-            queued = row in self.sched.queue
-            if queued:
-                self.sched.cancel(row, now)
-            values: dict[str, float] = {}
-            if "priority" in fields:
-                values["priority"] = int(fields["priority"])
-            if "estimate_s" in fields:
-                est = fields["estimate_s"]
-                values["estimate"] = self.default_estimate if est is None else float(est)
-                values["user_estimate"] = math.nan if est is None else float(est)
-            if "time_limit_s" in fields:
-                limit = fields["time_limit_s"]
-                values["time_limit"] = math.inf if limit is None else float(limit)
-                info.time_limit_s = limit
-            self.sched.jobs.update(row, name=fields.get("name"), **values)
-            if queued:
-                self._requeued(info, now)
-        self.changes.job(JobUpdate(job_id, **fields))
-        said = ", ".join(f"{k} {v}" for k, v in fields.items())
-        self.changes.event(now, "updated", job_id, None, owner, f"updated by {by}: {said}")
-        self.instant.changed = True
-        return "updated"
-
-    def requeue_job(self, job_id: int, tenant: str | None, by: str, now: float) -> str:
-        """Stop a running job as a preemption does (its checkpoint kept) and queue it again (Slurm's
-        ``scontrol requeue``)."""
-        info = self._own(job_id, tenant, "requeued")
-        if info.row not in self.sched.running:
-            raise Invalid(f"job {job_id} is pending: only a running job can be requeued")
-        names = self.sched.cluster.names
-        placement = self.sched.interrupt(info.row, now)
-        self.ran(info)
-        self.changes.stop(job_id, "preempt")
-        self.requeue(info, now, f"requeued by {by}", "requeued", names[placement.nodes[0]])
-        self.instant.changed = True
-        return "pending"
 
     # --- the cycle's binds (the scheduler's Binder) -------------------------------------------------
     def bind(self, job: int, placement: Placement) -> None:
