@@ -21,17 +21,18 @@ __all__ = ["Server", "free_port", "start_server", "running_server"]
 T = TypeVar("T")
 
 
-def eventually(fn: Callable[[], T | None], what: str, timeout: float = 60.0) -> T:
-    """``fn()``'s first truthy value, polled every 0.1 s for up to ``timeout`` s (else an AssertionError
-    naming ``what``)."""
+def eventually(fn: Callable[[], T | None], what: str, timeout: float = 60.0, *, every: float = 0.1,
+               detail: Callable[[], str] | None = None) -> T:
+    """``fn()``'s first truthy value, polled every ``every`` s for up to ``timeout`` s (else an
+    AssertionError naming ``what``, and ``detail()`` when given: a server's log, say)."""
     deadline = time.monotonic() + timeout
     while True:
         value = fn()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.1)
+            raise AssertionError(f"not within {timeout} s: {what}" + (f"\n{detail()}" if detail else ""))
+        time.sleep(every)
 
 
 def job_of(srv: Server, job_id: int) -> dict[str, Any]:

@@ -17,19 +17,13 @@ from typing import TypeVar
 import httpx
 
 from service.serve_proc import Server, free_port
+from service.serve_proc import eventually as poll
 
 T = TypeVar("T")
 
 
 def eventually(fn: Callable[[], T | None], what: str, srv: Server, timeout: float = 120.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}\n{srv.log_text()[-3000:]}")
-        time.sleep(0.2)
+    return poll(fn, what, timeout, every=0.2, detail=lambda: srv.log_text()[-3000:])
 
 
 def children(pid: int) -> dict[int, str]:
