@@ -1,6 +1,8 @@
-"""Parts of the serving room that need no service: the port book."""
+"""Parts of the serving room that need no service: the port book, the day of traffic, the upstream connections."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +94,61 @@ def test_upstreams_reuse_a_connection_and_send_again_on_one_the_replica_dropped(
 
     assert asyncio.run(run(drop_second=False)) == ([200, 200, 200], 1)
     assert asyncio.run(run(drop_second=True)) == ([200, 200, 200], 3)
+
+
+def test_upstreams_call_sends_one_whole_request_over_http_and_https(tmp_path: Path) -> None:
+    """``call`` (what ``kant load`` and bench_router send with): the answer's status and body, the
+    request's Host and Content-Length set, one kept connection for every request; over TLS too,
+    trusting the certificate it is given."""
+    import asyncio
+    import ssl
+    import subprocess
+
+    import httpcore
+
+    from kant.service.serving.upstream import Upstreams
+
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(tmp_path / "k.pem"),
+                    "-out", str(tmp_path / "c.pem"), "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+
+    async def run(scheme: str) -> tuple[list[tuple[int, bytes]], list[bytes], int]:
+        heads: list[bytes] = []
+        connections = 0
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal connections
+            connections += 1
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except asyncio.IncompleteReadError:
+                    return
+                length = next(int(line.split(b":")[1]) for line in head.lower().split(b"\r\n")
+                              if line.startswith(b"content-length:"))
+                body = await reader.readexactly(length)
+                heads.append(head)
+                writer.write(b"HTTP/1.1 201 Created\r\nContent-Length: %d\r\n\r\n%s" % (len(body) + 1, body + b"!"))
+                await writer.drain()
+
+        server_tls = None
+        client_tls = None
+        if scheme == "https":
+            server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            server_tls.load_cert_chain(tmp_path / "c.pem", tmp_path / "k.pem")
+            client_tls = ssl.create_default_context(cafile=str(tmp_path / "c.pem"))
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server_tls)
+        port = server.sockets[0].getsockname()[1]
+        ups = Upstreams(tls=client_tls)
+        url = httpcore.URL(f"{scheme}://127.0.0.1:{port}/v1/completions")
+        got = [await ups.call(b"POST", url, [(b"x-who", b"me")], b"hi %d" % i, 5.0) for i in range(3)]
+        await ups.aclose()
+        server.close()
+        return got, heads, connections
+
+    for scheme in ("http", "https"):
+        got, heads, connections = asyncio.run(run(scheme))
+        assert got == [(201, b"hi 0!"), (201, b"hi 1!"), (201, b"hi 2!")] and connections == 1
+        first = heads[0].lower()
+        assert first.startswith(b"post /v1/completions http/1.1") and b"x-who: me" in first
+        assert b"host: 127.0.0.1:" in first and b"content-length: 4" in first

@@ -1,6 +1,8 @@
 """The request route's connections to replicas: httpcore's HTTP/1.1 connections (httpx's core; the
 HTTP is h11's), kept alive per replica address by :class:`Upstreams`, on a network backend of
-asyncio's own streams.
+asyncio's own streams. ``kant load`` (:mod:`kant.service.serving.replay`) and ``bench/bench_router.py``
+send their requests with the same class (:meth:`Upstreams.call`): a load generator on httpx's client
+spent 1.0-1.7 ms of CPU per request, itself the bottleneck at 500 requests/s on two CPUs.
 
 Both parts replace httpcore's defaults because of what they cost a route whose whole work is to pass
 requests on (``bench/bench_router.py``; docs/inference.md, "The route's overhead"):
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -80,16 +83,18 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
 
 
 class AsyncioBackend(httpcore.AsyncNetworkBackend):
-    """TCP connections by :func:`asyncio.open_connection` (no TLS, no Unix sockets: replicas are
-    plain HTTP on a host and port)."""
+    """TCP connections by :func:`asyncio.open_connection`, TLS from the start where ``tls`` is given
+    (``https`` for ``kant load`` behind a TLS front; replicas are plain HTTP); no Unix sockets."""
 
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                           local_address: str | None = None,
-                          socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
+                          socket_options: Iterable[Any] | None = None,
+                          tls: ssl.SSLContext | None = None) -> httpcore.AsyncNetworkStream:
         try:
             async with asyncio.timeout(timeout):
                 reader, writer = await asyncio.open_connection(
-                    host, port, local_addr=(local_address, 0) if local_address else None, limit=1 << 20)
+                    host, port, local_addr=(local_address, 0) if local_address else None, limit=1 << 20,
+                    ssl=tls, server_hostname=host if tls is not None else None)
         except TimeoutError as exc:
             raise httpcore.ConnectTimeout(f"no connection to {host}:{port} within {timeout:g} s") from exc
         except OSError as exc:
@@ -120,12 +125,33 @@ class Upstreams:
     sent once more on a new connection; on a new connection, failures are the caller's.
     """
 
-    def __init__(self, *, keepalive_s: float = KEEPALIVE_S, per_address: int = KEEPALIVE_PER_ADDRESS) -> None:
+    def __init__(self, *, keepalive_s: float = KEEPALIVE_S, per_address: int = KEEPALIVE_PER_ADDRESS,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.keepalive_s = keepalive_s
         self.per_address = per_address
         self._backend = AsyncioBackend()
         self._idle: dict[tuple[str, int], list[tuple[float, httpcore.AsyncHTTP11Connection]]] = {}
         self._closed = False
+        self._tls = tls  # for https (the system's trusted certificates unless given; made on the first)
+
+    async def call(self, method: bytes, url: httpcore.URL, headers: list[tuple[bytes, bytes]], body: bytes,
+                   timeout: float) -> tuple[int, bytes]:
+        """One whole request: the answer's status and body (read); the connection is kept for the
+        next. ``timeout`` bounds each step (connect at most 10 s, each read, each write), as httpx's
+        ``Timeout(timeout)`` does; httpcore's exceptions are the caller's."""
+        host, port = url.host.decode("ascii"), url.port or (443 if url.scheme == b"https" else 80)
+        request = httpcore.Request(method, url, content=body, headers=[
+            (b"host", url.host if url.port is None else b"%s:%d" % (url.host, port)),
+            (b"content-length", b"%d" % len(body)), *headers],
+            extensions={"timeout": {"connect": min(timeout, 10.0), "read": timeout, "write": timeout,
+                                    "pool": timeout}})
+        answer, conn = await self.send(host, port, request)
+        try:
+            data = await answer.aread()
+        finally:
+            await answer.aclose()
+            await self.done(host, port, conn)
+        return answer.status, data
 
     async def send(self, host: str, port: int, request: httpcore.Request
                    ) -> tuple[httpcore.Response, httpcore.AsyncHTTP11Connection]:
@@ -138,8 +164,12 @@ class Upstreams:
                 return await conn.handle_async_request(request), conn
             except (httpcore.ReadError, httpcore.WriteError, httpcore.RemoteProtocolError):
                 await conn.aclose()  # (most likely closed by the replica as it went idle: once more, anew)
-        stream = await self._backend.connect_tcp(host, port, timeout=timeouts.get("connect"))
-        conn = httpcore.AsyncHTTP11Connection(httpcore.Origin(b"http", host.encode("idna"), port), stream,
+        https = request.url.scheme == b"https"
+        if https and self._tls is None:
+            self._tls = ssl.create_default_context()
+        stream = await self._backend.connect_tcp(host, port, timeout=timeouts.get("connect"),
+                                                 tls=self._tls if https else None)
+        conn = httpcore.AsyncHTTP11Connection(httpcore.Origin(request.url.scheme, host.encode("idna"), port), stream,
                                               keepalive_expiry=self.keepalive_s)
         try:
             return await conn.handle_async_request(request), conn
