@@ -67,7 +67,7 @@ def _jobs(*specs: tuple[str, float, float, int]) -> JobTable:
     "text, words",
     [
         ("queues: [{name: a, guaranteed: 8, borowing_limit: 2}]", "queues[0].borowing_limit: Extra inputs"),
-        ("queues: [{name: a, guaranteed: -1}]", "queues[0].guaranteed: Input should be greater than or equal to 0"),
+        ("queues: [{name: a, guaranteed: -1}]", "queues[0]: queue a: guaranteed: must be a whole number of GPUs >= 0"),
         ("queues: [{name: a, guaranteed: 4, lending_limit: 8}]", "queues[0]: queue a: lending_limit (8) is"),
         ("queues: [{name: a}, {name: a}]", "queues[1].name: queue name 'a' is used twice"),
         (

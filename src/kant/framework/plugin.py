@@ -251,8 +251,9 @@ class QueueGuarantee(Plugin):
         """Does some queue hold more than its guarantee (else there is nothing to reclaim)?"""
         raise NotImplementedError
 
-    def entitled(self, tenants: IntArray, gpus: IntArray) -> BoolArray:
-        """Would a job of each (tenant code, GPUs) stay within its leaf queue's guarantee if started?"""
+    def entitled(self, tenants: IntArray, gpus: IntArray, types: IntArray | None = None) -> BoolArray:
+        """Would a job of each (tenant code, GPUs, job GPU type code if given) stay within its leaf
+        queue's guarantee if started?"""
         raise NotImplementedError
 
     def reclaim_order(self, env: SchedulerEnv, job: int, running: IntArray, start: FloatArray) -> IntArray:
