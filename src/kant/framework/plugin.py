@@ -11,7 +11,7 @@ Filters and scores work on whole arrays of nodes at once (NumPy), never one node
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -73,6 +73,15 @@ class Plugin:
         """Jobs ``start .. len(env.jobs) - 1`` were added to the store (a live submit): grow any
         per-job (or per-tenant: the store's vocabularies may have grown too) state kept since
         :meth:`setup`. Called before any of them is queued."""
+
+    def saved_state(self, now: float) -> Any:
+        """State at ``now`` that the running jobs do not give back (fair share's usage of jobs that
+        ended), JSON-safe, for a scheduler rebuilt or restarted from a snapshot; None: nothing."""
+        return None
+
+    def load_state(self, state: Any) -> None:
+        """Take back what :meth:`saved_state` gave (on a fresh plugin, before the snapshot's running
+        jobs are started again)."""
 
 
 class QueueSort(Plugin):

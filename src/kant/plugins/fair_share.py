@@ -67,7 +67,7 @@ class FairShare(QueueSort, JobListener):
         try:
             tree = QueueTree(args.defs(), float(env.cluster.total_gpus))
         except ValueError as exc:
-            raise ConfigError(f"{NAME} plugin", "queues", str(exc)) from None
+            raise ConfigError(args.source, "queues", str(exc)) from None
         self.tree = tree
         spec = args.fair_share or FairShareSpec()
         self.half_life = float(spec.half_life_s)
@@ -124,6 +124,30 @@ class FairShare(QueueSort, JobListener):
         self.advance(now)
         self.job_leaf[job] = -1
         self.held[leaf] -= placement.total_gpus
+
+    # --- kept over a rebuild or a restart --------------------------------------------------------------
+    def saved_state(self, now: float) -> dict[str, Any] | None:
+        """The decayed GPU-seconds of each leaf at ``now`` (by name), and ``now``: what the running jobs
+        do not give back to a scheduler rebuilt from a snapshot. None before anything ran."""
+        self.advance(now)
+        names = self.tree.names
+        decayed = {names[q]: float(self.decayed[q]) for q in self.leaves.tolist() if self.decayed[q] > 0}
+        if not decayed:
+            return None
+        return {"t": float(self.t0), "half_life_s": self.half_life, "decayed": decayed}
+
+    def load_state(self, state: Any) -> None:
+        """Start from a saved usage (leaves by name; a leaf no longer in the tree is dropped). It decays
+        from the saved time on, and the running jobs the snapshot starts again count from then: a
+        service that was down for ``d`` seconds finds each queue's usage decayed by ``2^(-d / half_life)``
+        plus what the jobs still running through it held."""
+        index = self.tree.index
+        for name, value in dict(state.get("decayed", {})).items():
+            q = index.get(str(name))
+            if q is not None and self.tree.is_leaf[q]:
+                self.decayed[q] = float(value)
+        self.t0 = float(state.get("t", 0.0))
+        self._keys_at = math.nan
 
     # --- the factor ----------------------------------------------------------------------------
     def usage(self, now: float) -> FloatArray:
