@@ -89,7 +89,7 @@ class QueuesConfig:
         try:
             loop.call(apply, timeout=60.0)
         except ConfigError as exc:
-            raise Rejected("queues", exc.reason) from None
+            raise Rejected(exc.path or "queues", exc.reason) from None
         if source == "api" and args is not None:
             db.meta.set(META_KEY, json.dumps(document(args)))
         else:
