@@ -90,9 +90,17 @@ class QueueSort(Plugin):
 
     A plugin whose key never changes while a job waits keeps ``DYNAMIC = False``; then the queue is
     kept sorted incrementally. A dynamic key (attained service, fair share) is recomputed every cycle.
+
+    ``SHAPE_KEYED``: a dynamic key that depends only on what a job's shape holds (tenant, resource
+    request, priority, kind; :class:`~kant.framework.queue.ShapeIndex`), so that every job of a shape
+    has the same key at any instant (a queue's fair share, whether its leaf is within its guarantee).
+    When every dynamic sorter of a policy is shape-keyed and shapes hold the tenant, a walk computes
+    the keys once per shape and merges the shapes' lists (kept in the static keys' order) instead of
+    sorting every pending job: the same order, at the cost of the shapes.
     """
 
     DYNAMIC: ClassVar[bool] = False
+    SHAPE_KEYED: ClassVar[bool] = False
 
     def key(self, env: SchedulerEnv, job: int, now: float) -> float:
         raise NotImplementedError

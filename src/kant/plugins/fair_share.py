@@ -60,6 +60,7 @@ class FairShare(QueueSort, JobListener):
     NAME = NAME
     Args = QueuesArgs
     DYNAMIC = True
+    SHAPE_KEYED = True  # (a job's key is its tenant's leaf's: the tenant is in its shape)
 
     def setup(self, env: SchedulerEnv) -> None:
         args = self.args
@@ -78,6 +79,8 @@ class FairShare(QueueSort, JobListener):
             siblings = tree.children[p]
             share[q] = share[p] * tree.weight[q] / float(tree.weight[list(siblings)].sum())
         self.share = share
+        self._all_shares = bool((share > 0).all())
+        self._parent = [int(x) for x in tree.parent]
         self.leaves = np.flatnonzero(tree.is_leaf)
         self.decayed = np.zeros(n, dtype=np.float64)  # per leaf (inner queues: summed on demand)
         self.held = np.zeros(n, dtype=np.float64)  # GPUs held now, per leaf
@@ -153,16 +156,20 @@ class FairShare(QueueSort, JobListener):
     def usage(self, now: float) -> FloatArray:
         """Per queue, its subtree's decayed usage over the cluster's (0 when nothing ran yet)."""
         self.advance(now)
-        tree = self.tree
-        total = np.array(self.decayed)
-        for q in range(len(tree) - 1, 0, -1):  # children come after their parents: add them upwards
-            total[int(tree.parent[q])] += total[q]
-        all_ = float(total[ROOT])
-        out: FloatArray = total / all_ if all_ > 0 else np.zeros_like(total)
+        total = self.decayed.tolist()  # (a few dozen queues: Python floats, the same sums as NumPy's)
+        parent = self._parent
+        for q in range(len(total) - 1, 0, -1):  # children come after their parents: add them upwards
+            total[parent[q]] += total[q]
+        all_ = total[ROOT]
+        arr = np.asarray(total, dtype=np.float64)
+        out: FloatArray = arr / all_ if all_ > 0 else np.zeros_like(arr)
         return out
 
     def factors(self, now: float) -> FloatArray:
         """Per queue, ``F = 2^(-U/S)``."""
+        if self._all_shares:  # (fair_share_factor's values, without its cases for a zero share)
+            out: FloatArray = np.exp2(-(self.usage(now) / self.share))
+            return out
         return fair_share_factor(self.usage(now), self.share)
 
     def key(self, env: SchedulerEnv, job: int, now: float) -> float:

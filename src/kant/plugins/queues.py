@@ -249,6 +249,7 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
     Args = QueuesArgs
     REQUEST_ONLY = False
     DYNAMIC = True
+    SHAPE_KEYED = True  # (a job's key is its tenant's leaf's, and its GPUs and type: all in its shape)
 
     def setup(self, env: SchedulerEnv) -> None:
         args = self.args
