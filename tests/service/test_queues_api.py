@@ -108,3 +108,32 @@ def test_a_body_that_is_no_queues_document_is_a_422(tmp_path: Path, body: object
     with _service(tmp_path) as (client, admin):
         r = client.put("/v1/queues/config", json=body, headers=admin)
         assert r.status_code == 422, r.text
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_kant_queues_show_set_reset(request: pytest.FixtureRequest, tmp_path: Path, backend: str) -> None:
+    """The CLI over the API, on SQLite and PostgreSQL (the tree is kept in the meta table of both)."""
+    from service.inproc import app_for
+
+    good = tmp_path / "good.yaml"
+    good.write_text(QUEUES)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("queues:\n  - {name: a, guaranteed: {GPU: -8}}\n")
+    with app_for(request, tmp_path, backend) as app:
+        r = app.kant("queues", "show")
+        assert r.exit_code == 0 and r.stdout.strip() == "# queues in force: none"
+        r = app.kant("queues", "set", str(bad))
+        assert r.exit_code == 2
+        assert r.stderr.strip() == (f"error: {bad}: queues[0]: queue a: guaranteed.GPU: must be a whole number of "
+                                    "GPUs >= 0, got -8")
+        r = app.kant("queues", "set", str(good))
+        assert r.exit_code == 0, r.stderr
+        assert r.stdout.splitlines()[:3] == ["# queues in force: set through the API", "queues:", "- name: research"]
+        assert "{name: team-a, guaranteed: 8, borrowing_limit: 0}" in r.stdout
+        assert app.svc.db.meta.get("queues") is not None
+        tenant = app.tenant("team-a")
+        r = app.kant("queues", "show", token=tenant)
+        assert r.exit_code == 2 and r.stderr.strip() == "error: 403: this needs an admin token"
+        r = app.kant("queues", "reset", "--json")
+        assert r.exit_code == 0 and '"source": null' in r.stdout
+        assert app.svc.db.meta.get("queues") is None
