@@ -90,6 +90,8 @@ def test_an_admin_sets_the_tree_and_it_survives_a_restart(tmp_path: Path) -> Non
         assert rows["team-a"]["per_type"]["GPU"] == {"guaranteed": 0.0, "borrowing_limit": 16.0,
                                                      "lending_limit": None, "in_use": 16.0, "borrowed": 16.0,
                                                      "capacity": 16.0}
+        text = client.get("/metrics", headers=admin).text
+        assert 'kant_queue_type_gpus{gpu_type="GPU",kind="in_use",queue="team-a"} 16.0' in text
         new = client.get("/v1/queues/config", headers=admin).json()
 
     # a restart with the same --queues FILE keeps the API's tree
@@ -99,6 +101,10 @@ def test_an_admin_sets_the_tree_and_it_survives_a_restart(tmp_path: Path) -> Non
         # DELETE forgets it: the file's tree again
         r = client.delete("/v1/queues/config", headers=admin)
         assert r.status_code == 200 and r.json()["source"] == "file"
+        assert client.post("/v1/clock", json={"to": 3.0}, headers=admin).status_code == 200
+        text = client.get("/metrics", headers=admin).text
+        assert 'kant_queue_gpus{kind="guaranteed",queue="team-a"} 8.0' in text
+        assert 'kant_queue_type_gpus{' not in text  # (the file's tree has no per-type limits)
     with _service(tmp_path) as (client, admin):
         assert client.get("/v1/queues/config", headers=admin).json()["source"] == "file"
 
