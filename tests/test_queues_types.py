@@ -207,3 +207,49 @@ def test_no_queue_exceeds_any_per_type_limit_at_any_instant(
 
     _checked(sim, check)
     sim.run()
+
+
+@st.composite
+def typed_whole_node_jobs(draw: st.DrawFn) -> JobTable:
+    b = JobTableBuilder(source="hypothesis")
+    for i in range(draw(st.integers(1, 30))):
+        b.add(f"j{i}", submit=float(draw(st.integers(0, 30))), duration=float(draw(st.integers(1, 40))),
+              gpus_per_worker=8, gpu_type=draw(st.sampled_from(["V100", "K80"])), priority=draw(st.integers(0, 2)),
+              tenant=draw(st.sampled_from(["t1", "t2", "t3", "t4"])))
+    return b.build()
+
+
+@settings(max_examples=40, deadline=None)
+@given(v100=st.integers(1, 3), k80=st.integers(1, 3), jobs=typed_whole_node_jobs(), data=st.data())
+def test_a_per_type_guarantee_comes_back_within_one_reclaim_round(
+    v100: int, k80: int, jobs: JobTable, data: st.DataObject
+) -> None:
+    """Whole-node jobs of one GPU type on 8-GPU nodes of two types, per-type guarantees in whole
+    nodes: after every cycle (one allocate and one reclaim round), no pending job is within its leaf's
+    guarantee in the GPU total and in its type's tree."""
+    cluster = Cluster.from_nodes([NodeSpec(f"v{i}", "V100", 8) for i in range(v100)] +
+                                 [NodeSpec(f"k{i}", "K80", 8) for i in range(k80)])
+    left = {"V100": v100, "K80": k80}
+    leaves = []
+    for i, tenant in enumerate(("t1", "t2", "t3", "t4")):
+        per = {}
+        for t in ("V100", "K80"):
+            n = data.draw(st.integers(0, left[t]))
+            left[t] -= n
+            if n:
+                per[t] = 8 * n
+        leaves.append({"name": f"q{i}", "tenants": [tenant], **({"guaranteed": per} if per else {})})
+    doc = {"queues": [{"name": "o1", "children": leaves[:2]}, {"name": "o2", "children": leaves[2:]}]}
+    sim = Simulator(cluster, jobs, with_queues(load_policy("fifo"), QueuesArgs.model_validate(doc)))
+    plugin = sim.plugin(Queues)
+    assert plugin is not None
+
+    def check(now: float) -> None:
+        pending = np.asarray(sorted(sim.scheduler.queue), dtype=np.int64)
+        if len(pending):
+            waiting = pending[plugin.entitled(sim.jobs.tenant[pending], sim.jobs.total_gpus[pending],
+                                              sim.jobs.gpu_type[pending])]
+            assert len(waiting) == 0, (now, waiting.tolist(), plugin.report())
+
+    _checked(sim, check)
+    sim.run()
