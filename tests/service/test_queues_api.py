@@ -92,6 +92,15 @@ def test_an_admin_sets_the_tree_and_it_survives_a_restart(tmp_path: Path) -> Non
                                                      "capacity": 16.0}
         text = client.get("/metrics", headers=admin).text
         assert 'kant_queue_type_gpus{gpu_type="GPU",kind="in_use",queue="team-a"} 16.0' in text
+        from rich.console import Console
+
+        from kant.cli.client.common import Clock
+        from kant.cli.client.top import _frame
+
+        console = Console(width=200, record=True)
+        console.print(_frame(client.get("/v1/cluster", headers=admin).json(), Clock(0.0, "manual"), "http://x"))
+        frame = console.export_text()
+        assert "BY TYPE" in frame and "GPU 16/0" in frame  # (kant top: team-a's GPUs in use / guaranteed)
         new = client.get("/v1/queues/config", headers=admin).json()
 
     # a restart with the same --queues FILE keeps the API's tree
