@@ -466,6 +466,14 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
                 if len(cl) == 1 and cl[0] in self.types:
                     sel = types == code
                     out[sel] &= gpus[sel] <= self._type_slack[cl[0]][tenants[sel]]
+                elif any(k in self.types for k in cl):
+                    # a job of several types reclaims by the GPU total, and only while no type's tree
+                    # holds it: the filter keeps it off the types whose tree does, victims or not
+                    trees = [self.types[k] for k in cl if k in self.types]
+                    for i in np.flatnonzero((types == code) & out).tolist():
+                        leaf = int(self.leaf[int(tenants[i])])
+                        if any(t.blocking(leaf, float(gpus[i])) is not None for t in trees):
+                            out[i] = False
         return out
 
     def reclaim_order(self, env: SchedulerEnv, job: int, running: IntArray, start: FloatArray) -> IntArray:
