@@ -466,14 +466,6 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
                 if len(cl) == 1 and cl[0] in self.types:
                     sel = types == code
                     out[sel] &= gpus[sel] <= self._type_slack[cl[0]][tenants[sel]]
-                elif any(k in self.types for k in cl):
-                    # a job of several types reclaims by the GPU total, and only while no type's tree
-                    # holds it: the filter keeps it off the types whose tree does, victims or not
-                    trees = [self.types[k] for k in cl if k in self.types]
-                    for i in np.flatnonzero((types == code) & out).tolist():
-                        leaf = int(self.leaf[int(tenants[i])])
-                        if any(t.blocking(leaf, float(gpus[i])) is not None for t in trees):
-                            out[i] = False
         return out
 
     def reclaim_order(self, env: SchedulerEnv, job: int, running: IntArray, start: FloatArray) -> IntArray:
@@ -485,6 +477,10 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
             return np.zeros(0, dtype=np.int64)
         prio = env.jobs.priority[running[idx]].astype(np.float64)
         k = self._only_type(job) if self.types else -1
+        if k < 0 and self.types and self._type_block(job, leaf, float(env.jobs.total_gpus[job])):
+            # a job of several types whose every type's tree holds it now: the filter keeps it off them
+            # all whatever is evicted (reclaim by the GPU total only frees what the trees still hold)
+            return np.zeros(0, dtype=np.int64)
         if k < 0:
             sub = self.tree.reclaim_order(leaf, leaves[idx], prio, start[idx], running[idx])
         else:  # borrowers in the GPU total, and borrowers of the job's type that hold some of it
