@@ -67,7 +67,7 @@ def _jobs(*specs: tuple[str, float, float, int]) -> JobTable:
     "text, words",
     [
         ("queues: [{name: a, guaranteed: 8, borowing_limit: 2}]", "queues[0].borowing_limit: Extra inputs"),
-        ("queues: [{name: a, guaranteed: -1}]", "queues[0].guaranteed: Input should be greater than or equal to 0"),
+        ("queues: [{name: a, guaranteed: -1}]", "queues[0]: queue a: guaranteed: must be a whole number of GPUs >= 0"),
         ("queues: [{name: a, guaranteed: 4, lending_limit: 8}]", "queues[0]: queue a: lending_limit (8) is"),
         ("queues: [{name: a}, {name: a}]", "queues[1].name: queue name 'a' is used twice"),
         (
@@ -351,3 +351,28 @@ def test_a_job_no_queue_state_could_admit_is_unschedulable_with_the_reason(tmp_p
         "and what other queues keep reserved)"
     )
     assert result.first_start[1] == 0.0
+
+
+@settings(max_examples=30, deadline=None)
+@given(cluster=clusters(), jobs=workloads(), data=st.data(), policy=st.sampled_from(["fifo", "kant"]))
+def test_the_walk_by_shape_gives_the_order_of_the_full_sort(
+    cluster: Cluster, jobs: JobTable, data: st.DataObject, policy: str
+) -> None:
+    """The queues' and fair share's keys are equal within a shape (SHAPE_KEYED): a walk that computes
+    them once per shape and merges the shapes yields the jobs in the order of the full sort."""
+    doc = data.draw(queue_trees(cluster.total_gpus, tenants=("t1", "t2", "t3", "x")))
+    doc["fair_share"] = {"half_life_s": float(data.draw(st.sampled_from([10, 1000])))}
+    sim = Simulator(cluster, jobs, with_queues(load_policy(policy), QueuesArgs.model_validate(doc)))
+    fw, queue = sim.scheduler.framework, sim.scheduler.queue
+    assert fw.shape_slots == (0, 1) and queue.index.by_tenant
+    walks = [0]
+
+    def check(now: float) -> None:
+        key = fw.dynamic_key(now)
+        assert key is not None
+        by_shape = list(queue.walk(key))
+        assert by_shape == list(queue._walk_ordered(key.order, ()))
+        walks[0] += bool(by_shape)
+
+    _checked(sim, check)
+    sim.run()

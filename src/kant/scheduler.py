@@ -81,6 +81,8 @@ class SchedulerSnapshot:
     running: Mapping[int, RunningRecord]
     node_flags: Mapping[str, int]  # nodes with a flag set (CORDONED, DOWN)
     bind_failures: Mapping[int, str] = field(default_factory=dict)
+    #: per plugin name, the state it saves (:meth:`~kant.framework.plugin.Plugin.saved_state`)
+    plugin_state: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form (infinite expected ends become None)."""
@@ -95,6 +97,7 @@ class SchedulerSnapshot:
                         for j, r in self.running.items()},
             "node_flags": dict(self.node_flags),
             "bind_failures": {str(j): why for j, why in self.bind_failures.items()},
+            "plugin_state": dict(self.plugin_state),
         }
 
     @classmethod
@@ -110,6 +113,7 @@ class SchedulerSnapshot:
                      for j, r in data["running"].items()},
             node_flags={str(n): int(f) for n, f in data["node_flags"].items()},
             bind_failures={int(j): str(w) for j, w in data.get("bind_failures", {}).items()},
+            plugin_state=dict(data.get("plugin_state", {})),
         )
 
 
@@ -364,7 +368,17 @@ class Scheduler:
             running=running,
             node_flags={names[n]: f for n, f in sorted(self._flags.items())},
             bind_failures=dict(self._bind_failures),
+            plugin_state=self.plugin_states(now),
         )
+
+    def plugin_states(self, now: float) -> dict[str, Any]:
+        """Per plugin name, the state it keeps beyond the running jobs (:meth:`Plugin.saved_state`)."""
+        out: dict[str, Any] = {}
+        for p in self.framework.plugins:
+            state = p.saved_state(now)
+            if state is not None:
+                out[p.NAME] = state
+        return out
 
     def restore(self, snap: SchedulerSnapshot) -> None:
         """Load ``snap`` into this scheduler, which must be fresh (nothing queued or running, no
@@ -377,6 +391,10 @@ class Scheduler:
         if self.running or len(self.queue) or self.cycles:
             raise SchedulingError("restore needs a fresh scheduler")
         self._sync_jobs()
+        if snap.plugin_state:
+            for p in self.framework.plugins:
+                if p.NAME in snap.plugin_state:
+                    p.load_state(snap.plugin_state[p.NAME])
         index = {name: i for i, name in enumerate(self.cluster.names)}
 
         def node_of(name: str, what: str) -> int:

@@ -73,3 +73,32 @@ def test_tenants_view_shows_the_tree_of_queues(browser: Any, srv: Server, artifa
         assert not errors, errors
     finally:
         context.close()
+
+
+def test_tenants_view_shows_each_queues_gpus_by_type(browser: Any, srv: Server, artifacts: Path) -> None:
+    """With per-GPU-type guarantees (set through the API), the table has a column of each queue's GPUs
+    in use / guaranteed per type."""
+    tree = {"queues": [{"name": "research", "children": [
+        {"name": "team-a", "guaranteed": {"V100": 8}}, {"name": "team-b", "guaranteed": {"V100": 16}}]}]}
+    r = srv.admin.put("/v1/queues/config", json=tree)
+    assert r.status_code == 200, r.text
+    try:
+        srv.advance(61.0)
+        queues = srv.admin.get("/v1/queues").json()
+        want = [" ".join(f"{t} {c['in_use']:g}/{c['guaranteed']:g}" for t, c in q["per_type"].items())
+                for q in queues]
+        assert want == ["V100 16/24", "V100 16/8", "V100 0/16"]
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        try:
+            page = context.new_page()
+            page.goto(f"{srv.url}/#/tenants")
+            page.fill("#token", srv.admin_token)
+            page.click("#login-form button[type=submit]")
+            page.wait_for_selector("#view[data-ready='tenants']", timeout=TIMEOUT_MS)
+            cells = page.eval_on_selector_all("#queues tbody [data-col=by-type]", "els => els.map(e => e.textContent)")
+            assert cells == want
+            page.screenshot(path=str(artifacts / "dashboard-queues-by-type.png"), full_page=True)
+        finally:
+            context.close()
+    finally:
+        srv.admin.delete("/v1/queues/config")

@@ -99,6 +99,7 @@ class Reclaim(EvictingAction[_ReclaimWalk]):
         self._shape_tenant: IntArray | None = None
         self._shape_gpus: IntArray = np.zeros(0, dtype=np.int64)
         self._shape_gpw: IntArray = np.zeros(0, dtype=np.int64)
+        self._shape_type: IntArray = np.zeros(0, dtype=np.int64)
         self.evictions = 0
         self.reclaims = 0
 
@@ -147,7 +148,7 @@ class Reclaim(EvictingAction[_ReclaimWalk]):
         # request are the same for every job of a shape), skipping shapes known to fail
         queue = ctx.queue
         if self._shape_tenant is None:
-            self._shape_tenant, self._shape_gpus, self._shape_gpw = _per_shape(queue.shapes, jobs)
+            self._shape_tenant, self._shape_gpus, self._shape_gpw, self._shape_type = _per_shape(queue.shapes, jobs)
         shape_ids = np.asarray(queue.pending_shapes(), dtype=np.int64)
         t = self._shape_tenant[shape_ids]
         within = quota.usage[t, 0] + self._shape_gpus[shape_ids] <= quota.guaranteed[t, 0]
@@ -204,11 +205,11 @@ class Reclaim(EvictingAction[_ReclaimWalk]):
         queue = ctx.queue
         jobs = ctx.env.jobs
         if self._shape_tenant is None:
-            self._shape_tenant, self._shape_gpus, self._shape_gpw = _per_shape(queue.shapes, jobs)
+            self._shape_tenant, self._shape_gpus, self._shape_gpw, self._shape_type = _per_shape(queue.shapes, jobs)
         shape_ids = np.asarray(queue.pending_shapes(), dtype=np.int64)
         # pending shapes within their leaf's guarantee (tenant and request are the same for every job
         # of a shape), skipping shapes known to fail
-        keep = tree.entitled(self._shape_tenant[shape_ids], self._shape_gpus[shape_ids])
+        keep = tree.entitled(self._shape_tenant[shape_ids], self._shape_gpus[shape_ids], self._shape_type[shape_ids])
         if failed and keep.any():
             keep &= np.fromiter((s not in failed for s in shape_ids.tolist()), dtype=bool, count=len(shape_ids))
         if not keep.any():
@@ -286,8 +287,9 @@ class Reclaim(EvictingAction[_ReclaimWalk]):
                            walk.stamp[2])
 
 
-def _per_shape(shapes: IntArray, jobs: JobStore) -> tuple[IntArray, IntArray, IntArray]:
-    """Tenant, total GPUs and GPUs per worker of each shape id (the same for every job of a shape)."""
+def _per_shape(shapes: IntArray, jobs: JobStore) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+    """Tenant, total GPUs, GPUs per worker and GPU type of each shape id (the same for every job of a
+    shape)."""
     n = int(shapes.max()) + 1 if len(shapes) else 0
     s_tenant = np.zeros(n, dtype=np.int64)
     s_gpus = np.zeros(n, dtype=np.int64)
@@ -295,4 +297,6 @@ def _per_shape(shapes: IntArray, jobs: JobStore) -> tuple[IntArray, IntArray, In
     s_tenant[shapes] = jobs.tenant
     s_gpus[shapes] = jobs.total_gpus
     s_gpw[shapes] = jobs.gpus_per_worker
-    return s_tenant, s_gpus, s_gpw
+    s_type = np.zeros(n, dtype=np.int64)
+    s_type[shapes] = jobs.gpu_type
+    return s_tenant, s_gpus, s_gpw, s_type

@@ -138,6 +138,7 @@ LAZY_COMMANDS: dict[str, str] = {
     **dict.fromkeys(("hold", "release", "update", "requeue"), "kant.cli.client.control"),
     **dict.fromkeys(("tenants", "tokens"), "kant.cli.client.tenants"),
     "acct": "kant.cli.client.acct",
+    "queues": "kant.cli.client.queues",
     "top": "kant.cli.client.top",
     "load": "kant.cli.client.load",
     "whatif": "kant.cli.client.whatif",

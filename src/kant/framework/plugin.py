@@ -11,7 +11,7 @@ Filters and scores work on whole arrays of nodes at once (NumPy), never one node
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -74,6 +74,15 @@ class Plugin:
         per-job (or per-tenant: the store's vocabularies may have grown too) state kept since
         :meth:`setup`. Called before any of them is queued."""
 
+    def saved_state(self, now: float) -> Any:
+        """State at ``now`` that the running jobs do not give back (fair share's usage of jobs that
+        ended), JSON-safe, for a scheduler rebuilt or restarted from a snapshot; None: nothing."""
+        return None
+
+    def load_state(self, state: Any) -> None:
+        """Take back what :meth:`saved_state` gave (on a fresh plugin, before the snapshot's running
+        jobs are started again)."""
+
 
 class QueueSort(Plugin):
     """Orders the pending queue: lower keys go first. Keys of several plugins are compared in the
@@ -81,9 +90,17 @@ class QueueSort(Plugin):
 
     A plugin whose key never changes while a job waits keeps ``DYNAMIC = False``; then the queue is
     kept sorted incrementally. A dynamic key (attained service, fair share) is recomputed every cycle.
+
+    ``SHAPE_KEYED``: a dynamic key that depends only on what a job's shape holds (tenant, resource
+    request, priority, kind; :class:`~kant.framework.queue.ShapeIndex`), so that every job of a shape
+    has the same key at any instant (a queue's fair share, whether its leaf is within its guarantee).
+    When every dynamic sorter of a policy is shape-keyed and shapes hold the tenant, a walk computes
+    the keys once per shape and merges the shapes' lists (kept in the static keys' order) instead of
+    sorting every pending job: the same order, at the cost of the shapes.
     """
 
     DYNAMIC: ClassVar[bool] = False
+    SHAPE_KEYED: ClassVar[bool] = False
 
     def key(self, env: SchedulerEnv, job: int, now: float) -> float:
         raise NotImplementedError
@@ -251,8 +268,9 @@ class QueueGuarantee(Plugin):
         """Does some queue hold more than its guarantee (else there is nothing to reclaim)?"""
         raise NotImplementedError
 
-    def entitled(self, tenants: IntArray, gpus: IntArray) -> BoolArray:
-        """Would a job of each (tenant code, GPUs) stay within its leaf queue's guarantee if started?"""
+    def entitled(self, tenants: IntArray, gpus: IntArray, types: IntArray | None = None) -> BoolArray:
+        """Would a job of each (tenant code, GPUs, job GPU type code if given) stay within its leaf
+        queue's guarantee if started?"""
         raise NotImplementedError
 
     def reclaim_order(self, env: SchedulerEnv, job: int, running: IntArray, start: FloatArray) -> IntArray:

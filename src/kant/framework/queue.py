@@ -43,6 +43,13 @@ class QueueOrder(ABC):
     @abstractmethod
     def order(self, jobs: IntArray) -> IntArray: ...
 
+    #: the key's places equal for every job of a shape (see QueueSort.SHAPE_KEYED), or None
+    shape_slots: tuple[int, ...] | None = None
+
+    def shape_values(self, reps: IntArray) -> list[tuple[float, ...]]:
+        """For one job of each shape, the values of the ``shape_slots`` places."""
+        raise NotImplementedError
+
 
 _REQUEST_COLUMNS = ("workers", "gpus_per_worker", "gpu_milli", "cpu_milli", "memory_mib", "gpu_type", "kind")
 
@@ -326,7 +333,10 @@ class PendingQueue:
         if dynamic_key is not None:
             assert start is None, "start applies to the static order"
             if isinstance(dynamic_key, QueueOrder):
-                yield from self._walk_ordered(dynamic_key.order, skip_requests)
+                if dynamic_key.shape_slots is not None and self.index.by_tenant:
+                    yield from self._walk_shapes(dynamic_key, skip_requests)
+                else:
+                    yield from self._walk_ordered(dynamic_key.order, skip_requests)
             else:  # a plain key function
                 yield from self._walk_sorted(dynamic_key, skip_requests)
             return
@@ -359,6 +369,68 @@ class PendingQueue:
             pos[shape] = i
             if i < len(lst):
                 heapq.heappush(heap, (self._keys[lst[i]], shape))
+
+    def _walk_shapes(self, order: QueueOrder, skip_requests: Container[int]) -> Iterator[int]:
+        """Dynamic walk when the dynamic keys are equal within a shape (``order.shape_slots``): the
+        keys once per shape, then the static walk's merge of the shapes' lists (each in the order of
+        the rest of the key), with each head's key completed by its shape's values."""
+        shape_request = self._shape_request
+        by_shape = self._by_shape
+        shapes = [s for s in by_shape if shape_request[s] not in skip_requests]
+        if not shapes:
+            return
+        reps = np.fromiter((by_shape[s][0] for s in shapes), dtype=np.int64, count=len(shapes))
+        values = dict(zip(shapes, order.shape_values(reps), strict=True))
+        slots = order.shape_slots
+        assert slots is not None
+        keys = self._keys
+
+        m = len(slots)
+        if slots == tuple(range(m)):  # (the usual case: the shape-keyed sorters come first)
+
+            def head(job: int, shape: int) -> SortKey:
+                return values[shape] + keys[job][m:]
+        else:
+
+            def head(job: int, shape: int) -> SortKey:
+                k = list(keys[job])
+                for i, v in zip(slots, values[shape], strict=True):
+                    k[i] = v
+                return tuple(k)
+
+        def first(lst: deque[int], i: int) -> int:
+            """The first index from ``i`` of a pending job (a list may hold a job pushed twice, whose
+            second copy is stale once it left: a simulation resumed with ``run`` again)."""
+            while i < len(lst) and lst[i] not in keys:
+                i += 1
+            return i
+
+        heap = []
+        pos: dict[int, int] = {}
+        for s in shapes:
+            i = first(by_shape[s], 0)
+            if i < len(by_shape[s]):
+                pos[s] = i
+                heap.append((head(by_shape[s][i], s), s))
+        heapq.heapify(heap)
+        while heap:
+            _, shape = heapq.heappop(heap)
+            lst = by_shape.get(shape)
+            if lst is None:
+                continue
+            i = pos.get(shape, 0)
+            job = lst[i]
+            yield job
+            if shape in self._blocked:
+                continue
+            lst = by_shape.get(shape)
+            if lst is None:
+                continue
+            if job in keys:  # still pending: move past it
+                i += 1
+            i = pos[shape] = first(lst, i)
+            if i < len(lst):
+                heapq.heappush(heap, (head(lst[i], shape), shape))
 
     def _walk_sorted(self, dynamic_key: Callable[[int], SortKey], skip_requests: Container[int]) -> Iterator[int]:
         """Dynamic walk for a plain key function (one sort in Python)."""

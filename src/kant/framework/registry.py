@@ -36,6 +36,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "qssf": "kant.plugins.qssf",
     "quota": "kant.plugins.quota",
     "queues": "kant.plugins.queues",
+    "queues-by-type": "kant.plugins.queues",
     "fair-share": "kant.plugins.fair_share",
     "random": "kant.plugins.random_score",
     "random-pick": "kant.plugins.share_place",

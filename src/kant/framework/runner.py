@@ -46,6 +46,12 @@ class Framework:
         self.placer: Place | None = placers[0] if placers else None
         self.listeners = [p for p in self.plugins if isinstance(p, JobListener)]
         self.dynamic = any(p.DYNAMIC for p in self.sorters)
+        #: the sorters' places whose keys are shape-keyed (QueueSort.SHAPE_KEYED), when every dynamic
+        #: sorter is; None otherwise. Their slots of the static key are 0: a shape's list is then in
+        #: the order of the rest of the key, and a walk merges shapes (kant.framework.queue)
+        dyn = [i for i, p in enumerate(self.sorters) if p.DYNAMIC]
+        self.shape_slots: tuple[int, ...] | None = (
+            tuple(dyn) if dyn and all(self.sorters[i].SHAPE_KEYED for i in dyn) else None)
         # do placement outcomes depend only on the request? (see Filter.REQUEST_ONLY)
         self.request_only = all(p.REQUEST_ONLY for p in self.filters) and (
             self.placer is None or self.placer.REQUEST_ONLY
@@ -89,6 +95,11 @@ class Framework:
         return (*[p.key(env, job, now) for p in self.sorters], env.jobs.submit.item(job), float(job))
 
     def static_key(self, job: int) -> SortKey:
+        if self.shape_slots is not None:  # (the shape-keyed sorters' slots are 0: see shape_slots)
+            env, now = self.env, self.env.jobs.submit.item(job)
+            slots = self.shape_slots
+            return (*[0.0 if i in slots else p.key(env, job, now) for i, p in enumerate(self.sorters)], now,
+                    float(job))
         return self._key(job, self.env.jobs.submit.item(job))
 
     def dynamic_key(self, now: float) -> DynamicKey | None:
@@ -439,11 +450,21 @@ class DynamicKey(QueueOrder):
     """The queue order at one instant: call it with a job for its sort key (a tuple), or sort many
     jobs at once with :meth:`order` (one NumPy lexsort over the sorters' vectorised ``keys``)."""
 
-    __slots__ = ("fw", "now")
+    __slots__ = ("fw", "now", "shape_slots")
 
     def __init__(self, fw: Framework, now: float) -> None:
         self.fw = fw
         self.now = now
+        #: the key's places that are equal for every job of a shape (Framework.shape_slots), or None
+        self.shape_slots = fw.shape_slots
+
+    def shape_values(self, reps: npt.NDArray[np.int64]) -> list[tuple[float, ...]]:
+        """For one job of each shape (``reps``), the keys of the shape-keyed sorters now."""
+        env = self.fw.env
+        sorters = self.fw.sorters
+        assert self.shape_slots is not None
+        cols = [sorters[i].keys(env, reps, self.now).tolist() for i in self.shape_slots]
+        return list(zip(*cols, strict=True))
 
     def __call__(self, job: int) -> SortKey:
         return self.fw._key(job, self.now)

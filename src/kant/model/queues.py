@@ -38,6 +38,13 @@ job gone, every queue takes at most its guarantee, and a job within its leaf's g
 
 Everything here is plain arrays indexed by queue (0 is the root); the ``queues`` plugin keeps one
 tree and its usage, the ``fair-share`` plugin reads the weights.
+
+**Per GPU type** (Kueue's resource flavors): a queue may give its guarantee and limits per GPU type
+(:attr:`QueueDef.types`). Each GPU type named anywhere in the tree is one more tree of the same shape
+(:meth:`QueueDef.for_type`) whose root is the cluster's GPUs of that type and whose queues have the
+guarantee and limits given for that type (none given: a leaf is guaranteed 0 of it, an inner queue
+its children's sum; no borrowing limit; lends all). The same rule holds in each such tree separately
+and in the GPU-total tree, so a job is admitted when every tree it would use admits it.
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ROOT", "QueueDef", "QueueTree"]
+__all__ = ["ROOT", "QueueDef", "QueueTree", "kueue_order"]
 
 #: the queue index of the root
 ROOT = 0
@@ -62,7 +69,8 @@ IntArray = npt.NDArray[np.int64]
 class QueueDef:
     """One queue as configured: ``guaranteed`` None means the sum of its children's; ``borrowing_limit``
     and ``lending_limit`` None mean unlimited and its whole guarantee; ``tenants`` of a leaf (None: a
-    tenant named as the leaf)."""
+    tenant named as the leaf). These are the GPU total (any type); ``types`` holds, per GPU type
+    name, the (guaranteed, borrowing limit, lending limit) given for that type (None: not given)."""
 
     name: str
     guaranteed: int | None = None
@@ -71,6 +79,25 @@ class QueueDef:
     weight: float = 1.0
     tenants: tuple[str, ...] | None = None
     children: tuple[QueueDef, ...] = ()
+    types: tuple[tuple[str, int | None, int | None, int | None], ...] = ()
+
+    def type_names(self) -> set[str]:
+        """Every GPU type named by this queue or a queue below it."""
+        out = {t[0] for t in self.types}
+        for c in self.children:
+            out |= c.type_names()
+        return out
+
+    def for_type(self, gpu_type: str) -> QueueDef:
+        """This queue (and its subtree) as seen by the tree of one GPU type."""
+        g, b, l_ = next(((g, b, l_) for t, g, b, l_ in self.types if t == gpu_type), (None, None, None))
+        return QueueDef(self.name, g, b, l_, self.weight, self.tenants,
+                        tuple(c.for_type(gpu_type) for c in self.children))
+
+    def total_guarantee(self) -> int:
+        """The guarantee this queue resolves to in the GPU-total tree."""
+        inner = sum(c.total_guarantee() for c in self.children)
+        return inner if self.guaranteed is None else self.guaranteed
 
 
 class QueueTree:
@@ -79,7 +106,10 @@ class QueueTree:
     ``capacity`` is the root's guarantee (the cluster's GPUs). Raises ValueError naming the queue
     when the guarantees do not nest."""
 
-    def __init__(self, top: Sequence[QueueDef], capacity: float) -> None:
+    def __init__(self, top: Sequence[QueueDef], capacity: float, unit: str = "") -> None:
+        #: what the GPUs are ("": any type; else a GPU type name), for reasons
+        self.unit = unit
+        gpus = f"{unit} GPUs" if unit else "GPUs"
         names: list[str] = ["<cluster>"]
         parent: list[int] = [-1]
         depth: list[int] = [0]
@@ -108,7 +138,8 @@ class QueueTree:
             inner = sum(guaranteed[c] for c in children[q])
             g = inner if d.guaranteed is None else float(d.guaranteed)
             if g < inner:
-                raise ValueError(f"queue {d.name}: guaranteed {g:g} is below its children's {inner:g}")
+                what = f"guaranteed.{unit}" if unit else "guaranteed"
+                raise ValueError(f"queue {d.name}: {what} {g:g} is below its children's {inner:g}")
             guaranteed[q] = g
             if not d.children:
                 for t in d.tenants if d.tenants is not None else (d.name,):
@@ -119,7 +150,7 @@ class QueueTree:
             add(d, ROOT)
         top_sum = sum(guaranteed[c] for c in children[ROOT])
         if top_sum > capacity:
-            raise ValueError(f"the queues guarantee {top_sum:g} GPUs; the cluster has {capacity:g}")
+            raise ValueError(f"the queues guarantee {top_sum:g} {gpus}; the cluster has {capacity:g}")
         self.names = tuple(names)
         self.index = {n: i for i, n in enumerate(names)}
         self.parent = np.asarray(parent, dtype=np.int64)
@@ -257,21 +288,22 @@ class QueueTree:
         ``avail`` (what :meth:`blocking` found)."""
         u = self._u[q]
         tail = f"holds {u:g}, the job needs {gpus:g}"
+        unit = f"{self.unit} GPUs" if self.unit else "GPUs"
         if q == ROOT:
             return (
-                f"the queues take {self._e[ROOT]:g} of the cluster's {avail:g} GPUs, used or reserved "
+                f"the queues take {self._e[ROOT]:g} of the cluster's {avail:g} {unit}, used or reserved "
                 f"(the job needs {gpus:g})"
             )
         name = self.names[q]
         limit = self._lim[q]
         if u + gpus > limit + 1e-9:
             return (
-                f"queue {name} at its max of {limit:g} GPUs (guarantee {self._g[q]:g} + borrowing "
+                f"queue {name} at its max of {limit:g} {unit} (guarantee {self._g[q]:g} + borrowing "
                 f"limit {self.borrowing_limit[q]:g}; {tail})"
             )
         p = self.names[self._par[q]]
         return (
-            f"queue {name} may take {max(avail, 0.0):g} GPUs now: the rest of {p} is used or reserved by "
+            f"queue {name} may take {max(avail, 0.0):g} {unit} now: the rest of {p} is used or reserved by "
             f"others ({tail})"
         )
 
@@ -326,11 +358,9 @@ class QueueTree:
         g, e = self._g, self._e
         return bool(e[other] > g[other] + 1e-9 and e[side] > g[side] + 1e-9), depth
 
-    def reclaim_order(
-        self, leaf: int, leaves: IntArray, priority: FloatArray, start: FloatArray, rows: IntArray
-    ) -> IntArray:
-        """Indices into the running jobs described by (their leaf, priority, start, job row) that a job of
-        ``leaf`` may evict, in Kueue's order: nearest cohort first, lowest priority, latest start, row."""
+    def reclaim_candidates(self, leaf: int, leaves: IntArray) -> tuple[IntArray, IntArray]:
+        """Indices into ``leaves`` (the leaves of running jobs) whose jobs a job of ``leaf`` may evict,
+        with the depth of each one's lowest common ancestor with ``leaf``."""
         keep: list[int] = []
         depth: list[int] = []
         cache: dict[int, tuple[bool, int]] = {}
@@ -341,9 +371,22 @@ class QueueTree:
             if got[0]:
                 keep.append(i)
                 depth.append(got[1])
-        if not keep:
-            return np.zeros(0, dtype=np.int64)
-        idx = np.asarray(keep, dtype=np.int64)
-        order = np.lexsort((rows[idx], -start[idx], priority[idx], -np.asarray(depth, dtype=np.int64)))
-        out: IntArray = idx[order]
-        return out
+        return np.asarray(keep, dtype=np.int64), np.asarray(depth, dtype=np.int64)
+
+    def reclaim_order(
+        self, leaf: int, leaves: IntArray, priority: FloatArray, start: FloatArray, rows: IntArray
+    ) -> IntArray:
+        """Indices into the running jobs described by (their leaf, priority, start, job row) that a job of
+        ``leaf`` may evict, in Kueue's order: nearest cohort first, lowest priority, latest start, row."""
+        idx, depth = self.reclaim_candidates(leaf, leaves)
+        return kueue_order(idx, depth, priority, start, rows)
+
+
+def kueue_order(idx: IntArray, depth: IntArray, priority: FloatArray, start: FloatArray, rows: IntArray) -> IntArray:
+    """``idx`` (indices into running jobs' priority, start and row) in Kueue's order of victims: the
+    deepest common ancestor first (``depth``, one per index), lowest priority, latest start, row."""
+    if len(idx) == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort((rows[idx], -start[idx], priority[idx], -depth))
+    out: IntArray = idx[order]
+    return out

@@ -60,6 +60,7 @@ class FairShare(QueueSort, JobListener):
     NAME = NAME
     Args = QueuesArgs
     DYNAMIC = True
+    SHAPE_KEYED = True  # (a job's key is its tenant's leaf's: the tenant is in its shape)
 
     def setup(self, env: SchedulerEnv) -> None:
         args = self.args
@@ -67,7 +68,7 @@ class FairShare(QueueSort, JobListener):
         try:
             tree = QueueTree(args.defs(), float(env.cluster.total_gpus))
         except ValueError as exc:
-            raise ConfigError(f"{NAME} plugin", "queues", str(exc)) from None
+            raise ConfigError(args.source, "queues", str(exc)) from None
         self.tree = tree
         spec = args.fair_share or FairShareSpec()
         self.half_life = float(spec.half_life_s)
@@ -78,6 +79,8 @@ class FairShare(QueueSort, JobListener):
             siblings = tree.children[p]
             share[q] = share[p] * tree.weight[q] / float(tree.weight[list(siblings)].sum())
         self.share = share
+        self._all_shares = bool((share > 0).all())
+        self._parent = [int(x) for x in tree.parent]
         self.leaves = np.flatnonzero(tree.is_leaf)
         self.decayed = np.zeros(n, dtype=np.float64)  # per leaf (inner queues: summed on demand)
         self.held = np.zeros(n, dtype=np.float64)  # GPUs held now, per leaf
@@ -125,20 +128,48 @@ class FairShare(QueueSort, JobListener):
         self.job_leaf[job] = -1
         self.held[leaf] -= placement.total_gpus
 
+    # --- kept over a rebuild or a restart --------------------------------------------------------------
+    def saved_state(self, now: float) -> dict[str, Any] | None:
+        """The decayed GPU-seconds of each leaf at ``now`` (by name), and ``now``: what the running jobs
+        do not give back to a scheduler rebuilt from a snapshot. None before anything ran."""
+        self.advance(now)
+        names = self.tree.names
+        decayed = {names[q]: float(self.decayed[q]) for q in self.leaves.tolist() if self.decayed[q] > 0}
+        if not decayed:
+            return None
+        return {"t": float(self.t0), "half_life_s": self.half_life, "decayed": decayed}
+
+    def load_state(self, state: Any) -> None:
+        """Start from a saved usage (leaves by name; a leaf no longer in the tree is dropped). It decays
+        from the saved time on, and the running jobs the snapshot starts again count from then: a
+        service that was down for ``d`` seconds finds each queue's usage decayed by ``2^(-d / half_life)``
+        plus what the jobs still running through it held."""
+        index = self.tree.index
+        for name, value in dict(state.get("decayed", {})).items():
+            q = index.get(str(name))
+            if q is not None and self.tree.is_leaf[q]:
+                self.decayed[q] = float(value)
+        self.t0 = float(state.get("t", 0.0))
+        self._keys_at = math.nan
+
     # --- the factor ----------------------------------------------------------------------------
     def usage(self, now: float) -> FloatArray:
         """Per queue, its subtree's decayed usage over the cluster's (0 when nothing ran yet)."""
         self.advance(now)
-        tree = self.tree
-        total = np.array(self.decayed)
-        for q in range(len(tree) - 1, 0, -1):  # children come after their parents: add them upwards
-            total[int(tree.parent[q])] += total[q]
-        all_ = float(total[ROOT])
-        out: FloatArray = total / all_ if all_ > 0 else np.zeros_like(total)
+        total = self.decayed.tolist()  # (a few dozen queues: Python floats, the same sums as NumPy's)
+        parent = self._parent
+        for q in range(len(total) - 1, 0, -1):  # children come after their parents: add them upwards
+            total[parent[q]] += total[q]
+        all_ = total[ROOT]
+        arr = np.asarray(total, dtype=np.float64)
+        out: FloatArray = arr / all_ if all_ > 0 else np.zeros_like(arr)
         return out
 
     def factors(self, now: float) -> FloatArray:
         """Per queue, ``F = 2^(-U/S)``."""
+        if self._all_shares:  # (fair_share_factor's values, without its cases for a zero share)
+            out: FloatArray = np.exp2(-(self.usage(now) / self.share))
+            return out
         return fair_share_factor(self.usage(now), self.share)
 
     def key(self, env: SchedulerEnv, job: int, now: float) -> float:

@@ -38,59 +38,116 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from kant.config.policy import ActionEntry, PluginEntry, Policy
 from kant.config.validation import KeyPathError, validate_document
 from kant.config.yaml_file import read_yaml
 from kant.errors import ConfigError
 from kant.framework.context import CycleContext, SchedulerEnv
-from kant.framework.plugin import Admit, BoolArray, JobListener, QueueGuarantee, QueueSort
+from kant.framework.plugin import Admit, BoolArray, Filter, JobListener, QueueGuarantee, QueueSort
 from kant.framework.registry import action_class, plugin_class, register_plugin
 from kant.framework.status import SUCCESS, Status
-from kant.model.queues import ROOT, QueueDef, QueueTree
+from kant.model.queues import ROOT, QueueDef, QueueTree, kueue_order
 from kant.model.state import Placement
 from kant.model.store import grow
 
-__all__ = ["NAME", "FairShareSpec", "QueueSpec", "Queues", "QueuesArgs", "load_queues", "with_queues"]
+__all__ = ["NAME", "TYPED_NAME", "FairShareSpec", "QueueSpec", "Queues", "QueuesArgs", "TypedQueues", "load_queues",
+           "with_queues"]
 
 NAME = "queues"
+#: the queues plugin with per-GPU-type limits (a Filter too: jobs that may use several types)
+TYPED_NAME = "queues-by-type"
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
+#: GPUs: a whole number (any GPU type) or a mapping of GPU type name to a whole number
+Amount = int | dict[str, int]
+_AMOUNTS = ("guaranteed", "borrowing_limit", "lending_limit")
+
+
+def _check_amount(queue: object, key: str, value: object) -> None:
+    """A guarantee or limit: a whole number of GPUs >= 0, or ``{GPU type: whole number >= 0}``."""
+
+    def whole(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    if value is None or whole(value):
+        return
+    if isinstance(value, dict):
+        if not value:
+            raise ValueError(f"queue {queue}: {key}: an empty mapping (give GPU types, or a number for any type)")
+        for t, v in value.items():
+            if not isinstance(t, str) or not t:
+                raise ValueError(f"queue {queue}: {key}: a GPU type must be a name, got {t!r}")
+            if not whole(v):
+                raise ValueError(f"queue {queue}: {key}.{t}: must be a whole number of GPUs >= 0, got {v!r}")
+        return
+    raise ValueError(f"queue {queue}: {key}: must be a whole number of GPUs >= 0 or a mapping of GPU type to "
+                     f"GPUs, got {value!r}")
+
+
 class QueueSpec(BaseModel):
-    """One queue of the tree (see the module docstring)."""
+    """One queue of the tree (see the module docstring). ``guaranteed``, ``borrowing_limit`` and
+    ``lending_limit`` are GPUs of any type (a number) or per GPU type (``{V100: 16, A100: 8}``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str = Field(min_length=1, max_length=64)
-    guaranteed: int | None = Field(default=None, ge=0)
-    borrowing_limit: int | None = Field(default=None, ge=0)
-    lending_limit: int | None = Field(default=None, ge=0)
+    guaranteed: Amount | None = None
+    borrowing_limit: Amount | None = None
+    lending_limit: Amount | None = None
     weight: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
     tenants: list[str] | None = None
     children: list[QueueSpec] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _amounts(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key in _AMOUNTS:
+                _check_amount(data.get("name", "?"), key, data.get(key))
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> QueueSpec:
         if self.children and self.tenants is not None:
             raise ValueError(f"queue {self.name} has children: only a leaf queue has tenants")
-        if self.lending_limit is not None and self.guaranteed is not None and self.lending_limit > self.guaranteed:
-            raise ValueError(
-                f"queue {self.name}: lending_limit ({self.lending_limit}) is above its guarantee ({self.guaranteed})"
-            )
+        g, lend = self.guaranteed, self.lending_limit
+        if isinstance(lend, int) and isinstance(g, int) and lend > g:
+            raise ValueError(f"queue {self.name}: lending_limit ({lend}) is above its guarantee ({g})")
+        if isinstance(lend, dict) and isinstance(g, dict):
+            for t, v in lend.items():
+                if t in g and v > g[t]:
+                    raise ValueError(f"queue {self.name}: lending_limit.{t} ({v}) is above its guarantee ({g[t]})")
         return self
 
+    def type_names(self) -> set[str]:
+        """The GPU types this queue and those below it name."""
+        out = {t for key in _AMOUNTS if isinstance(v := getattr(self, key), dict) for t in v}
+        for c in self.children:
+            out |= c.type_names()
+        return out
+
     def to_def(self) -> QueueDef:
+        children = tuple(c.to_def() for c in self.children)
+        g, b, lend = self.guaranteed, self.borrowing_limit, self.lending_limit
+        types = sorted({t for v in (g, b, lend) if isinstance(v, dict) for t in v})
+        per_type = tuple(
+            (t, *(v.get(t) if isinstance(v, dict) else None for v in (g, b, lend))) for t in types
+        )
+        if isinstance(g, dict):  # the GPU total: the types' sum (at least the children's total)
+            g = max(sum(g.values()), sum(c.total_guarantee() for c in children))
         return QueueDef(
             self.name,
-            self.guaranteed,
-            self.borrowing_limit,
-            self.lending_limit,
+            g,
+            b if isinstance(b, int) else None,
+            lend if isinstance(lend, int) else None,
             self.weight,
             None if self.tenants is None else tuple(self.tenants),
-            tuple(c.to_def() for c in self.children),
+            children,
+            per_type,  # type: ignore[arg-type]
         )
 
 
@@ -108,6 +165,12 @@ class QueuesArgs(BaseModel):
     #: a job that can never start under the queues (its tenant is in no leaf, or it is larger than its
     #: leaf may ever hold) waits with the reason instead of being unschedulable (the live service)
     hold_over_max: bool = False
+    #: the file it was read from (for errors found when the run starts)
+    _source: str = PrivateAttr(default="")
+
+    @property
+    def source(self) -> str:
+        return self._source or "queues"
 
     @model_validator(mode="after")
     def _unique(self) -> QueuesArgs:
@@ -135,10 +198,16 @@ class QueuesArgs(BaseModel):
     def defs(self) -> tuple[QueueDef, ...]:
         return tuple(q.to_def() for q in self.queues)
 
+    def type_names(self) -> list[str]:
+        """The GPU types some queue gives a guarantee or limit for, sorted."""
+        return sorted(set().union(*(q.type_names() for q in self.queues)))
+
 
 def load_queues(path: str | Path) -> QueuesArgs:
     """Read and validate a queues file (one-line errors naming the file and key path or line)."""
-    return validate_document(QueuesArgs, read_yaml(path), str(path), "a queues file must be a mapping with 'queues'")
+    args = validate_document(QueuesArgs, read_yaml(path), str(path), "a queues file must be a mapping with 'queues'")
+    args._source = str(path)
+    return args
 
 
 def with_queues(policy: Policy, args: QueuesArgs) -> Policy:
@@ -154,12 +223,12 @@ def with_queues(policy: Policy, args: QueuesArgs) -> Policy:
             "plugins",
             "the policy has the quota plugin; queues replace it (use a policy without it)",
         )
-    plugins = [PluginEntry(Queues, args, 1.0)]
+    plugins = [PluginEntry(TypedQueues if args.type_names() else Queues, args, 1.0)]
     if args.fair_share is not None:
         fs = plugin_class("fair-share")
         assert fs is not None
         plugins.append(PluginEntry(fs, args, 1.0))
-    plugins += [p for p in policy.plugins if p.cls.NAME not in (NAME, "fair-share")]
+    plugins += [p for p in policy.plugins if p.cls.NAME not in (NAME, TYPED_NAME, "fair-share")]
     actions = list(policy.actions)
     names = [a.cls.NAME for a in actions]
     if "reclaim" not in names and "allocate" in names:
@@ -180,6 +249,7 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
     Args = QueuesArgs
     REQUEST_ONLY = False
     DYNAMIC = True
+    SHAPE_KEYED = True  # (a job's key is its tenant's leaf's, and its GPUs and type: all in its shape)
 
     def setup(self, env: SchedulerEnv) -> None:
         args = self.args
@@ -188,7 +258,8 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
         try:
             self.tree = QueueTree(args.defs(), float(env.cluster.total_gpus))
         except ValueError as exc:
-            raise ConfigError(f"{NAME} plugin", "queues", str(exc)) from None
+            raise ConfigError(args.source, "queues", str(exc)) from None
+        self._setup_types(env, args)
         self.hold = args.hold_over_max
         #: per tenant code, its leaf (-1: none)
         self.leaf = np.full(0, -1, dtype=np.int64)
@@ -207,6 +278,62 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
         self.reclaims_for = np.zeros(n, dtype=np.int64)
         self.admit_rejections = 0
         self.peak_violations = 0  # (for tests: violations seen by check())
+
+    def _setup_types(self, env: SchedulerEnv, args: QueuesArgs) -> None:
+        """One tree per GPU type the file names (cluster type code -> tree), their most-ever capacities,
+        and per running job its GPUs of those types."""
+        cluster = env.cluster
+        #: cluster GPU type code -> the tree of that type
+        self.types: dict[int, QueueTree] = {}
+        names = args.type_names()
+        if names and not isinstance(self, Filter):
+            raise ConfigError(args.source, "queues", f"per-GPU-type limits need the {TYPED_NAME} plugin "
+                              "(kant simulate/serve --queues puts it in)")
+        defs = args.defs()
+        for tname in names:
+            code = cluster.gpu_type_code(tname)
+            if code < 0:
+                raise ConfigError(args.source, f"queue {_naming(args.queues, tname)}",
+                                  f"no GPU type {tname} in the cluster (types: {', '.join(cluster.gpu_type_names)})")
+            cap = float(cluster.gpus[cluster.gpu_type == code].sum())
+            try:
+                self.types[code] = QueueTree([d.for_type(tname) for d in defs], cap, unit=tname)
+            except ValueError as exc:
+                raise ConfigError(args.source, "queues", str(exc)) from None
+        self.type_max = {k: np.asarray([t.capacity(q) for q in range(len(t))]) for k, t in self.types.items()}
+        #: per running job, its GPUs of each type that has a tree
+        self.job_types: dict[int, list[tuple[int, float]]] = {}
+        self._job_type_cache: dict[int, list[int]] = {}
+        self._type_slack: dict[int, FloatArray] = {}
+
+    def _job_types(self, job: int) -> list[int]:
+        """The cluster GPU types ``job`` may use."""
+        code = int(self.env.jobs.gpu_type[job])
+        got = self._job_type_cache.get(code)
+        if got is None:
+            got = self._job_type_cache[code] = (list(range(len(self.env.cluster.gpu_type_names))) if code < 0
+                                               else self.env.cluster_types_of(code))
+        return got
+
+    def _only_type(self, job: int) -> int:
+        """The one GPU type with a tree that ``job`` uses, or -1 (several types, or none with a tree)."""
+        types = self._job_types(job)
+        return types[0] if len(types) == 1 and types[0] in self.types else -1
+
+    def _type_block(self, job: int, leaf: int, r: float) -> str:
+        """Why the per-type trees hold ``job`` now ("" if they do not): its one type's tree, or, for a
+        job that may use several types, every one of them having a tree that holds it."""
+        types = self._job_types(job)
+        why = ""
+        for k in types:
+            tree = self.types.get(k)
+            if tree is None:
+                return ""
+            hit = tree.blocking(leaf, r)
+            if hit is None:
+                return ""
+            why = why or tree.explain(leaf, r, *hit)
+        return why
 
     def _map_tenants(self, env: SchedulerEnv) -> None:
         names = env.jobs.tenant_names
@@ -228,7 +355,8 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
     def keys(self, env: SchedulerEnv, jobs: IntArray, now: float) -> FloatArray:
         """0 for a job its leaf's guarantee covers (with the leaf's use now), 1 for one that would borrow
         (or whose tenant is in no leaf)."""
-        out: FloatArray = (~self.entitled(env.jobs.tenant[jobs], env.jobs.total_gpus[jobs])).astype(np.float64)
+        types = env.jobs.gpu_type[jobs] if self.types else None
+        out: FloatArray = (~self.entitled(env.jobs.tenant[jobs], env.jobs.total_gpus[jobs], types)).astype(np.float64)
         return out
 
     # --- admission ----------------------------------------------------------------------------
@@ -242,9 +370,15 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
         r = float(jobs.total_gpus[job])
         hit = self.tree.blocking(leaf, r)
         if hit is None:
-            return SUCCESS
+            if not self.types:
+                return SUCCESS
+            why = self._type_block(job, leaf, r)
+            if not why:
+                return SUCCESS
+        else:
+            why = self.tree.explain(leaf, r, *hit)
         self.admit_rejections += 1
-        return Status.unschedulable(self.tree.explain(leaf, r, *hit), NAME)
+        return Status.unschedulable(why, NAME)
 
     def feasible(self, env: SchedulerEnv, job: int) -> Status:
         if self.hold:
@@ -261,6 +395,15 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
                 "(its limits, its parents' and what other queues keep reserved)",
                 NAME,
             )
+        if self.types:
+            types = self._job_types(job)
+            if types and all(k in self.types and r > self.type_max[k][leaf] for k in types):
+                k = types[0]
+                return Status.unresolvable(
+                    f"needs {r:g} GPUs; queue {self.tree.names[leaf]} may take at most {self.type_max[k][leaf]:g} "
+                    f"{self.types[k].unit} GPUs" + (" (and no more of its other types)" if len(types) > 1 else ""),
+                    NAME,
+                )
         return SUCCESS
 
     # --- usage ---------------------------------------------------------------------------------
@@ -271,6 +414,12 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
         self.job_leaf[job] = leaf
         self.start[job] = now
         self.tree.add(leaf, float(placement.total_gpus))
+        if self.types:
+            per = self._type_use(placement)
+            if per:
+                self.job_types[job] = per
+                for k, g in per:
+                    self.types[k].add(leaf, g)
         self.version += 1
 
     def job_stopped(self, env: SchedulerEnv, job: int, now: float, placement: Placement, finished: bool) -> None:
@@ -279,19 +428,44 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
             return
         self.job_leaf[job] = -1
         self.tree.add(leaf, -float(placement.total_gpus))
+        for k, g in self.job_types.pop(job, ()):
+            self.types[k].add(leaf, -g)
         self.version += 1
+
+    def _type_use(self, placement: Placement) -> list[tuple[int, float]]:
+        """(type, GPUs) of ``placement`` for the types that have a tree."""
+        gpu_type = self.env.cluster.gpu_type
+        use: dict[int, float] = {}
+        for node, count in placement.per_node.items():
+            k = int(gpu_type[node])
+            if k in self.types:
+                use[k] = use.get(k, 0.0) + float(placement.gpus * count)
+        return sorted(use.items())
 
     # --- reclaim (QueueGuarantee) -------------------------------------------------------------
     def any_borrowing(self) -> bool:
-        return self.tree.any_borrowing()
+        return self.tree.any_borrowing() or any(t.any_borrowing() for t in self.types.values())
 
-    def entitled(self, tenants: IntArray, gpus: IntArray) -> BoolArray:
+    def entitled(self, tenants: IntArray, gpus: IntArray, types: IntArray | None = None) -> BoolArray:
+        """Within the leaf's guarantee in the GPU total and, for a job of one GPU type that has a tree
+        (``types``: the jobs' GPU type codes), in that type's tree too."""
         if self._slack_at != self.version:  # per tenant code: GPUs its leaf has left within its guarantee
             tree = self.tree
             slack = np.append(tree.guaranteed - tree.usage + 1e-9, -np.inf)  # (index -1: in no leaf)
             self._slack = slack[self.leaf]
+            self._type_slack = {k: np.append(t.guaranteed - t.usage + 1e-9, -np.inf)[self.leaf]
+                                for k, t in self.types.items()}
             self._slack_at = self.version
         out: BoolArray = gpus <= self._slack[tenants]
+        if types is not None and self.types and len(types):
+            for code in np.unique(types).tolist():
+                cl = self._job_type_cache.get(code)
+                if cl is None:
+                    cl = self._job_type_cache[code] = (list(range(len(self.env.cluster.gpu_type_names))) if code < 0
+                                                       else self.env.cluster_types_of(code))
+                if len(cl) == 1 and cl[0] in self.types:
+                    sel = types == code
+                    out[sel] &= gpus[sel] <= self._type_slack[cl[0]][tenants[sel]]
         return out
 
     def reclaim_order(self, env: SchedulerEnv, job: int, running: IntArray, start: FloatArray) -> IntArray:
@@ -301,9 +475,26 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
         idx = np.flatnonzero(mapped)
         if len(idx) == 0 or leaf < 0:
             return np.zeros(0, dtype=np.int64)
-        sub = self.tree.reclaim_order(
-            leaf, leaves[idx], env.jobs.priority[running[idx]].astype(np.float64), start[idx], running[idx]
-        )
+        prio = env.jobs.priority[running[idx]].astype(np.float64)
+        k = self._only_type(job) if self.types else -1
+        if k < 0 and self.types and self._type_block(job, leaf, float(env.jobs.total_gpus[job])):
+            # a job of several types whose every type's tree holds it now: the filter keeps it off them
+            # all whatever is evicted (reclaim by the GPU total only frees what the trees still hold)
+            return np.zeros(0, dtype=np.int64)
+        if k < 0:
+            sub = self.tree.reclaim_order(leaf, leaves[idx], prio, start[idx], running[idx])
+        else:  # borrowers in the GPU total, and borrowers of the job's type that hold some of it
+            cand, depth = self.tree.reclaim_candidates(leaf, leaves[idx])
+            best = dict(zip(cand.tolist(), depth.tolist(), strict=True))
+            holds = np.fromiter((any(t == k for t, _ in self.job_types.get(int(j), ())) for j in running[idx]),
+                                dtype=bool, count=len(idx))
+            tc, td = self.types[k].reclaim_candidates(leaf, leaves[idx])
+            for i, d in zip(tc.tolist(), td.tolist(), strict=True):
+                if holds[i]:
+                    best[i] = max(best.get(i, d), d)
+            keys = sorted(best)
+            sub = kueue_order(np.asarray(keys, dtype=np.int64), np.asarray([best[i] for i in keys], dtype=np.int64),
+                              prio, start[idx], running[idx])
         out: IntArray = idx[sub]
         return out
 
@@ -318,7 +509,18 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
             m = int(job_leaf[v])
             if m >= 0:
                 gone[m] = gone.get(m, 0.0) + float(gpus[v])
-        return self.tree.blocking_without(leaf, float(gpus[job]), gone) is None
+        if self.tree.blocking_without(leaf, float(gpus[job]), gone) is not None:
+            return False
+        k = self._only_type(job) if self.types else -1
+        if k < 0:
+            return True
+        gone_k: dict[int, float] = {}
+        for v in victims:
+            m = int(job_leaf[v])
+            for t, g in self.job_types.get(int(v), ()):
+                if t == k and m >= 0:
+                    gone_k[m] = gone_k.get(m, 0.0) + g
+        return self.types[k].blocking_without(leaf, float(gpus[job]), gone_k) is None
 
     def reclaimed(self, job: int, victims: Sequence[int]) -> None:
         for v in victims:
@@ -355,7 +557,53 @@ class Queues(QueueSort, Admit, JobListener, QueueGuarantee):
                 "reclaim_evictions": int(self.reclaim_evictions[q]),
                 "reclaims_for": int(self.reclaims_for[q]),
             }
+            if self.types:
+                out[tree.names[q]]["per_type"] = {
+                    t.unit: {
+                        "guaranteed": float(t.guaranteed[q]),
+                        "borrowing_limit": _finite(t.borrowing_limit[q]),
+                        "lending_limit": _finite(t.lending_limit[q]),
+                        "in_use": float(t.usage[q]),
+                        "borrowed": float(max(t.takes[q] - t.guaranteed[q], 0.0)),
+                        "capacity": float(t.capacity(q)),
+                    }
+                    for _, t in sorted(self.types.items(), key=lambda kt: kt[1].unit)
+                }
         return out
+
+
+@register_plugin
+class TypedQueues(Queues, Filter):
+    """:class:`Queues` with per-GPU-type guarantees and limits: also a Filter, which drops the nodes of
+    the GPU types whose tree would not admit the whole job (for jobs that may use several types; a
+    job of one type is checked at admission). A separate plugin so that trees without per-type
+    limits keep the filter-free (class-based) placement."""
+
+    NAME = TYPED_NAME
+
+    def filter(self, ctx: CycleContext, job: int, mask: BoolArray) -> BoolArray:
+        leaf = int(self.leaf[int(self.env.jobs.tenant[job])])
+        if leaf < 0 or len(self._job_types(job)) < 2:  # (one type: admission checks it, reclaim too)
+            return mask
+        r = float(self.env.jobs.total_gpus[job])
+        bad = [k for k, t in self.types.items() if t.blocking(leaf, r) is not None]
+        if not bad:
+            return mask
+        out: BoolArray = mask & ~np.isin(self.env.cluster.gpu_type, bad)
+        return out
+
+
+def _naming(queues: Sequence[QueueSpec], gpu_type: str) -> str:
+    """The first queue (depth first) that names ``gpu_type``, and the key: ``vision: guaranteed.H100``."""
+    for q in queues:
+        for key in _AMOUNTS:
+            v = getattr(q, key)
+            if isinstance(v, dict) and gpu_type in v:
+                return f"{q.name}: {key}.{gpu_type}"
+        found = _naming(q.children, gpu_type)
+        if found:
+            return found
+    return ""
 
 
 def _finite(x: float) -> float | None:

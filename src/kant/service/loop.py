@@ -31,6 +31,7 @@ it, then one cycle): a trace driven through the service then gives the simulator
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
@@ -70,6 +71,10 @@ __all__ = ["ServiceLoop", "CLOCK_KEY", "Command", "Arrivals", "Cancel", "NodeOp"
 
 #: meta key of the last time of a manual or accelerated clock (where a restart resumes)
 CLOCK_KEY = "clock_now"
+#: meta key of the plugins' saved state (fair share's decayed usage: kant.framework.plugin.Plugin.saved_state),
+#: written every PLUGIN_STATE_EVERY_S wall seconds, at every move of a manual clock and on a clean stop
+PLUGIN_STATE_KEY = "plugin_state"
+PLUGIN_STATE_EVERY_S = 30.0
 
 log = logging.getLogger("kant.serve")
 
@@ -170,6 +175,8 @@ class ServiceLoop:
         self.serving.wake = self.wake
         self.view: LiveView | None = None
         self._clock_saved = 0.0
+        self._state_saved = time.monotonic()
+        self._state_written = True  # (until a save finds nothing: an old state is then cleared)
         self.turns = 0
         self._next_reconcile = time.monotonic() + executor.reconcile_every
         executor.set_waker(self.wake)
@@ -248,7 +255,8 @@ class ServiceLoop:
             else:
                 pending.append(row)
         flags = {n.name: flags_of(n.state) for n in rows if flags_of(n.state)}
-        snap = SchedulerSnapshot(now=now, pending=tuple(pending), running=running, node_flags=flags)
+        snap = SchedulerSnapshot(now=now, pending=tuple(pending), running=running, node_flags=flags,
+                                 plugin_state=self._saved_plugin_state())
         t2 = time.perf_counter()
         live.sched = Scheduler.from_snapshot(live.policy(), live.cluster(), store, snap, seed=self.seed)
         live.sched.binder = live
@@ -271,6 +279,28 @@ class ServiceLoop:
         log.info("loaded %d nodes, %d tenants, %d pending and %d running jobs in %.2f s (reading the jobs %.2f s, "
                  "the job store %.2f s, the scheduler %.2f s)", len(rows), len(live.tenants), len(pending),
                  len(running), t3 - t0, t1 - t0, t2 - t1, t3 - t2)
+
+    def _saved_plugin_state(self) -> dict[str, Any]:
+        """The plugins' state the last leader saved (:data:`PLUGIN_STATE_KEY`), or none."""
+        raw = self.db.meta.get(PLUGIN_STATE_KEY)
+        if raw is None:
+            return {}
+        try:
+            data = json.loads(raw)
+            return dict(data["plugins"])
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("the saved plugin state is not readable (%s): fair share starts from no usage", exc)
+            return {}
+
+    def save_plugin_state(self) -> None:
+        """Keep the plugins' state (:meth:`Scheduler.plugin_states`) in the database, where a restart
+        takes it back (:meth:`load`). Nothing is written while no plugin has any."""
+        self._state_saved = time.monotonic()
+        now = self.clock.now()
+        states = self.live.sched.plugin_states(now)
+        if states or self._state_written:
+            self.db.meta.set(PLUGIN_STATE_KEY, json.dumps({"now": now, "plugins": states}))
+            self._state_written = bool(states)
 
     # --- the thread ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -367,6 +397,7 @@ class ServiceLoop:
                 if isinstance(cmd, Advance) and manual:
                     self._advance(cmd.to, cmd.hold)
                     self.db.meta.set(CLOCK_KEY, repr(self.clock.now()))  # a restart resumes here
+                    self.save_plugin_state()
                     result: Any = self.clock.now()
                 else:
                     result = self._apply(cmd)
@@ -381,6 +412,8 @@ class ServiceLoop:
             self._cycle(self.clock.now())
         self._flush()
         self.compact()
+        if not self._running or (not manual and time.monotonic() - self._state_saved > PLUGIN_STATE_EVERY_S):
+            self.save_plugin_state()  # (on a clean stop too)
         if not manual and not isinstance(self.clock, WallClock) and time.monotonic() - self._clock_saved > 1.0:
             self._clock_saved = time.monotonic()
             self.db.meta.set(CLOCK_KEY, repr(self.clock.now()))  # an accelerated clock resumes about here

@@ -48,6 +48,10 @@ class ServiceMetrics:
                                 ["queue", "kind"], registry=r)
         self.queue_fair = Gauge("kant_queue_fair_share", "Fair share of a queue: share, usage (decayed, over the "
                                 "cluster's) and factor (2^(-usage/share))", ["queue", "kind"], registry=r)
+        self.queue_type_gpus = Gauge("kant_queue_type_gpus", "GPUs of one type of a queue with per-GPU-type limits: "
+                                     "in_use, guaranteed, borrowed, capacity", ["queue", "gpu_type", "kind"],
+                                     registry=r)
+        self._queue_series: set[tuple[Gauge, tuple[str, ...]]] = set()  # (a tree changed by an admin drops some)
         self.submitted = Counter("kant_jobs_submitted", "Jobs accepted", registry=r)
         self.started = Counter("kant_jobs_started", "Job starts (runs)", registry=r)
         self.finished = Counter("kant_jobs_finished", "Jobs that ended with exit code 0", registry=r)
@@ -105,13 +109,25 @@ class ServiceMetrics:
         self.gpus.labels("cordoned").set(view.cordoned_gpus)
         self.gpus.labels("free").set(view.total_gpus - view.allocated_gpus - view.down_gpus - view.cordoned_gpus)
         self.cycles.set(view.cycles)
+        series: set[tuple[Gauge, tuple[str, ...]]] = set()
+
+        def put(gauge: Gauge, labels: tuple[str, ...], value: float) -> None:
+            gauge.labels(*labels).set(value)
+            series.add((gauge, labels))
+
         for row in view.queues:
             name = str(row["name"])
             for kind in ("in_use", "guaranteed", "borrowed", "capacity"):
-                self.queue_gpus.labels(name, kind).set(float(row[kind]))
+                put(self.queue_gpus, (name, kind), float(row[kind]))
             for kind in ("share", "usage", "factor"):
                 if row.get(kind) is not None:
-                    self.queue_fair.labels(name, kind).set(float(row[kind]))
+                    put(self.queue_fair, (name, kind), float(row[kind]))
+            for gpu_type, cols in (row.get("per_type") or {}).items():
+                for kind in ("in_use", "guaranteed", "borrowed", "capacity"):
+                    put(self.queue_type_gpus, (name, str(gpu_type), kind), float(cols[kind]))
+        for gauge, labels in self._queue_series - series:  # queues (or types) no longer in the tree
+            gauge.remove(*labels)
+        self._queue_series = series
         tenants = set(view.pending_by_tenant) | set(view.running_gpus_by_tenant) | self._tenants
         for t in tenants:
             self.queue.labels(t).set(view.pending_by_tenant.get(t, 0))

@@ -572,6 +572,17 @@ class TenantUse(BaseModel):
     max_gpus: int | None = None
 
 
+class QueueTypeOut(BaseModel):
+    """One queue's guarantee, limits and use of one GPU type (a tree with per-type limits)."""
+
+    guaranteed: float
+    borrowing_limit: float | None
+    lending_limit: float | None
+    in_use: float
+    borrowed: float
+    capacity: float
+
+
 class QueueOut(BaseModel):
     """One queue of the tree (``kant serve --queues``; docs/policy-quotas.md), now."""
 
@@ -592,6 +603,18 @@ class QueueOut(BaseModel):
     share: float | None = Field(default=None, description="fair share: its normalised share of the cluster")
     usage: float | None = Field(default=None, description="fair share: its decayed usage over the cluster's")
     factor: float | None = Field(default=None, description="fair share: 2^(-usage/share), higher goes first")
+    per_type: dict[str, QueueTypeOut] | None = Field(
+        default=None, description="per GPU type named in the tree (per-type guarantees and limits), the same columns")
+
+
+class QueuesDoc(BaseModel):
+    """The tree of queues in force, as a queues file's JSON (docs/policy-quotas.md), with where it
+    came from."""
+
+    source: str | None = Field(description="api (set with PUT /v1/queues/config, kept in the database), "
+                                           "file (kant serve --queues FILE) or None (no queues)")
+    queues: list[dict[str, Any]] = Field(default_factory=list, description="the tree, as the file's 'queues'")
+    fair_share: dict[str, Any] | None = Field(default=None, description="as the file's 'fair_share'")
 
 
 class ClusterOut(BaseModel):

@@ -41,6 +41,7 @@ from kant.service.executors import make_executor
 from kant.service.history import History
 from kant.service.loop import CLOCK_KEY, ServiceLoop
 from kant.service.metrics import ServiceMetrics
+from kant.service.queues_config import QueuesConfig
 from kant.service.serving.endpoints import Endpoints
 from kant.service.serving.measure import Traffic
 from kant.service.serving.signals import LoadSignals
@@ -82,12 +83,9 @@ class Service:
 
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
-        self.policy = load_policy(config.policy)
-        if config.queues is not None:
-            from kant.plugins.queues import load_queues, with_queues
-
-            args = load_queues(config.queues).model_copy(update={"hold_over_max": True})  # (live: jobs wait)
-            self.policy = with_queues(self.policy, args)
+        #: the tree of queues in force (kant serve --queues FILE, or an admin's through the API)
+        self.queues = QueuesConfig(load_policy(config.policy), None if config.queues is None else str(config.queues))
+        self.policy = self.queues.policy()
         self.policy_name = self.policy.name
         #: tenants' quotas apply under every policy (a quota plugin is added where the policy has none:
         #: kant.service.live.state.LiveState.policy)
@@ -231,6 +229,8 @@ class Service:
         self.db.meta.set("leader_url", url)
         self.clock = make_clock(cfg.clock, speed=cfg.speed, start=self._clock_start())
         self.writer.clock = self.clock
+        self.queues.load(self.db)  # (the tree an admin set through the API wins over --queues FILE)
+        self.policy = self.queues.policy()
         executor = make_executor(cfg.executor, cfg.executor_settings)
         found = executor.discover_nodes()  # (Ray's nodes: the cluster when --cluster is not given)
         assert self.hub is not None

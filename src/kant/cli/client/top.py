@@ -64,14 +64,18 @@ def _frame(data: dict[str, Any], clock: Clock, url: str, problem: str | None = N
 
 
 def _queues(rows: list[dict[str, Any]]) -> Table:
-    """The tree of queues: each queue indented under its parent, GPUs and its fair share."""
-    out = table("QUEUE", "IN USE", "GUARANTEED", "BORROWED", "CAPACITY", "SHARE", "USAGE", "FACTOR")
+    """The tree of queues: each queue indented under its parent, GPUs and its fair share, and, with
+    per-GPU-type limits, GPUs in use / guaranteed per type (``V100 16/8``)."""
+    by_type = any(row.get("per_type") for row in rows)
+    out = table("QUEUE", "IN USE", "GUARANTEED", "BORROWED", "CAPACITY", "SHARE", "USAGE", "FACTOR",
+                *(["BY TYPE"] if by_type else []))
     depth: dict[str, int] = {}
     for row in rows:  # (parents come before their children)
         d = depth[row["name"]] = 0 if row["parent"] is None else depth.get(row["parent"], 0) + 1
         fair = ["-" if row.get(k) is None else f"{row[k]:.3f}" for k in ("share", "usage", "factor")]
+        types = [" ".join(f"{t} {c['in_use']:g}/{c['guaranteed']:g}" for t, c in (row.get("per_type") or {}).items())]
         out.add_row(Text("  " * d + row["name"]), f"{row['in_use']:g}", f"{row['guaranteed']:g}",
-                    f"{row['borrowed']:g}", f"{row['capacity']:g}", *fair)
+                    f"{row['borrowed']:g}", f"{row['capacity']:g}", *fair, *(types if by_type else []))
     return out
 
 

@@ -4,13 +4,14 @@ tenant against quota (a tenant sees its own and the others' total)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Body, Path
 
-from kant.service.api.deps import Svc, Who
+from kant.service.api.deps import Admin, Svc, Who
 from kant.service.auth import Principal
-from kant.service.schemas import ClusterOut, QueueOut, TenantUse
+from kant.service.errors import NotFound, Rejected
+from kant.service.schemas import ClusterOut, QueueOut, QueuesDoc, TenantUse
 
 __all__ = ["router"]
 
@@ -74,3 +75,65 @@ def visible_queues(rows: Sequence[Mapping[str, Any]], p: Principal) -> list[Queu
             mine = by_name.get(mine["parent"]) if mine["parent"] is not None else None
         rows = tuple(reversed(path))
     return [QueueOut.model_validate(dict(row)) for row in rows]
+
+
+# --- the tree itself (admins) ---------------------------------------------------------------------------
+@router.get("/v1/queues/config", response_model=QueuesDoc)
+def queues_config(p: Admin, svc: Svc) -> QueuesDoc:
+    """The tree of queues in force as a queues file's JSON (admins), with its source: ``api`` (set
+    here, kept in the database), ``file`` (``kant serve --queues FILE``) or None."""
+    return QueuesDoc.model_validate(svc.queues.document())
+
+
+@router.put("/v1/queues/config", response_model=QueuesDoc)
+def put_queues_config(body: Annotated[dict[str, Any], Body()], p: Admin, svc: Svc) -> QueuesDoc:
+    """Replace the tree of queues (admins): the body is a queues file as JSON (``queues``, optional
+    ``fair_share``). Validated as the file is (422 naming the key; guarantees must nest in the
+    cluster's GPUs, per GPU type too), applied from the next scheduling cycle, kept in the database
+    (it wins over ``--queues FILE`` at the next start)."""
+    args = svc.queues.parse(body)
+    svc.queues.set(svc.db, svc.leading(), args, "api")
+    return QueuesDoc.model_validate(svc.queues.document())
+
+
+@router.patch("/v1/queues/{name}", response_model=QueuesDoc)
+def patch_queue(name: Annotated[str, Path(max_length=64)], body: Annotated[dict[str, Any], Body()], p: Admin,
+                svc: Svc) -> QueuesDoc:
+    """Change some keys of one queue (admins): ``guaranteed``, ``borrowing_limit``, ``lending_limit``
+    (a number, a per-GPU-type mapping, or null to clear), ``weight``, ``tenants``; the rest of the tree
+    as it is. Validated and applied as PUT."""
+    allowed = ("guaranteed", "borrowing_limit", "lending_limit", "weight", "tenants")
+    for key in body:
+        if key not in allowed:
+            raise Rejected(key, f"not a key a queue's PATCH may set (one of {', '.join(allowed)})")
+    doc = svc.queues.document()
+    found = _find(doc["queues"], name)
+    if found is None:
+        raise NotFound(f"no queue {name!r}")
+    for key, value in body.items():
+        if value is None:
+            found.pop(key, None)
+        else:
+            found[key] = value
+    doc.pop("source", None)
+    args = svc.queues.parse(doc)
+    svc.queues.set(svc.db, svc.leading(), args, "api")
+    return QueuesDoc.model_validate(svc.queues.document())
+
+
+@router.delete("/v1/queues/config", response_model=QueuesDoc)
+def delete_queues_config(p: Admin, svc: Svc) -> QueuesDoc:
+    """Forget the tree set through the API (admins): back to ``--queues FILE``'s tree, or none."""
+    cfg = svc.queues
+    cfg.set(svc.db, svc.leading(), cfg.file_args, "file" if cfg.file_args is not None else None)
+    return QueuesDoc.model_validate(cfg.document())
+
+
+def _find(queues: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    for q in queues:
+        if q.get("name") == name:
+            return q
+        found = _find(q.get("children", []), name)
+        if found is not None:
+            return found
+    return None

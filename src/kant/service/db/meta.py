@@ -28,6 +28,11 @@ class MetaRepo:
         with self._db.tx(write=True) as conn:
             _upsert(conn, key, value)
 
+    def delete(self, key: str) -> None:
+        """Forget ``key`` (nothing if unset)."""
+        with self._db.tx(write=True) as conn:
+            conn.execute(meta.delete().where(meta.c.key == key))
+
     def bump_epoch(self) -> int:
         """Add one to meta['leader_epoch'] (0 when unset) and return it (a new leader's fencing token)."""
         with self._db.tx(write=True) as conn:

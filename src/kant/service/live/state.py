@@ -164,6 +164,20 @@ class LiveState:
         self.sched = self.sched.rebuilt(self.cluster(), now, policy=self.policy())
         self.instant.changed = True
 
+    def set_policy(self, policy: Policy, now: float) -> None:
+        """Schedule under ``policy`` (the configured policy changed: an admin's tree of queues) from
+        now on: the scheduler is rebuilt with every job. If the new policy cannot run here (its
+        plugins' setup raises), nothing changes and the error is raised."""
+        old = self.base_policy
+        self.base_policy = policy
+        self.quota_enforced = any(issubclass(p.cls, Quota) for p in policy.plugins)
+        try:
+            self.rebuild(now)
+        except Exception:
+            self.base_policy = old
+            self.quota_enforced = any(issubclass(p.cls, Quota) for p in old.plugins)
+            raise
+
     def reload_tenants(self, tenants: Iterable[TenantRow], now: float) -> str:
         """Tenants or their quotas changed in the database: new names coded, the policy rebuilt."""
         self.tenants = {t.name: t for t in tenants}

@@ -469,16 +469,19 @@ function queuesTable(queues) {
   if (!queues.length) return "";
   const depth = {};
   const f3 = (x) => (x == null ? "" : Number(x).toFixed(3));
+  // per-GPU-type limits: GPUs in use / guaranteed of each type ("V100 16/8")
+  const byType = queues.some((q) => q.per_type);
+  const types = (q) => Object.entries(q.per_type ?? {}).map(([t, c]) => `${esc(t)} ${c.in_use}/${c.guaranteed}`).join(" ");
   const rows = queues.map((q) => {
     const d = (depth[q.name] = q.parent == null ? 0 : (depth[q.parent] ?? 0) + 1);
     return `<tr data-queue="${esc(q.name)}"><td style="padding-left:${0.5 + 1.2 * d}em">${esc(q.name)}</td>
       <td class="num" data-col="in-use">${q.in_use}</td><td class="num" data-col="guaranteed">${q.guaranteed}</td>
       <td class="num" data-col="borrowed">${q.borrowed}</td><td class="num" data-col="capacity">${q.capacity}</td>
       <td class="num" data-col="share">${f3(q.share)}</td><td class="num" data-col="usage">${f3(q.usage)}</td>
-      <td class="num" data-col="factor">${f3(q.factor)}</td></tr>`;
+      <td class="num" data-col="factor">${f3(q.factor)}</td>${byType ? `<td data-col="by-type">${types(q)}</td>` : ""}</tr>`;
   }).join("");
   return `<h2>Queues</h2><table id="queues"><thead><tr><th>queue</th><th class="num">GPUs used</th><th class="num">guaranteed</th>
-    <th class="num">borrowed</th><th class="num">capacity now</th><th class="num">share</th><th class="num">usage</th><th class="num">fair-share factor</th></tr></thead>
+    <th class="num">borrowed</th><th class="num">capacity now</th><th class="num">share</th><th class="num">usage</th><th class="num">fair-share factor</th>${byType ? "<th>by GPU type (used/guaranteed)</th>" : ""}</tr></thead>
     <tbody>${rows}</tbody></table>
     <p class="muted">capacity now: GPUs the queue may take given its limits and what the other queues use or keep reserved;
       usage: its GPU-seconds decayed by the half-life over the cluster's; factor 2^(-usage/share): higher goes first.</p>`;
