@@ -6,7 +6,7 @@ from kant.framework.context import CycleContext
 from kant.framework.runner import Framework
 from kant.model.state import Placement
 
-__all__ = ["start_job", "evict_job"]
+__all__ = ["start_job", "evict_job", "resize_job"]
 
 
 def start_job(ctx: CycleContext, fw: Framework, job: int, placement: Placement) -> None:
@@ -26,3 +26,26 @@ def evict_job(ctx: CycleContext, fw: Framework, job: int) -> Placement:
     fw.job_stopped(job, ctx.now, placement, False)
     ctx.queue.push(job)
     return placement
+
+
+def resize_job(ctx: CycleContext, fw: Framework, job: int, placement: Placement) -> Placement:
+    """Give running (or just started) elastic ``job`` a new placement (more or fewer workers); returns
+    the old one. A job started in this cycle simply starts bigger or smaller (no resize: nothing ran
+    yet); a job that was running is resized (``ctx.resized``: a restart from its checkpoint with the
+    new world size). Listeners hear a stop (not finished) of the old placement and a start of the new."""
+    before = ctx.statement.resize(job, placement)
+    for k, (started, _) in enumerate(ctx.started):
+        if started == job:
+            ctx.started[k] = (job, placement)
+            break
+    else:
+        for k, (resized, first, _) in enumerate(ctx.resized):
+            if resized == job:
+                ctx.resized[k] = (job, first, placement)
+                break
+        else:
+            ctx.resized.append((job, before, placement))
+    if fw.listeners:
+        fw.job_stopped(job, ctx.now, before, False)
+        fw.job_started(job, ctx.now, placement)
+    return before

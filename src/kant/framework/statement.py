@@ -13,7 +13,10 @@ A :class:`Statement` is Volcano's name, but not a full transaction. What it is, 
   *trials* that touch nothing but the state, such as the preempt action's plan simulation
   (:func:`kant.actions.victims.choose_victims`): evict candidates, try to place, discard;
 * :meth:`Statement.commit` ends the log and is where binds happen: a driver that runs work (the
-  live service) passes a :class:`Binder`, which hears every start and eviction in order.
+  live service) passes a :class:`Binder`, which hears every start and eviction in order;
+* :meth:`Statement.resize` changes a running elastic job's placement (:mod:`kant.actions.elastic`):
+  logged with the old placement, undone by putting it back, and heard by a binder as ``resize``
+  (a binder without one hears an eviction then a bind).
 
 A cycle's own statement (``ctx.statement``) is only ever committed: ``start_job`` and ``evict_job``
 (:mod:`kant.actions.common`) change the queue and tell the listeners along with it, and a gang gets
@@ -29,12 +32,13 @@ from typing import Protocol
 
 from kant.model.state import ClusterState, Placement
 
-__all__ = ["Binder", "Op", "Operation", "Statement"]
+__all__ = ["Binder", "Op", "Operation", "ResizeBinder", "Statement"]
 
 
 class Op(Enum):
     ALLOCATE = "allocate"
     EVICT = "evict"
+    RESIZE = "resize"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +46,8 @@ class Operation:
     op: Op
     job: int
     placement: Placement
+    #: RESIZE only: the placement before the resize
+    before: Placement | None = None
 
 
 class Binder(Protocol):
@@ -52,6 +58,13 @@ class Binder(Protocol):
     def bind(self, job: int, placement: Placement) -> None: ...
 
     def evict(self, job: int, placement: Placement) -> None: ...
+
+
+class ResizeBinder(Binder, Protocol):
+    """A binder that resizes a running elastic job in place (a restart from its checkpoint on the
+    new placement, with the new world size)."""
+
+    def resize(self, job: int, before: Placement, after: Placement) -> None: ...
 
 
 class Statement:
@@ -71,13 +84,28 @@ class Statement:
         self.operations.append(Operation(Op.EVICT, job, placement))
         return placement
 
+    def resize(self, job: int, placement: Placement) -> Placement:
+        """Move running ``job`` to ``placement`` (its old one is released first); returns the old."""
+        before = self.state.release(job)
+        try:
+            self.state.allocate(job, placement)
+        except Exception:
+            self.state.allocate(job, before)
+            raise
+        self.operations.append(Operation(Op.RESIZE, job, placement, before))
+        return before
+
     def discard(self) -> None:
         """Undo the logged operations on the cluster state, newest first, and empty the log."""
         for operation in reversed(self.operations):
             if operation.op is Op.ALLOCATE:
                 self.state.release(operation.job)
-            else:
+            elif operation.op is Op.EVICT:
                 self.state.allocate(operation.job, operation.placement)
+            else:
+                assert operation.before is not None
+                self.state.release(operation.job)
+                self.state.allocate(operation.job, operation.before)
         self.operations.clear()
 
     def commit(self, binder: Binder | None = None) -> list[Operation]:
@@ -88,6 +116,14 @@ class Statement:
             for operation in done:
                 if operation.op is Op.ALLOCATE:
                     binder.bind(operation.job, operation.placement)
-                else:
+                elif operation.op is Op.EVICT:
                     binder.evict(operation.job, operation.placement)
+                else:
+                    assert operation.before is not None
+                    resize = getattr(binder, "resize", None)
+                    if resize is not None:
+                        resize(operation.job, operation.before, operation.placement)
+                    else:
+                        binder.evict(operation.job, operation.before)
+                        binder.bind(operation.job, operation.placement)
         return done

@@ -1,0 +1,233 @@
+"""Elastic gangs (kant.model.elastic, kant.actions.elastic): bounds and their errors, the speed of a
+size, grow into idle GPUs, shrink instead of waiting, the resize cost in the simulator, the Pollux/Sia
+reader, and invariants on random workloads (a size within [min, max] at every instant, no
+over-allocation, every job done)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kant.config import load_policy, parse_policy
+from kant.metrics.recorder import JobStatus
+from kant.model import Cluster, JobTable, JobTableBuilder, NodeSpec
+from kant.model.elastic import ElasticBounds, check_bounds, parse_speedup
+from kant.scheduler import Scheduler
+from kant.sim import ExecutionModel, Simulator, simulate
+from strategies import GPU_TYPES, clusters
+
+SHARED = Path("/work/shared/traces")
+
+
+def _cluster(nodes: int = 1, gpus: int = 8) -> Cluster:
+    return Cluster.from_nodes([NodeSpec(f"n{i}", "A", gpus) for i in range(nodes)])
+
+
+def _policy() -> object:
+    return load_policy("elastic")
+
+
+# --- the model ------------------------------------------------------------------------------------
+def test_bounds_errors_name_the_field() -> None:
+    assert check_bounds(2, None, None) is None
+    assert check_bounds(2, 1, 4) is None
+    assert check_bounds(2, 1, None).startswith("max_workers: missing")
+    assert check_bounds(2, None, 4).startswith("min_workers: missing")
+    assert check_bounds(2, 0, 4).startswith("min_workers: must be >= 1")
+    assert check_bounds(2, 3, 2).startswith("max_workers: must be >= min_workers")
+    assert check_bounds(5, 1, 4).startswith("workers: must be within [min_workers, max_workers]")
+    assert check_bounds(1, 1, 4, gpu_milli=500).startswith("min_workers: an elastic job asks for whole GPUs")
+
+
+def test_builder_rejects_bad_bounds_with_the_job_name() -> None:
+    b = JobTableBuilder()
+    b.add("ok", submit=0, duration=1, workers=2, min_workers=1, max_workers=4)
+    b.add("bad", submit=0, duration=1, workers=2, min_workers=3, max_workers=4)
+    with pytest.raises(ValueError, match="job 'bad': workers: must be within"):
+        b.build()
+
+
+def test_rigid_table_has_no_elastic_spec() -> None:
+    b = JobTableBuilder()
+    b.add("a", submit=0, duration=1, workers=2)
+    assert b.build().elastic is None
+    b.add("b", submit=0, duration=1, workers=2, min_workers=1, max_workers=3)
+    table = b.build()
+    assert table.elastic is not None and not table.elastic.is_elastic(0) and table.elastic.is_elastic(1)
+    assert table.take(np.array([1])).elastic is not None and table.take(np.array([0])).elastic is not None
+
+
+def test_speed_linear_and_table() -> None:
+    lin = ElasticBounds(1, 8, 4)
+    assert lin.speed(4) == 1.0 and lin.speed(2) == 0.5 and lin.speed(8) == 2.0
+    tab = ElasticBounds(1, 8, 2, parse_speedup("1:1,2:1.5,4:2"))
+    assert tab.speed(2) == 1.0
+    assert tab.speed(3) == pytest.approx(1.75 / 1.5)  # interpolated between 2 and 4
+    assert tab.speed(8) == pytest.approx(2 / 1.5)  # flat beyond the largest size given
+
+
+@pytest.mark.parametrize(("text", "why"), [("1:1", "at least two"), ("1:1,x", "SIZE:THROUGHPUT"),
+                                           ("0:1,2:2", "size must be >= 1"), ("1:1,2:-1", "positive"),
+                                           ("1:1,1:2", "given twice")])
+def test_speedup_errors(text: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        parse_speedup(text)
+
+
+# --- the simulator --------------------------------------------------------------------------------
+def test_alone_it_starts_at_its_maximum_for_free() -> None:
+    b = JobTableBuilder()
+    b.add("e", submit=0, duration=1000, workers=2, min_workers=1, max_workers=4)
+    r = simulate(_cluster(), b.build(), _policy())
+    assert r.end[0] == pytest.approx(500.0)  # 4 workers: twice the speed of 2, no resize paid
+    assert r.gpu_seconds[0] == pytest.approx(4 * 500.0)
+    assert r.resizes is not None and r.resizes[0] == 0
+
+
+def test_shrinks_for_a_rigid_job_and_pays_the_resize() -> None:
+    b = JobTableBuilder()
+    b.add("e", submit=0, duration=1000, workers=4, min_workers=2, max_workers=8)  # grows to 8 at start
+    b.add("r", submit=100, duration=100, workers=1, gpus_per_worker=4)
+    r = simulate(_cluster(), b.build(), _policy(), execution=ExecutionModel(resize_cost_s=30))
+    assert r.first_start[1] == 100.0  # the rigid job did not wait: the elastic one shrank
+    # e: 100 s at 8 workers (200 s of its work at its size of 4), shrunk to 4 at 100: 30 s resize, then
+    # 70 s at 4 until the rigid job ends at 200 (730 s of work left); growing back pays (730 x (1 - 4/8)
+    # > 30 s): 30 s resize, then 730 s of work at twice the speed
+    assert r.resizes is not None and r.resizes[0] == 2
+    assert r.end[0] == pytest.approx(100 + 30 + 70 + 30 + 730 / 2)
+    assert r.status.tolist() == [JobStatus.FINISHED, JobStatus.FINISHED]
+
+
+def test_starts_smaller_when_only_its_minimum_fits() -> None:
+    b = JobTableBuilder()
+    b.add("r", submit=0, duration=100, workers=1, gpus_per_worker=6)
+    b.add("e", submit=10, duration=1000, workers=4, min_workers=1, max_workers=4)
+    r = simulate(_cluster(), b.build(), _policy(), execution=ExecutionModel(resize_cost_s=0))
+    assert r.first_start[1] == 10.0  # started on the 2 free GPUs instead of waiting for 4
+    assert r.end[1] < 10 + 1000 + 90  # better than waiting for the rigid job to end
+
+
+def test_shrink_never_below_minimum_nor_for_lower_priority() -> None:
+    b = JobTableBuilder()
+    b.add("e", submit=0, duration=1000, workers=4, min_workers=4, max_workers=8, priority=1)
+    b.add("low", submit=10, duration=10, workers=1, gpus_per_worker=2, priority=0)
+    b.add("big", submit=20, duration=10, workers=1, gpus_per_worker=6, priority=5)
+    r = simulate(_cluster(), b.build(), _policy(), execution=ExecutionModel(resize_cost_s=0))
+    # low may not take e's lent workers (lower priority): it waits for e to end
+    assert r.first_start[1] >= r.end[0]
+    # big needs 6 but e keeps its minimum of 4: big waits too (no whole eviction without preempt)
+    assert r.first_start[2] >= r.end[0]
+
+
+def test_rigid_workload_is_unchanged_by_the_elastic_actions() -> None:
+    b = JobTableBuilder()
+    rng = np.random.default_rng(3)
+    for i in range(60):
+        b.add(f"j{i}", submit=float(rng.integers(0, 500)), duration=float(rng.integers(1, 300)),
+              workers=int(rng.integers(1, 4)), gpus_per_worker=int(rng.choice([1, 2, 4])))
+    jobs = b.build()
+    a = simulate(_cluster(4), jobs, load_policy("kant"))
+    e = simulate(_cluster(4), jobs, _policy())
+    for col in ("first_start", "end", "gpu_seconds"):
+        np.testing.assert_array_equal(getattr(a, col), getattr(e, col))
+
+
+# --- invariants -----------------------------------------------------------------------------------
+@st.composite
+def elastic_workloads(draw: st.DrawFn, max_jobs: int = 20) -> JobTable:
+    n = draw(st.integers(1, max_jobs))
+    b = JobTableBuilder(source="hypothesis")
+    for i in range(n):
+        w = draw(st.integers(1, 4))
+        elastic = draw(st.booleans())
+        lo = draw(st.integers(1, w)) if elastic else None
+        hi = draw(st.integers(w, 8)) if elastic else None
+        b.add(f"j{i}", submit=float(draw(st.integers(0, 50))), duration=float(draw(st.integers(0, 60))),
+              workers=w, gpus_per_worker=draw(st.sampled_from([1, 1, 2, 4])),
+              gpu_type=draw(st.sampled_from([None, None, *GPU_TYPES])), priority=draw(st.integers(0, 2)),
+              min_workers=lo, max_workers=hi)
+    return b.build()
+
+
+@given(cluster=clusters(max_nodes=5), jobs=elastic_workloads(),
+       cost=st.sampled_from([0.0, 5.0]), preempt=st.booleans())
+def test_sizes_within_bounds_and_no_over_allocation(cluster: Cluster, jobs: JobTable, cost: float,
+                                                     preempt: bool) -> None:
+    actions: list[object] = [{"name": "allocate", "args": {"blocking": True}},
+                             {"name": "elastic-shrink", "args": {"resize_cost_s": cost}}]
+    if preempt:
+        actions.append({"name": "preempt", "args": {"rank_by": "priority"}})
+    actions += [{"name": "backfill", "args": {"mode": "easy"}},
+                {"name": "elastic-grow", "args": {"resize_cost_s": cost}}]
+    policy = parse_policy({"name": "t", "actions": actions,
+                           "plugins": [{"name": "priority"}, {"name": "fifo"}, {"name": "binpack"}]})
+    sim = Simulator(cluster, jobs, policy, execution=ExecutionModel(resize_cost_s=cost), check_every=1)
+    sched: Scheduler = sim.scheduler
+    elastic = sched.jobs.elastic
+    inner = sched.cycle
+    capacity = int(cluster.gpus.sum())
+
+    def checked(now: float):  # type: ignore[no-untyped-def]
+        result = inner(now)
+        held = 0
+        for job, placement in sched.state.allocations.items():
+            size = len(placement.nodes)
+            bounds = elastic.get(job)
+            if bounds is None:
+                assert size == int(jobs.workers[job])
+            else:
+                assert bounds.min_workers <= size <= bounds.max_workers
+            held += placement.total_gpus
+        assert held == sched.state.allocated_gpus <= capacity
+        for job, before, after in result.resized:  # a resize moves only the job's own workers
+            assert job in elastic and before.gpus == after.gpus
+        return result
+
+    sched.cycle = checked  # type: ignore[method-assign]
+    result = sim.run()
+    placeable = result.status != JobStatus.UNSCHEDULABLE
+    assert np.all(result.status[placeable] == JobStatus.FINISHED)
+    # no work is lost to a resize: a job's GPU-seconds cover its work at its reference size when the
+    # speed is linear (each size does k / workers of the work per second, on k x g GPUs)
+    done = placeable & (result.preemptions == 0)
+    need = jobs.duration[done] * jobs.total_gpus[done]
+    assert np.all(result.gpu_seconds[done] >= need - 1e-6 * np.maximum(need, 1.0))
+
+
+# --- the Pollux / Sia reader ----------------------------------------------------------------------
+@pytest.mark.skipif(not (SHARED / "pollux-workloads").is_dir(), reason="shared traces not here")
+def test_pollux_reader_elastic_and_rigid() -> None:
+    from kant.traces.registry import load_trace
+
+    jobs = load_trace("pollux:1")
+    assert isinstance(jobs, JobTable) and len(jobs) == 160 and jobs.elastic is not None
+    assert np.all(jobs.elastic.min_workers == 1) and np.all(jobs.elastic.max_workers == 2 * jobs.workers)
+    again = load_trace("pollux:1")
+    assert isinstance(again, JobTable)
+    np.testing.assert_array_equal(jobs.duration, again.duration)  # deterministic
+    from kant.traces.pollux import read_pollux
+
+    rigid = read_pollux(SHARED / "pollux-workloads/workloads/workload-1.csv", elastic=False)
+    assert rigid.elastic is None
+    np.testing.assert_array_equal(rigid.duration, jobs.duration)
+    amdahl = read_pollux(SHARED / "pollux-workloads/workloads/workload-1.csv", serial_fraction=0.05)
+    assert amdahl.elastic is not None and amdahl.elastic.speedup[0] is not None
+    sia = load_trace("sia:1")
+    assert isinstance(sia, JobTable) and len(sia) == 160 and sia.elastic is not None
+
+
+def test_pollux_reader_names_bad_rows(tmp_path: Path) -> None:
+    from kant.errors import InputError
+    from kant.traces.pollux import read_pollux
+
+    f = tmp_path / "w.csv"
+    f.write_text("name,time,application,num_replicas,batch_size\na,1,cifar10,2,64\nb,2,mnist,1,64\n")
+    with pytest.raises(InputError, match="application"):
+        read_pollux(f)
+    f.write_text("name,time,application,num_replicas,batch_size\na,1,cifar10,0,64\n")
+    with pytest.raises(InputError, match="num_replicas"):
+        read_pollux(f)
