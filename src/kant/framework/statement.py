@@ -85,14 +85,27 @@ class Statement:
         return placement
 
     def resize(self, job: int, placement: Placement) -> Placement:
-        """Move running ``job`` to ``placement`` (its old one is released first); returns the old."""
+        """Move running ``job`` to ``placement`` (its old one is released first); returns the old. A job
+        this statement allocated (it starts in this cycle) simply starts on the new placement: its
+        allocation in the log is replaced, and no resize is logged (nothing ran yet); a job resized
+        again in the same statement is one resize from its first placement."""
         before = self.state.release(job)
         try:
             self.state.allocate(job, placement)
         except Exception:
             self.state.allocate(job, before)
             raise
-        self.operations.append(Operation(Op.RESIZE, job, placement, before))
+        ops = self.operations
+        for k in range(len(ops) - 1, -1, -1):
+            if ops[k].job == job:
+                if ops[k].op is Op.ALLOCATE:
+                    ops[k] = Operation(Op.ALLOCATE, job, placement)
+                    return before
+                if ops[k].op is Op.RESIZE:  # resized twice in one cycle: one resize from the first size
+                    ops[k] = Operation(Op.RESIZE, job, placement, ops[k].before)
+                    return before
+                break
+        ops.append(Operation(Op.RESIZE, job, placement, before))
         return before
 
     def discard(self) -> None:
