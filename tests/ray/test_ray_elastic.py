@@ -20,7 +20,8 @@ from kant_ray_cluster import RayNodes
 from service.serve_proc import Server, free_port
 from service.serve_proc import job_of as job
 
-COMMAND = 'echo "WS $WORLD_SIZE RANK $RANK RUN $KANT_RUN"; exec sleep 300'
+COMMAND = ('echo "WS $WORLD_SIZE RANK $RANK RUN $KANT_RUN RESTART $TORCHELASTIC_RESTART_COUNT '
+           'MAX $KANT_MAX_WORKERS"; exec sleep 300')
 
 
 @pytest.fixture(scope="module")
@@ -81,14 +82,16 @@ def test_elastic_gang_resizes_and_its_workers_see_the_new_world_size(kant_elasti
     e = _submit(kant, token, workers=2, min_workers=1, max_workers=6, gpus_per_worker=1, command=COMMAND)
     data = _until(kant, e, lambda d: d["state"] == "running", "the elastic job starts")
     assert len(data["placement"]) == 6 and data["runs"] == 1, data  # alone: all 6 GPUs from the start
-    assert sorted(_line(kant, e, k, 1) for k in range(6)) == sorted(f"WS 6 RANK {k} RUN 1" for k in range(6))
+    lines = sorted(_line(kant, e, k, 1) for k in range(6))
+    assert lines == sorted(f"WS 6 RANK {k} RUN 1 RESTART 0 MAX 6" for k in range(6))
 
     rigid = _submit(kant, token, workers=1, gpus_per_worker=2, command='echo "rigid"; exec sleep 300')
     _until(kant, rigid, lambda d: d["state"] == "running", "the rigid job starts by shrinking the elastic one")
     data = _until(kant, e, lambda d: d["state"] == "running" and d["runs"] == 2, "the elastic job's resize")
     assert len(data["placement"]) == 4, data
     assert any(ev["kind"] == "resized" for ev in data["events"]), data["events"]
-    assert sorted(_line(kant, e, k, 2) for k in range(4)) == sorted(f"WS 4 RANK {k} RUN 2" for k in range(4))
+    lines = sorted(_line(kant, e, k, 2) for k in range(4))
+    assert lines == sorted(f"WS 4 RANK {k} RUN 2 RESTART 1 MAX 6" for k in range(4))
 
     for job_id in (rigid, e):
         assert kant.admin.post(f"/v1/jobs/{job_id}/cancel").status_code == 200

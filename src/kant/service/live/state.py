@@ -263,6 +263,11 @@ class LiveState:
         jobs = self.sched.jobs
         env = {} if info.array is None else {"KANT_ARRAY_JOB_ID": str(info.array[0]),
                                               "KANT_ARRAY_TASK_ID": str(info.array[1])}
+        bounds = jobs.elastic.get(info.row) if jobs.elastic else None
+        if bounds is not None:  # an elastic gang: its bounds, and which restart this is (as torchrun's elastic
+            # agent tells its workers; WORLD_SIZE and the ranks, of this run's size, are the executor's)
+            env = {**env, "KANT_MIN_WORKERS": str(bounds.min_workers), "KANT_MAX_WORKERS": str(bounds.max_workers),
+                   "TORCHELASTIC_RUN_ID": f"kant-{job_id}", "TORCHELASTIC_RESTART_COUNT": str(info.runs - 1)}
         return Launch(job_id, info.runs, tuple(nodes), int(jobs.gpus_per_worker[info.row]), start,
                       info.command, info.duration_s, {str(k): str(v) for k, v in info.labels.items()},
                       int(jobs.gpu_milli[info.row]), env=env, cwd=info.chdir, job_env=info.environment)
