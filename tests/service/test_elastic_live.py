@@ -66,3 +66,20 @@ def test_grows_when_alone_and_shrinks_for_a_rigid_job(tmp_path: Path, new_pg_db:
         assert job["state"] == "running" and len(job["placement"]) == 4 and job["runs"] == 2, job
         items = job["events"]
         assert any(ev["kind"] == "resized" and "8 -> 4 GPU(s)" in ev["message"] for ev in items), items
+
+
+def test_cli_submits_bounds_and_shows_the_field_of_a_bad_one(elastic_server: Server) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "KANT_URL": elastic_server.url, "KANT_TOKEN": elastic_server.admin_token}
+    base = [sys.executable, "-m", "kant.cli.main", "submit", "--tenant", "a", "--duration", "10", "--workers", "2"]
+    bad = subprocess.run([*base, "--min-workers", "3", "--max-workers", "4", "--", "true"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "workers: must be within [min_workers, max_workers]" in bad.stdout + bad.stderr
+    ok = subprocess.run([*base, "--min-workers", "1", "--max-workers", "4", "--", "true"], env=env,
+                        capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    job = elastic_server.admin.get(f"/v1/jobs/{int(ok.stdout.strip())}").json()
+    assert (job["min_workers"], job["max_workers"]) == (1, 4)
