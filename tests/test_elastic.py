@@ -154,17 +154,18 @@ def elastic_workloads(draw: st.DrawFn, max_jobs: int = 20) -> JobTable:
 
 
 @given(cluster=clusters(max_nodes=5), jobs=elastic_workloads(),
-       cost=st.sampled_from([0.0, 5.0]), preempt=st.booleans())
+       cost=st.sampled_from([0.0, 5.0]), preempt=st.booleans(), place=st.sampled_from(["binpack", "e-binpack"]),
+       backfill=st.sampled_from(["easy", "conservative"]))
 def test_sizes_within_bounds_and_no_over_allocation(cluster: Cluster, jobs: JobTable, cost: float,
-                                                     preempt: bool) -> None:
+                                                     preempt: bool, place: str, backfill: str) -> None:
     actions: list[object] = [{"name": "allocate", "args": {"blocking": True}},
                              {"name": "elastic-shrink", "args": {"resize_cost_s": cost}}]
     if preempt:
         actions.append({"name": "preempt", "args": {"rank_by": "priority"}})
-    actions += [{"name": "backfill", "args": {"mode": "easy"}},
+    actions += [{"name": "backfill", "args": {"mode": backfill}},
                 {"name": "elastic-grow", "args": {"resize_cost_s": cost}}]
     policy = parse_policy({"name": "t", "actions": actions,
-                           "plugins": [{"name": "priority"}, {"name": "fifo"}, {"name": "binpack"}]})
+                           "plugins": [{"name": "priority"}, {"name": "fifo"}, {"name": place}]})
     sim = Simulator(cluster, jobs, policy, execution=ExecutionModel(resize_cost_s=cost), check_every=1)
     sched: Scheduler = sim.scheduler
     elastic = sched.jobs.elastic
@@ -196,6 +197,8 @@ def test_sizes_within_bounds_and_no_over_allocation(cluster: Cluster, jobs: JobT
     done = placeable & (result.preemptions == 0)
     need = jobs.duration[done] * jobs.total_gpus[done]
     assert np.all(result.gpu_seconds[done] >= need - 1e-6 * np.maximum(need, 1.0))
+    if cost == 0:  # and without a resize cost, exactly that: nothing is held that does not work
+        np.testing.assert_allclose(result.gpu_seconds[done], need, rtol=1e-9, atol=1e-6)
 
 
 # --- the Pollux / Sia reader ----------------------------------------------------------------------
@@ -231,3 +234,40 @@ def test_pollux_reader_names_bad_rows(tmp_path: Path) -> None:
     f.write_text("name,time,application,num_replicas,batch_size\na,1,cifar10,0,64\n")
     with pytest.raises(InputError, match="num_replicas"):
         read_pollux(f)
+
+
+# --- shrink before the evicting actions ------------------------------------------------------------
+def _with(actions: list[object], extra_plugins: list[object] | None = None) -> object:
+    return parse_policy({"name": "t", "actions": actions,
+                         "plugins": [{"name": "priority"}, {"name": "fifo"}, *(extra_plugins or []),
+                                     {"name": "binpack"}]})
+
+
+@pytest.mark.parametrize("elastic", [True, False])
+def test_a_higher_priority_gang_shrinks_it_instead_of_preempting_it(elastic: bool) -> None:
+    b = JobTableBuilder()
+    b.add("e", submit=0, duration=1000, workers=4, min_workers=2, max_workers=8, priority=0)
+    b.add("high", submit=100, duration=100, workers=1, gpus_per_worker=4, priority=5)
+    actions: list[object] = ["allocate", "elastic-shrink", {"name": "preempt", "args": {"rank_by": "priority"}},
+                             "elastic-grow"]
+    if not elastic:
+        actions.remove("elastic-shrink")
+    r = simulate(_cluster(), b.build(), _with(actions), execution=ExecutionModel(resize_cost_s=0))
+    assert r.first_start[1] == 100.0  # the high-priority gang starts at once either way
+    if elastic:
+        assert r.preemptions[0] == 0 and r.resizes is not None and r.resizes[0] >= 1  # shrunk, not evicted
+    else:
+        assert r.preemptions[0] == 1  # without elastic-shrink, preempt evicts it whole
+
+
+def test_an_inference_replica_takes_lent_workers_before_reclaiming() -> None:
+    from kant.model.job import JobKind
+
+    b = JobTableBuilder()
+    b.add("e", submit=0, duration=1000, workers=4, min_workers=2, max_workers=8)
+    b.add("replica", submit=100, duration=500, workers=1, gpus_per_worker=2, priority=100, kind=JobKind.INFERENCE)
+    policy = _with(["allocate", "elastic-shrink", {"name": "inference-reclaim", "args": {"reclaim_delay_s": 0}},
+                    "allocate", "elastic-grow"], [{"name": "co-schedule", "args": {"mode": "unified"}}])
+    r = simulate(_cluster(), b.build(), policy, execution=ExecutionModel(resize_cost_s=0))
+    assert r.first_start[1] == 100.0 and r.preemptions[0] == 0
+    assert r.resizes is not None and r.resizes[0] >= 1

@@ -296,9 +296,8 @@ class Scheduler:
             if self._idle_ok and self._after.fresh(self.state, self.state.version) and self._idle(ctx):
                 return CycleResult()
             ctx.statement = Statement(self.state)
-            ctx.started, ctx.evicted, ctx.wakeups = [], [], []  # fresh: an action may keep the last ones
-            if ctx.resized:
-                ctx.resized = []
+            ctx.started, ctx.evicted, ctx.wakeups, ctx.resized = [], [], [], []  # fresh: an action may keep
+            # the last ones
         for action in self.actions:
             action.execute(ctx, self.framework)
         ctx.statement.commit(self.binder)
