@@ -112,8 +112,8 @@ class Releases:
                 seq += 1
                 added.append((job, end))
         if self.resized:  # elastic jobs resized: their new run and placement replace the old rows
-            for lst in self.resized:
-                for job, _, _ in lst:
+            for changed in self.resized:
+                for job, _, _ in changed:
                     run = running.get(job)
                     placement = allocations.get(job)
                     if run is None or placement is None:
