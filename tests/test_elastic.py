@@ -271,3 +271,17 @@ def test_an_inference_replica_takes_lent_workers_before_reclaiming() -> None:
     r = simulate(_cluster(), b.build(), policy, execution=ExecutionModel(resize_cost_s=0))
     assert r.first_start[1] == 100.0 and r.preemptions[0] == 0
     assert r.resizes is not None and r.resizes[0] >= 1
+
+
+def test_inference_rows_keep_the_training_rows_elastic() -> None:
+    from kant.inference.services import ServiceSpec
+    from kant.inference.unified import append_replicas
+
+    b = JobTableBuilder()
+    b.add("e", submit=0, duration=10, workers=2, min_workers=1, max_workers=4)
+    # (only the fields append_replicas reads: traffic and SLO do not matter here)
+    spec = ServiceSpec.model_construct(name="s", gpus_per_replica=1, min_replicas=1, max_replicas=2, priority=100,
+                                       gpu_type=None, tenant="inference", start_s=0.0)
+    table, rows = append_replicas(b.build(), [spec])
+    assert table.elastic is not None and table.elastic.is_elastic(0)
+    assert not table.elastic.is_elastic(int(rows[0][0])) and len(table.elastic) == 3
