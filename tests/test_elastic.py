@@ -285,3 +285,40 @@ def test_inference_rows_keep_the_training_rows_elastic() -> None:
     table, rows = append_replicas(b.build(), [spec])
     assert table.elastic is not None and table.elastic.is_elastic(0)
     assert not table.elastic.is_elastic(int(rows[0][0])) and len(table.elastic) == 3
+
+
+# --- kant's own trace formats ---------------------------------------------------------------------
+def _elastic_table() -> JobTable:
+    b = JobTableBuilder()
+    b.add("rigid", submit=0, duration=10, workers=2)
+    b.add("lin", submit=1, duration=10, workers=2, min_workers=1, max_workers=4)
+    b.add("tab", submit=2, duration=10, workers=2, min_workers=2, max_workers=8, speedup=parse_speedup("1:1,4:3"))
+    return b.build()
+
+
+def test_parquet_round_trip_keeps_elastic_columns(tmp_path: Path) -> None:
+    from kant.traces.parquet import jobs_equal, read_parquet, write_parquet
+
+    jobs = _elastic_table()
+    write_parquet(jobs, tmp_path / "j.parquet")
+    back = read_parquet(tmp_path / "j.parquet")
+    assert isinstance(back, JobTable) and back.elastic is not None and jobs_equal(jobs, back)
+
+
+def test_schema_csv_reads_elastic_columns_and_names_bad_ones(tmp_path: Path) -> None:
+    from kant.errors import InputError
+    from kant.traces.registry import read_path
+
+    f = tmp_path / "jobs.csv"
+    f.write_text("name,submit,duration,workers,min_workers,max_workers,speedup\n"
+                 "rigid,0,10,2,,,\nlin,1,10,2,1,4,\ntab,2,10,2,2,8,\"1:1,4:3\"\n")
+    jobs = read_path(f)
+    assert isinstance(jobs, JobTable) and jobs.elastic is not None
+    assert not jobs.elastic.is_elastic(0) and jobs.elastic.is_elastic(1)
+    assert jobs.elastic.speedup[2] == ((1, 1.0), (4, 3.0))
+    f.write_text("name,submit,duration,workers,min_workers,max_workers\nbad,0,10,2,3,4\n")
+    with pytest.raises(InputError, match="workers"):
+        read_path(f)
+    f.write_text("name,submit,duration,workers,min_workers,max_workers\nbad,0,10,2,1,\n")
+    with pytest.raises(InputError, match="max_workers"):
+        read_path(f)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ElasticBounds", "ElasticSpec", "check_bounds", "parse_speedup"]
+__all__ = ["ElasticBounds", "ElasticSpec", "check_bounds", "format_speedup", "parse_speedup"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -85,6 +85,11 @@ def parse_speedup(text: str | Mapping[int, float] | None) -> tuple[tuple[int, fl
         if k and size == items[k - 1][0]:
             raise ValueError(f"speedup: size {size} given twice")
     return tuple(items)
+
+
+def format_speedup(table: tuple[tuple[int, float], ...] | None) -> str | None:
+    """``"1:1,2:1.8"`` for a speed-up table (None for none): the form :func:`parse_speedup` reads."""
+    return None if table is None else ",".join(f"{k}:{v:g}" for k, v in table)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +164,6 @@ class ElasticSpec:
         return ElasticSpec(self.min_workers[rows].copy(), self.max_workers[rows].copy(),
                            tuple(self.speedup[i] for i in rows.tolist()))
 
-    def equals(self, other: ElasticSpec) -> bool:
-        return (np.array_equal(self.min_workers, other.min_workers)
+    def equals(self, other: ElasticSpec | None) -> bool:
+        return other is not None and (np.array_equal(self.min_workers, other.min_workers)
                 and np.array_equal(self.max_workers, other.max_workers) and self.speedup == other.speedup)

@@ -356,7 +356,8 @@ def _read_schema_csv(path: Path, problems: Problems | None) -> JobTable:
 
     header = read_raw(path).header
     fields = {"name", "submit", "duration", "workers", "gpus_per_worker", "gpu_milli", "gpu_type", "priority",
-              "tenant", "user", "estimate", "kind", "depends_on", "kill_on_invalid_dep"}
+              "tenant", "user", "estimate", "kind", "depends_on", "kill_on_invalid_dep", "min_workers", "max_workers",
+              "speedup"}
     columns = {f: f for f in header if f in fields}
     if "cpu_milli" in header:
         columns["cpu"] = "cpu_milli"
