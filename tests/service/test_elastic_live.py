@@ -45,7 +45,12 @@ def elastic_server(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> 
 
 
 def test_grows_when_alone_and_shrinks_for_a_rigid_job(tmp_path: Path, new_pg_db: NewPgDatabase) -> None:
-    with new_pg_db() as url, running_server(tmp_path, url, cluster="1x8:V100", policy="elastic") as srv:
+    with new_pg_db() as url:
+        _grow_shrink_restart(tmp_path, url)
+
+
+def _grow_shrink_restart(tmp_path: Path, url: str) -> None:
+    with running_server(tmp_path, url, cluster="1x8:V100", policy="elastic") as srv:
         srv.tenant("a")
         r = _submit(srv, name="elastic", workers=2, min_workers=1, max_workers=8)
         assert r.status_code in (200, 201), r.text
@@ -66,6 +71,22 @@ def test_grows_when_alone_and_shrinks_for_a_rigid_job(tmp_path: Path, new_pg_db:
         assert job["state"] == "running" and len(job["placement"]) == 4 and job["runs"] == 2, job
         items = job["events"]
         assert any(ev["kind"] == "resized" and "8 -> 4 GPU(s)" in ev["message"] for ev in items), items
+        assert srv.admin.post(f"/v1/jobs/{rigid}/cancel").status_code == 200
+        srv.advance(3.0)  # the rigid job's GPUs are idle again: the elastic job grows back (the grow test
+        # passes: 10,000 s planned x (1 - 4/8) is far above the 30 s resize)
+        job = eventually(lambda: (j := job_of(srv, e))["runs"] == 3 and j, "the elastic job grows back",
+                         detail=srv.log_text)
+        assert len(job["placement"]) == 8 and job["state"] == "running"
+    # a restart on the same database: the bounds come back from it, the job keeps its 8 workers
+    with running_server(tmp_path / "again", url, cluster="1x8:V100", policy="elastic") as srv:
+        job = job_of(srv, e)
+        assert job["state"] == "running" and len(job["placement"]) == 8 and job["runs"] == 3, job
+        r = _submit(srv, name="rigid-2", workers=1, gpus_per_worker=2)
+        srv.advance(10.0)
+        eventually(lambda: job_of(srv, r.json()["id"])["state"] == "running", "a rigid job after the restart",
+                   detail=srv.log_text)
+        job = job_of(srv, e)
+        assert len(job["placement"]) == 6 and job["runs"] == 4, job  # shrank again: its bounds were kept
 
 
 def test_cli_submits_bounds_and_shows_the_field_of_a_bad_one(elastic_server: Server) -> None:

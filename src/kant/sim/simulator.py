@@ -423,6 +423,11 @@ class Simulator:
         table prints them): what the policy's actions report (:meth:`Action.notes`), and interrupted
         runs restarted from scratch because the execution model keeps no checkpoints."""
         notes = [note for action in self.scheduler.actions for note in action.notes()]
+        if self._elastic:
+            resizes = int(self.recorder.resizes.sum())
+            if resizes:
+                notes.append(f"{resizes:,} resize(s) of running elastic jobs, each a restart from its checkpoint "
+                             f"costing {self.execution.resize_cost_s:g} s (SimResult.resizes; docs/elastic.md)")
         interrupted = int(self.recorder.preemptions.sum())
         if interrupted and self.execution.checkpoint_interval_s is None:
             evicts = any(action.EVICTS for action in self.scheduler.actions)

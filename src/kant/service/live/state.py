@@ -234,7 +234,10 @@ class LiveState:
         self.ids.extend(j.id for j in jobs)
         active = self.active
         for row, j in zip(rows, jobs, strict=True):
-            active[j.id] = Active(j.id, row, j.tenant, j.submit_time, j.workers * j.gpus_per_worker,
+            # (an elastic job that runs holds the GPUs of its placement, not of its requested size)
+            gpus = len(j.placement) * j.gpus_per_worker if j.placement and row in store.elastic else \
+                j.workers * j.gpus_per_worker
+            active[j.id] = Active(j.id, row, j.tenant, j.submit_time, gpus,
                                   duration_s=j.duration_s, command=j.command, labels=dict(j.labels),
                                   service_id=j.service_id, chdir=j.chdir, environment=j.environment,
                                   time_limit_s=j.time_limit_s)
