@@ -243,21 +243,37 @@ def _with(actions: list[object], extra_plugins: list[object] | None = None) -> o
                                      {"name": "binpack"}]})
 
 
+@pytest.mark.parametrize("shrink_action", [True, False])
 @pytest.mark.parametrize("elastic", [True, False])
-def test_a_higher_priority_gang_shrinks_it_instead_of_preempting_it(elastic: bool) -> None:
+def test_a_higher_priority_gang_shrinks_it_instead_of_preempting_it(elastic: bool, shrink_action: bool) -> None:
     b = JobTableBuilder()
-    b.add("e", submit=0, duration=1000, workers=4, min_workers=2, max_workers=8, priority=0)
+    if elastic:
+        b.add("e", submit=0, duration=1000, workers=8, min_workers=2, max_workers=8, priority=0)
+    else:
+        b.add("e", submit=0, duration=1000, workers=8, priority=0)
     b.add("high", submit=100, duration=100, workers=1, gpus_per_worker=4, priority=5)
-    actions: list[object] = ["allocate", "elastic-shrink", {"name": "preempt", "args": {"rank_by": "priority"}},
-                             "elastic-grow"]
-    if not elastic:
-        actions.remove("elastic-shrink")
+    actions: list[object] = ["allocate", {"name": "preempt", "args": {"rank_by": "priority"}}]
+    if shrink_action:  # without it, preempt itself shrinks its elastic candidates before evicting
+        actions.insert(1, "elastic-shrink")
     r = simulate(_cluster(), b.build(), _with(actions), execution=ExecutionModel(resize_cost_s=0))
     assert r.first_start[1] == 100.0  # the high-priority gang starts at once either way
     if elastic:
-        assert r.preemptions[0] == 0 and r.resizes is not None and r.resizes[0] >= 1  # shrunk, not evicted
+        assert r.preemptions[0] == 0 and r.resizes is not None and r.resizes[0] == 1  # shrunk, not evicted
+        assert r.end[0] == pytest.approx(100 + 900 * 8 / 4)  # 900 s of work left, at half the speed
     else:
-        assert r.preemptions[0] == 1  # without elastic-shrink, preempt evicts it whole
+        assert r.preemptions[0] == 1  # a rigid gang is evicted whole
+
+
+def test_reclaim_shrinks_a_borrowers_lent_workers() -> None:
+    b = JobTableBuilder()
+    b.add("borrower", submit=0, duration=1000, workers=4, min_workers=2, max_workers=8, tenant="b")
+    b.add("owner", submit=100, duration=100, workers=1, gpus_per_worker=4, tenant="a", priority=0)
+    quota = {"name": "quota", "args": {"tenants": {"a": {"guaranteed": 4}, "b": {"guaranteed": 4}}}}
+    policy = parse_policy({"name": "t", "actions": ["allocate", "reclaim", "elastic-grow"],
+                           "plugins": [{"name": "priority"}, {"name": "fifo"}, quota, {"name": "binpack"}]})
+    r = simulate(_cluster(), b.build(), policy, execution=ExecutionModel(resize_cost_s=0))
+    assert r.first_start[1] == 100.0 and r.preemptions[0] == 0
+    assert r.resizes is not None and r.resizes[0] >= 1
 
 
 def test_an_inference_replica_takes_lent_workers_before_reclaiming() -> None:

@@ -1,12 +1,18 @@
-"""Steps every action uses to change the cycle's outcome: start a job, evict a job."""
+"""Steps every action uses to change the cycle's outcome: start a job, evict a job, resize an elastic
+job; and the queue order an action walks."""
 
 from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
 
 from kant.framework.context import CycleContext
 from kant.framework.runner import Framework
 from kant.model.state import Placement
 
-__all__ = ["start_job", "evict_job", "resize_job"]
+__all__ = ["start_job", "evict_job", "in_queue_order", "resize_job"]
+
+IntArray = npt.NDArray[np.int64]
 
 
 def start_job(ctx: CycleContext, fw: Framework, job: int, placement: Placement) -> None:
@@ -49,3 +55,11 @@ def resize_job(ctx: CycleContext, fw: Framework, job: int, placement: Placement)
         fw.job_stopped(job, ctx.now, before, False)
         fw.job_started(job, ctx.now, placement)
     return before
+
+
+def in_queue_order(ctx: CycleContext, fw: Framework, jobs: IntArray) -> list[int]:
+    """Pending ``jobs`` in the policy's queue order at this cycle's time."""
+    key = fw.dynamic_key(ctx.now)
+    if key is not None:
+        return list(key.order(jobs).tolist())
+    return sorted(jobs.tolist(), key=fw.static_key)

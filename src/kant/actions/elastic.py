@@ -50,13 +50,13 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
-from kant.actions.common import resize_job, start_job
-from kant.actions.evicting import in_queue_order
+from kant.actions.common import in_queue_order, resize_job, start_job
 from kant.actions.victims import static_ok
 from kant.framework.action import Action
 from kant.framework.context import CycleContext, RunningJob
@@ -68,7 +68,8 @@ from kant.model.elastic import ElasticBounds
 from kant.model.fit import worker_slots
 from kant.model.state import Placement
 
-__all__ = ["ElasticGrow", "ElasticShrink", "ElasticArgs", "ShrinkArgs", "grow_placement", "shrink_placement"]
+__all__ = ["ElasticGrow", "ElasticShrink", "ElasticArgs", "ShrinkArgs", "grow_placement", "resize_running",
+           "shrink_placement", "shrink_plan", "shrink_to_start"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -144,6 +145,96 @@ def _rescale(ctx: CycleContext, job: int, bounds: ElasticBounds, before: int, af
     ctx.running[job] = RunningJob(ctx.now, ctx.now + left)
 
 
+def shrink_plan(ctx: CycleContext, fw: Framework, job: int, elastic: dict[int, ElasticBounds],
+                candidates: Iterable[int]) -> tuple[dict[int, Placement], Placement] | None:
+    """The rule of a shrink (see the module notes): which of ``candidates`` (running jobs; the elastic
+    ones above their minimum lend) give up which workers so that ``job`` starts, as the lenders'
+    smaller placements and ``job``'s placement once they are shrunk; None if shrinking every lender to
+    its minimum is not enough. Changes nothing."""
+    state, jobs = ctx.state, ctx.env.jobs
+    allocations = state.allocations
+    lenders = [j for j in candidates if j in elastic and j != job and j in ctx.running
+               and j in allocations and len(allocations[j].nodes) > elastic[j].min_workers]
+    if not lenders:
+        return None
+    own = elastic.get(job)
+    # the size the job starts with: what it asks for, or, elastic, at least its minimum
+    w = int(jobs.workers[job]) if own is None else own.min_workers
+    surplus = sum((len(allocations[j].nodes) - elastic[j].min_workers) * allocations[j].gpus for j in lenders)
+    if state.free_gpus + surplus < w * int(jobs.gpus_per_worker[job]):
+        return None
+    ok = static_ok(ctx, fw, job)  # nodes that could hold a worker of the job if empty
+    trial = Statement(state)
+    shrunk: dict[int, Placement] = {}
+    alive = set(lenders)
+    ref = int(jobs.workers[job])
+
+    def share(j: int) -> float:
+        return len(allocations[j].nodes) / int(jobs.workers[j])
+
+    try:
+        slots = int(_slots(ctx, fw, job, ok).sum())
+        while alive:
+            # the lender with the largest share of what it asked for (size / requested workers),
+            # lowest priority first, then the most recently started, then the lower row
+            lender = min(alive, key=lambda j: (int(jobs.priority[j]), -share(j), -ctx.running[j].start, j))
+            if own is not None and slots >= w:
+                # an elastic job takes more than its minimum only while the lender keeps a larger
+                # share than the job would have (max-min fairness of shares)
+                k_l = len(allocations[lender].nodes)
+                if slots >= ref or (k_l - 1) / int(jobs.workers[lender]) < (slots + 1) / ref:
+                    break
+            current = allocations[lender]
+            useful = [n for n in current.per_node if ok[n]]
+            if not useful:
+                alive.discard(lender)
+                continue
+            node = max(useful, key=lambda n: (int(state.free[n]), -n))
+            smaller = shrink_placement(current, node)
+            trial.resize(lender, smaller)
+            shrunk[lender] = smaller
+            if len(smaller.nodes) <= elastic[lender].min_workers:
+                alive.discard(lender)
+            slots = int(_slots(ctx, fw, job, ok).sum())
+            if slots < w or own is not None:
+                continue
+            placed = fw.place(ctx, job)
+            if not isinstance(placed, Status):
+                return shrunk, placed
+        if own is not None and slots >= w:  # an elastic job starts with what fits, at least its minimum
+            small = grow_placement(ctx, fw, job, None, ref)
+            if small is not None and len(small.nodes) >= w:
+                return shrunk, small
+        return None
+    finally:
+        trial.discard()
+
+
+def resize_running(ctx: CycleContext, fw: Framework, job: int, bounds: ElasticBounds, placement: Placement,
+                   cost: float) -> Placement:
+    """Commit ``job``'s new placement (:func:`kant.actions.common.resize_job`); a job that ran before
+    this cycle restarts now, its planned end rescaled (speed ratio, plus ``cost``). Returns the old."""
+    before = resize_job(ctx, fw, job, placement)
+    if job in ctx.running:
+        _rescale(ctx, job, bounds, len(before.nodes), len(placement.nodes), cost)
+    return before
+
+
+def shrink_to_start(ctx: CycleContext, fw: Framework, job: int, elastic: dict[int, ElasticBounds],
+                    candidates: Iterable[int], cost: float = DEFAULT_RESIZE_COST_S) -> int:
+    """Start ``job`` by shrinking lenders among ``candidates`` (:func:`shrink_plan`); returns how many
+    were shrunk (0: nothing changed, the job did not start). Every evicting action tries this before
+    it evicts (:class:`kant.actions.evicting.EvictingAction`), with its own candidates."""
+    plan = shrink_plan(ctx, fw, job, elastic, candidates)
+    if plan is None:
+        return 0
+    shrunk, placement = plan
+    for lender, smaller in shrunk.items():
+        resize_running(ctx, fw, lender, elastic[lender], smaller, cost)
+    start_job(ctx, fw, job, placement)
+    return len(shrunk)
+
+
 class _Elastic(Action):
     Args = ElasticArgs
 
@@ -157,13 +248,10 @@ class _Elastic(Action):
         self.small_starts = 0  # elastic jobs started below their requested size
 
     def _resize(self, ctx: CycleContext, fw: Framework, job: int, bounds: ElasticBounds, placement: Placement) -> None:
-        before = resize_job(ctx, fw, job, placement)
-        if job in ctx.running:  # running before this cycle: a real resize
-            _rescale(ctx, job, bounds, len(before.nodes), len(placement.nodes), self.cost)
-            if len(placement.nodes) > len(before.nodes):
-                self.grows += 1
-            else:
-                self.shrinks += 1
+        running = job in ctx.running  # (else: started in this cycle, it simply starts bigger)
+        resize_running(ctx, fw, job, bounds, placement, self.cost)
+        if running:
+            self.grows += 1
 
 
 @register_action
@@ -202,79 +290,11 @@ class ElasticShrink(_Elastic):
                 start_job(ctx, fw, job, small)
                 self.small_starts += 1
                 return True
-        plan = self._shrink_plan(ctx, fw, job, elastic)
-        if plan is None:
-            return False
-        shrunk, placement = plan
-        for lender, smaller in shrunk.items():
-            self._resize(ctx, fw, lender, elastic[lender], smaller)
-        start_job(ctx, fw, job, placement)
-        return True
-
-    def _shrink_plan(self, ctx: CycleContext, fw: Framework, job: int,
-                     elastic: dict[int, ElasticBounds]) -> tuple[dict[int, Placement], Placement] | None:
-        """The lenders' smaller placements and ``job``'s placement once they are shrunk; None if
-        shrinking every eligible lender to its minimum is not enough. Changes nothing."""
-        state, jobs = ctx.state, ctx.env.jobs
         prio = int(jobs.priority[job])
-        allocations = state.allocations
-        lenders = [j for j in ctx.running if j in elastic and j != job and int(jobs.priority[j]) <= prio
-                   and j in allocations and len(allocations[j].nodes) > elastic[j].min_workers]
-        if not lenders:
-            return None
-        own = elastic.get(job)
-        # the size the job starts with: what it asks for, or, elastic, at least its minimum
-        w = int(jobs.workers[job]) if own is None else own.min_workers
-        surplus = sum((len(allocations[j].nodes) - elastic[j].min_workers) * allocations[j].gpus for j in lenders)
-        if state.free_gpus + surplus < w * int(jobs.gpus_per_worker[job]):
-            return None
-        ok = static_ok(ctx, fw, job)  # nodes that could hold a worker of the job if empty
-        trial = Statement(state)
-        shrunk: dict[int, Placement] = {}
-        alive = set(lenders)
-        ref = int(jobs.workers[job])
-
-        def share(j: int) -> float:
-            return len(allocations[j].nodes) / int(jobs.workers[j])
-
-        try:
-            slots = int(_slots(ctx, fw, job, ok).sum())
-            while alive:
-                # the lender with the largest share of what it asked for (size / requested workers),
-                # lowest priority first, then the most recently started, then the lower row
-                lender = min(alive, key=lambda j: (int(jobs.priority[j]), -share(j), -ctx.running[j].start, j))
-                if own is not None and slots >= w:
-                    # an elastic job takes more than its minimum only while the lender keeps a larger
-                    # share than the job would have (max-min fairness of shares)
-                    k_l = len(allocations[lender].nodes)
-                    if slots >= ref or (k_l - 1) / int(jobs.workers[lender]) < (slots + 1) / ref:
-                        break
-                current = allocations[lender]
-                useful = [n for n in current.per_node if ok[n]]
-                if not useful:
-                    alive.discard(lender)
-                    continue
-                node = max(useful, key=lambda n: (int(state.free[n]), -n))
-                smaller = shrink_placement(current, node)
-                trial.resize(lender, smaller)
-                shrunk[lender] = smaller
-                if len(smaller.nodes) <= elastic[lender].min_workers:
-                    alive.discard(lender)
-                slots = int(_slots(ctx, fw, job, ok).sum())
-                if slots < w or own is not None:
-                    continue
-                placed = fw.place(ctx, job)
-                if not isinstance(placed, Status):
-                    return shrunk, placed
-            if own is not None and slots >= w:  # an elastic job starts with what fits, at least its minimum
-                small = grow_placement(ctx, fw, job, None, ref)
-                if small is not None and len(small.nodes) >= w:
-                    return shrunk, small
-            return None
-        finally:
-            trial.discard()
-
-
+        lenders = [j for j in ctx.running if int(jobs.priority[j]) <= prio]  # the same or a lower priority
+        shrunk = shrink_to_start(ctx, fw, job, elastic, lenders, self.cost)
+        self.shrinks += shrunk
+        return shrunk > 0
 
 @register_action
 class ElasticGrow(_Elastic):
