@@ -276,14 +276,19 @@ def test_reclaim_shrinks_a_borrowers_lent_workers() -> None:
     assert r.resizes is not None and r.resizes[0] >= 1
 
 
-def test_an_inference_replica_takes_lent_workers_before_reclaiming() -> None:
+@pytest.mark.parametrize("policy_name", ["unified", "unified+elastic"])
+def test_an_inference_replica_takes_lent_workers_before_reclaiming(policy_name: str) -> None:
     from kant.model.job import JobKind
 
     b = JobTableBuilder()
-    b.add("e", submit=0, duration=1000, workers=4, min_workers=2, max_workers=8)
+    if policy_name == "unified":  # the bundled policy as it is: inference-reclaim shrinks before it evicts
+        policy = load_policy("unified")
+        b.add("e", submit=0, duration=1000, workers=8, min_workers=2, max_workers=8)  # (no grow there)
+    else:  # with the elastic actions: the job grows to 8 at its start, elastic-shrink takes the replica's
+        policy = _with(["allocate", "elastic-shrink", {"name": "inference-reclaim", "args": {"reclaim_delay_s": 0}},
+                        "allocate", "elastic-grow"], [{"name": "co-schedule", "args": {"mode": "unified"}}])
+        b.add("e", submit=0, duration=1000, workers=4, min_workers=2, max_workers=8)
     b.add("replica", submit=100, duration=500, workers=1, gpus_per_worker=2, priority=100, kind=JobKind.INFERENCE)
-    policy = _with(["allocate", "elastic-shrink", {"name": "inference-reclaim", "args": {"reclaim_delay_s": 0}},
-                    "allocate", "elastic-grow"], [{"name": "co-schedule", "args": {"mode": "unified"}}])
     r = simulate(_cluster(), b.build(), policy, execution=ExecutionModel(resize_cost_s=0))
     assert r.first_start[1] == 100.0 and r.preemptions[0] == 0
     assert r.resizes is not None and r.resizes[0] >= 1
