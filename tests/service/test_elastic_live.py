@@ -104,3 +104,6 @@ def test_cli_submits_bounds_and_shows_the_field_of_a_bad_one(elastic_server: Ser
     assert ok.returncode == 0, ok.stdout + ok.stderr
     job = elastic_server.admin.get(f"/v1/jobs/{int(ok.stdout.strip())}").json()
     assert (job["min_workers"], job["max_workers"]) == (1, 4)
+    show = subprocess.run([sys.executable, "-m", "kant.cli.main", "show", str(job["id"])], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert show.returncode == 0 and "1 to 4 workers" in show.stdout, show.stdout + show.stderr

@@ -371,6 +371,10 @@ def show(api: Client, job: str, absolute: bool, as_json: bool) -> None:
         ("state", Text(_state_text(why) if why else
                        data["state"] + (f": {data['reason']}" if data.get("reason") else ""))),
         ("gang", gang),
+        *([("elastic", f"{data['min_workers']} to {data['max_workers']} workers"
+                       + (f" (running on {len(data['placement'])})" if data.get("placement")
+                          and data["state"] == "running" else ""))]
+          if data.get("min_workers") is not None else []),
         ("priority", str(data["priority"])),
         ("estimate", format_duration(data["estimate_s"], "compact") if data.get("estimate_s") is not None else "-"),
         ("duration", format_duration(data["duration_s"], "compact") if data.get("duration_s") is not None else "-"),
