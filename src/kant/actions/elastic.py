@@ -153,7 +153,9 @@ def shrink_plan(ctx: CycleContext, fw: Framework, job: int, elastic: dict[int, E
     its minimum is not enough. Changes nothing."""
     state, jobs = ctx.state, ctx.env.jobs
     allocations = state.allocations
-    lenders = [j for j in candidates if j in elastic and j != job and j in ctx.running
+    # (a job started earlier in this cycle lends too: it simply starts smaller)
+    started = {j for j, _ in ctx.started}
+    lenders = [j for j in candidates if j in elastic and j != job and (j in ctx.running or j in started)
                and j in allocations and len(allocations[j].nodes) > elastic[j].min_workers]
     if not lenders:
         return None
@@ -172,12 +174,16 @@ def shrink_plan(ctx: CycleContext, fw: Framework, job: int, elastic: dict[int, E
     def share(j: int) -> float:
         return len(allocations[j].nodes) / int(jobs.workers[j])
 
+    def since(j: int) -> float:  # the start of its current run (now: started in this cycle)
+        run = ctx.running.get(j)
+        return ctx.now if run is None else run.start
+
     try:
         slots = int(_slots(ctx, fw, job, ok).sum())
         while alive:
             # the lender with the largest share of what it asked for (size / requested workers),
             # lowest priority first, then the most recently started, then the lower row
-            lender = min(alive, key=lambda j: (int(jobs.priority[j]), -share(j), -ctx.running[j].start, j))
+            lender = min(alive, key=lambda j: (int(jobs.priority[j]), -share(j), -since(j), j))
             if own is not None and slots >= w:
                 # an elastic job takes more than its minimum only while the lender keeps a larger
                 # share than the job would have (max-min fairness of shares)
@@ -291,7 +297,7 @@ class ElasticShrink(_Elastic):
                 self.small_starts += 1
                 return True
         prio = int(jobs.priority[job])
-        lenders = [j for j in ctx.running if int(jobs.priority[j]) <= prio]  # the same or a lower priority
+        lenders = [j for j in (*ctx.running, *(j for j, _ in ctx.started)) if int(jobs.priority[j]) <= prio]
         shrunk = shrink_to_start(ctx, fw, job, elastic, lenders, self.cost)
         self.shrinks += shrunk
         return shrunk > 0
