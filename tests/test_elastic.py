@@ -99,7 +99,7 @@ def test_shrinks_for_a_rigid_job_and_pays_the_resize() -> None:
     # > 30 s): 30 s resize, then 730 s of work at twice the speed
     assert r.resizes is not None and r.resizes[0] == 2
     assert r.end[0] == pytest.approx(100 + 30 + 70 + 30 + 730 / 2)
-    assert r.status.tolist() == [JobStatus.FINISHED, JobStatus.FINISHED]
+    assert r.status.tolist() == [JobStatus.FINISHED, JobStatus.FINISHED], r.reasons
 
 
 def test_starts_smaller_when_only_its_minimum_fits() -> None:
@@ -375,3 +375,56 @@ def test_shrink_returns_lent_capacity_to_the_head(jobs: JobTable, gpus: int, cos
 
     sched.cycle = checked  # type: ignore[method-assign]
     sim.run()
+
+
+def test_a_resize_then_an_eviction_in_one_cycle_is_an_eviction() -> None:
+    """An elastic job resized and then evicted whole in the same cycle: the simulator sees only the
+    eviction (no finish of the resized run left behind), and a binder hears only the eviction."""
+    from kant.actions.common import evict_job, resize_job
+    from kant.actions.elastic import shrink_placement
+    from kant.framework.action import Action
+    from kant.framework.registry import register_action
+    from kant.framework.statement import Statement
+    from kant.model.state import ClusterState, Placement
+
+    class ResizeThenEvict(Action):
+        NAME = "test-resize-then-evict"
+        done = False
+
+        def execute(self, ctx, fw):  # type: ignore[no-untyped-def]
+            if ResizeThenEvict.done or 0 not in ctx.running:
+                return
+            ResizeThenEvict.done = True
+            p = ctx.state.allocations[0]
+            resize_job(ctx, fw, 0, shrink_placement(p, p.nodes[-1]))
+            evict_job(ctx, fw, 0)
+
+    register_action(ResizeThenEvict)
+    b = JobTableBuilder()
+    b.add("e", submit=0, duration=100, workers=2, min_workers=1, max_workers=2)
+    b.add("tick", submit=10, duration=1, workers=1, gpus_per_worker=1)  # an event at 10: a cycle
+    b.add("tock", submit=20, duration=1, workers=1, gpus_per_worker=1)  # and one at 20, to start it again
+    r = simulate(_cluster(), b.build(), _with(["allocate", "test-resize-then-evict"]),
+                 execution=ExecutionModel(resize_cost_s=0, checkpoint_interval_s=1.0))
+    assert r.status.tolist() == [JobStatus.FINISHED] * 3, r.reasons
+    assert r.preemptions[0] == 1 and r.resizes is not None and r.resizes[0] == 0
+
+    heard: list[tuple[str, int]] = []
+
+    class Binder:
+        def bind(self, job: int, placement: Placement) -> None:
+            heard.append(("bind", job))
+
+        def evict(self, job: int, placement: Placement) -> None:
+            heard.append(("evict", job))
+
+        def resize(self, job: int, before: Placement, after: Placement) -> None:
+            heard.append(("resize", job))
+
+    state = ClusterState(_cluster())
+    state.allocate(0, Placement((0, 0), 1))
+    st_ = Statement(state)
+    st_.resize(0, Placement((0,), 1))
+    st_.evict(0)
+    st_.commit(Binder())
+    assert heard == [("evict", 0)]

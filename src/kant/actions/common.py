@@ -27,6 +27,8 @@ def start_job(ctx: CycleContext, fw: Framework, job: int, placement: Placement) 
 def evict_job(ctx: CycleContext, fw: Framework, job: int) -> Placement:
     """Preempt a running job: free its resources and put it back in the queue."""
     placement = ctx.statement.evict(job)
+    if ctx.resized:  # a resize earlier in this cycle is moot: the job stops
+        ctx.resized[:] = [r for r in ctx.resized if r[0] != job]
     ctx.running.pop(job, None)
     ctx.evicted.append((job, placement))
     fw.job_stopped(job, ctx.now, placement, False)

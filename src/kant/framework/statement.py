@@ -126,7 +126,11 @@ class Statement:
         done = self.operations
         self.operations = []
         if binder is not None:
-            for operation in done:
+            # a resize of a job evicted later in the same statement is not heard (the eviction is)
+            evicted_at = {op.job: k for k, op in enumerate(done) if op.op is Op.EVICT}
+            for k, operation in enumerate(done):
+                if operation.op is Op.RESIZE and evicted_at.get(operation.job, -1) > k:
+                    continue
                 if operation.op is Op.ALLOCATE:
                     binder.bind(operation.job, operation.placement)
                 elif operation.op is Op.EVICT:

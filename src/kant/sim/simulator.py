@@ -380,7 +380,8 @@ class Simulator:
                 for job, placement in result.started:
                     self._started(job, now, placement)
                 for job, before, after in result.resized:
-                    self._resized(job, now, before, after)
+                    if job in sched.running:  # (one evicted after its resize is in result.evicted)
+                        self._resized(job, now, before, after)
                 if self.check_every and sched.cycles % self.check_every == 0:
                     state.check()
             sample(now, state, len(queue), queue.pending_gpus)
