@@ -428,3 +428,17 @@ def test_a_resize_then_an_eviction_in_one_cycle_is_an_eviction() -> None:
     st_.evict(0)
     st_.commit(Binder())
     assert heard == [("evict", 0)]
+
+
+def test_preempt_starts_an_elastic_job_at_its_minimum_without_evicting() -> None:
+    """Under preempt alone, a high-priority elastic job that fits at its minimum on the free GPUs starts
+    there (the shrink step finds it needs no lender), and nobody is evicted (found by Hypothesis: it
+    was started twice)."""
+    b = JobTableBuilder()
+    b.add("lender", submit=0, duration=1000, workers=2, min_workers=1, max_workers=2)
+    b.add("rigid", submit=0, duration=1000, workers=1, gpus_per_worker=4)
+    b.add("p", submit=100, duration=100, workers=4, min_workers=2, max_workers=4, priority=5)
+    r = simulate(_cluster(), b.build(), _with(["allocate", {"name": "preempt", "args": {"rank_by": "priority"}}]),
+                 execution=ExecutionModel(resize_cost_s=0))
+    assert r.first_start[2] == 100.0 and int(r.preemptions.sum()) == 0
+    assert r.gpu_seconds[2] == pytest.approx(2 * 200.0)  # 2 workers: half the speed of its 4

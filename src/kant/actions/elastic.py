@@ -229,11 +229,12 @@ def resize_running(ctx: CycleContext, fw: Framework, job: int, bounds: ElasticBo
 def shrink_to_start(ctx: CycleContext, fw: Framework, job: int, elastic: dict[int, ElasticBounds],
                     candidates: Iterable[int], cost: float = DEFAULT_RESIZE_COST_S) -> int:
     """Start ``job`` by shrinking lenders among ``candidates`` (:func:`shrink_plan`); returns how many
-    were shrunk (0: nothing changed, the job did not start). Every evicting action tries this before
-    it evicts (:class:`kant.actions.evicting.EvictingAction`), with its own candidates."""
+    were shrunk (0 when the job, elastic, started on what was free at its minimum), or -1 when the job
+    did not start (nothing changed). Every evicting action tries this before it evicts
+    (:class:`kant.actions.evicting.EvictingAction`), with its own candidates."""
     plan = shrink_plan(ctx, fw, job, elastic, candidates)
     if plan is None:
-        return 0
+        return -1
     shrunk, placement = plan
     for lender, smaller in shrunk.items():
         resize_running(ctx, fw, lender, elastic[lender], smaller, cost)
@@ -299,8 +300,10 @@ class ElasticShrink(_Elastic):
         prio = int(jobs.priority[job])
         lenders = [j for j in (*ctx.running, *(j for j, _ in ctx.started)) if int(jobs.priority[j]) <= prio]
         shrunk = shrink_to_start(ctx, fw, job, elastic, lenders, self.cost)
+        if shrunk < 0:
+            return False
         self.shrinks += shrunk
-        return shrunk > 0
+        return True
 
 @register_action
 class ElasticGrow(_Elastic):

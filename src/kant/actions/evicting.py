@@ -172,7 +172,8 @@ class EvictingAction(Action, Generic[W]):
                 failed.add(key)
                 continue
             cands = walk.candidates(ctx, sel)
-            if elastic and fw.admit(ctx, job).ok and shrink_to_start(ctx, fw, job, elastic, cands.jobs.tolist()):
+            if elastic and fw.admit(ctx, job).ok and shrink_to_start(ctx, fw, job, elastic,
+                                                                    cands.jobs.tolist()) >= 0:
                 # lent workers of elastic candidates were enough: nobody is evicted (kant.actions.elastic)
                 walk.entries = walk.lost = None  # (the lenders' placements changed)
                 self.shrink_starts += 1
