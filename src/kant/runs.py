@@ -53,6 +53,7 @@ class RunSpec:
     jobs_out: str | None = None  # per-job results Parquet written by the run (kant.metrics.jobs)
     policy_doc: dict[str, Any] | None = None  # a resolved policy mapping used instead of loading `policy`
     queues: str | None = None  # queues YAML applied to the policy (kant.plugins.queues.with_queues)
+    resize_cost_s: float = 30.0  # what a resize of an elastic job costs (kant.sim.execution.ExecutionModel)
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,7 @@ def run(spec: RunSpec, progress: Callable[[int, int], None] | None = None) -> Ru
             cross_spine_penalty=spec.cross_spine_penalty,
             restart_cost_s=spec.restart_cost_s,
             checkpoint_interval_s=spec.checkpoint_interval_s,
+            resize_cost_s=spec.resize_cost_s,
         )
     except ValueError as exc:
         raise KantError(f"execution model: {exc}") from None

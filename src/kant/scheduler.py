@@ -55,6 +55,8 @@ class CycleResult:
     started: list[tuple[int, Placement]] = field(default_factory=list)
     evicted: list[tuple[int, Placement]] = field(default_factory=list)
     wakeups: list[float] = field(default_factory=list)
+    #: running elastic jobs resized (job, placement before, after): a restart from their checkpoint
+    resized: list[tuple[int, Placement, Placement]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,18 +300,24 @@ class Scheduler:
             if self._idle_ok and self._after.fresh(self.state, self.state.version) and self._idle(ctx):
                 return CycleResult()
             ctx.statement = Statement(self.state)
-            ctx.started, ctx.evicted, ctx.wakeups = [], [], []  # fresh: an action may keep the last ones
+            ctx.started, ctx.evicted, ctx.wakeups, ctx.resized = [], [], [], []  # fresh: an action may keep
+            # the last ones
         for action in self.actions:
             action.execute(ctx, self.framework)
         ctx.statement.commit(self.binder)
         estimate = self.env.estimate
-        for job, _ in ctx.started:
-            self.running[job] = RunningJob(now, now + estimate(job))
+        elastic = self.jobs.elastic
+        for job, placement in ctx.started:
+            bounds = elastic.get(job) if elastic else None
+            if bounds is None:
+                self.running[job] = RunningJob(now, now + estimate(job))
+            else:  # the estimate is at the reference size: scaled to the size it starts with
+                self.running[job] = RunningJob(now, now + estimate(job) / bounds.speed(len(placement.nodes)))
         if self._bind_failures:
             for job, _ in ctx.started:
                 self._bind_failures.pop(job, None)
         self._after.keep(self.state, self.state.version, None)
-        return CycleResult(started=ctx.started, evicted=ctx.evicted, wakeups=ctx.wakeups)
+        return CycleResult(started=ctx.started, evicted=ctx.evicted, wakeups=ctx.wakeups, resized=ctx.resized)
 
     def offer(self, job: int, now: float) -> Placement | Status:
         """Offer ``job`` (a row of the store, not queued) to placement once, at ``now``, outside any

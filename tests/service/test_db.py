@@ -136,7 +136,7 @@ def test_migrate_twice_and_models_agree(backend: str, fresh_url: str) -> None:
     db.migrate()
     db.migrate()
     with db.engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalars().all() == ["0005"]
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalars().all() == ["0006"]
         ctx = MigrationContext.configure(conn, opts={"compare_type": True, "compare_server_default": True})
         assert compare_metadata(ctx, metadata) == []
     db.close()

@@ -2,6 +2,13 @@
 :class:`EvictingAction` walks the jobs that may start by evicting, asks the action's rule which
 running jobs may go for each, picks the victims with :func:`~kant.actions.victims.choose_victims`,
 evicts them and starts the job. Each action is its rule in the skeleton's hooks.
+
+Elastic gangs (:mod:`kant.actions.elastic`): before evicting anything for a job, the skeleton tries to
+start it by shrinking the elastic jobs among the action's own candidates toward their minimum
+(:func:`~kant.actions.elastic.shrink_to_start`), if admission admits the job as things are (a queue
+tree's reclaim that admits it only once borrowers are gone evicts as before); only if their lent workers
+are not enough does it pick victims, who are evicted whole. With no elastic job in the store this costs
+nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +22,8 @@ import numpy as np
 from pydantic import BaseModel
 
 from kant.actions.allocate import Allocate
-from kant.actions.common import evict_job, start_job
+from kant.actions.common import evict_job, in_queue_order, start_job
+from kant.actions.elastic import shrink_to_start
 from kant.actions.victims import (
     BoolArray,
     Candidates,
@@ -39,14 +47,6 @@ def execute_plan(ctx: CycleContext, fw: Framework, job: int, victims: list[int],
     for v in victims:
         evict_job(ctx, fw, v)
     start_job(ctx, fw, job, placement)
-
-
-def in_queue_order(ctx: CycleContext, fw: Framework, jobs: IntArray) -> list[int]:
-    """Pending ``jobs`` in the policy's queue order at this cycle's time."""
-    key = fw.dynamic_key(ctx.now)
-    if key is not None:
-        return list(key.order(jobs).tolist())
-    return sorted(jobs.tolist(), key=fw.static_key)
 
 
 class Skip(Enum):
@@ -120,6 +120,7 @@ class EvictingAction(Action, Generic[W]):
         self.limit: int | None = None
         self.allocate_after = False
         self._allocate: Allocate | None = None
+        self.shrink_starts = 0  # jobs started by shrinking elastic candidates instead of evicting
 
     def begin(self, ctx: CycleContext, fw: Framework) -> W | None:
         raise NotImplementedError
@@ -159,6 +160,7 @@ class EvictingAction(Action, Generic[W]):
 
     def _walk(self, ctx: CycleContext, fw: Framework, walk: W) -> int:
         failed, limit, victim_pool = walk.failed, self.limit, self.victim_pool
+        elastic = ctx.env.jobs.elastic
         started = 0
         for job, key in zip(walk.pending, walk.keys, strict=True):
             if key in failed:
@@ -170,6 +172,15 @@ class EvictingAction(Action, Generic[W]):
                 failed.add(key)
                 continue
             cands = walk.candidates(ctx, sel)
+            if elastic and fw.admit(ctx, job).ok and shrink_to_start(ctx, fw, job, elastic,
+                                                                    cands.jobs.tolist()) >= 0:
+                # lent workers of elastic candidates were enough: nobody is evicted (kant.actions.elastic)
+                walk.entries = walk.lost = None  # (the lenders' placements changed)
+                self.shrink_starts += 1
+                started += 1
+                if (limit is not None and started >= limit) or self.exhausted(walk):
+                    break
+                continue
             plan = self.plan(ctx, fw, walk, job, cands)
             if plan is None:
                 failed.add(key)

@@ -46,6 +46,7 @@ __all__ = [
     "placement_entries",
     "running_jobs",
     "select",
+    "static_ok",
     "victims_in_order",
     "work_lost",
 ]
@@ -112,7 +113,7 @@ def work_lost(ctx: CycleContext, jobs: IntArray, checkpoint_interval_s: float | 
 
 
 # --- victim selection ----------------------------------------------------------------------------
-def _static_ok(ctx: CycleContext, fw: Framework, job: int) -> BoolArray:
+def static_ok(ctx: CycleContext, fw: Framework, job: int) -> BoolArray:
     """Nodes that could hold one worker of ``job`` if empty (up, GPU type, capacity)."""
     env, jobs, cluster = ctx.env, ctx.env.jobs, ctx.env.cluster
     g = int(jobs.gpus_per_worker[job])
@@ -148,7 +149,7 @@ def choose_victims(ctx: CycleContext, fw: Framework, job: int, cands: Candidates
         return None
     state, jobs = ctx.state, ctx.env.jobs
     n_nodes = len(state.free)
-    ok = _static_ok(ctx, fw, job)
+    ok = static_ok(ctx, fw, job)
     # per (candidate, node) entries: what evicting the candidate frees on that node
     idx, node, cnt = cands.entries if cands.entries is not None else placement_entries(ctx, cands.jobs)
     v_rows = cands.jobs[idx]
@@ -380,7 +381,7 @@ def victims_in_order(ctx: CycleContext, fw: Framework, job: int, order: Sequence
     is not enough. Changes nothing (the plan is simulated and undone)."""
     state, jobs = ctx.state, ctx.env.jobs
     w = int(jobs.workers[job])
-    ok = _static_ok(ctx, fw, job)
+    ok = static_ok(ctx, fw, job)
     trial = Statement(state)
     evicted: list[int] = []
     try:

@@ -112,6 +112,8 @@ class CycleContext:
     statement: Statement
     started: list[tuple[int, Placement]] = field(default_factory=list)
     evicted: list[tuple[int, Placement]] = field(default_factory=list)
+    #: running elastic jobs resized in this cycle: (job, placement before, placement after)
+    resized: list[tuple[int, Placement, Placement]] = field(default_factory=list)
     reasons: dict[int, Status] = field(default_factory=dict)  # shape id -> last failure
     wakeups: list[float] = field(default_factory=list)
 

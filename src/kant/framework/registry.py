@@ -53,6 +53,8 @@ BUILTIN_PLUGINS: dict[str, str] = {
 BUILTIN_ACTIONS: dict[str, str] = {
     "allocate": "kant.actions.allocate",
     "backfill": "kant.actions.backfill",
+    "elastic-grow": "kant.actions.elastic",
+    "elastic-shrink": "kant.actions.elastic",
     "inference-reclaim": "kant.actions.inference_reclaim",
     "las-repack": "kant.actions.las_repack",
     "preempt": "kant.actions.preempt",

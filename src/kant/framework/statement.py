@@ -13,7 +13,10 @@ A :class:`Statement` is Volcano's name, but not a full transaction. What it is, 
   *trials* that touch nothing but the state, such as the preempt action's plan simulation
   (:func:`kant.actions.victims.choose_victims`): evict candidates, try to place, discard;
 * :meth:`Statement.commit` ends the log and is where binds happen: a driver that runs work (the
-  live service) passes a :class:`Binder`, which hears every start and eviction in order.
+  live service) passes a :class:`Binder`, which hears every start and eviction in order;
+* :meth:`Statement.resize` changes a running elastic job's placement (:mod:`kant.actions.elastic`):
+  logged with the old placement, undone by putting it back, and heard by a binder as ``resize``
+  (a binder without one hears an eviction then a bind).
 
 A cycle's own statement (``ctx.statement``) is only ever committed: ``start_job`` and ``evict_job``
 (:mod:`kant.actions.common`) change the queue and tell the listeners along with it, and a gang gets
@@ -29,12 +32,13 @@ from typing import Protocol
 
 from kant.model.state import ClusterState, Placement
 
-__all__ = ["Binder", "Op", "Operation", "Statement"]
+__all__ = ["Binder", "Op", "Operation", "ResizeBinder", "Statement"]
 
 
 class Op(Enum):
     ALLOCATE = "allocate"
     EVICT = "evict"
+    RESIZE = "resize"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +46,8 @@ class Operation:
     op: Op
     job: int
     placement: Placement
+    #: RESIZE only: the placement before the resize
+    before: Placement | None = None
 
 
 class Binder(Protocol):
@@ -52,6 +58,13 @@ class Binder(Protocol):
     def bind(self, job: int, placement: Placement) -> None: ...
 
     def evict(self, job: int, placement: Placement) -> None: ...
+
+
+class ResizeBinder(Binder, Protocol):
+    """A binder that resizes a running elastic job in place (a restart from its checkpoint on the
+    new placement, with the new world size)."""
+
+    def resize(self, job: int, before: Placement, after: Placement) -> None: ...
 
 
 class Statement:
@@ -71,13 +84,41 @@ class Statement:
         self.operations.append(Operation(Op.EVICT, job, placement))
         return placement
 
+    def resize(self, job: int, placement: Placement) -> Placement:
+        """Move running ``job`` to ``placement`` (its old one is released first); returns the old. A job
+        this statement allocated (it starts in this cycle) simply starts on the new placement: its
+        allocation in the log is replaced, and no resize is logged (nothing ran yet); a job resized
+        again in the same statement is one resize from its first placement."""
+        before = self.state.release(job)
+        try:
+            self.state.allocate(job, placement)
+        except Exception:
+            self.state.allocate(job, before)
+            raise
+        ops = self.operations
+        for k in range(len(ops) - 1, -1, -1):
+            if ops[k].job == job:
+                if ops[k].op is Op.ALLOCATE:
+                    ops[k] = Operation(Op.ALLOCATE, job, placement)
+                    return before
+                if ops[k].op is Op.RESIZE:  # resized twice in one cycle: one resize from the first size
+                    ops[k] = Operation(Op.RESIZE, job, placement, ops[k].before)
+                    return before
+                break
+        ops.append(Operation(Op.RESIZE, job, placement, before))
+        return before
+
     def discard(self) -> None:
         """Undo the logged operations on the cluster state, newest first, and empty the log."""
         for operation in reversed(self.operations):
             if operation.op is Op.ALLOCATE:
                 self.state.release(operation.job)
-            else:
+            elif operation.op is Op.EVICT:
                 self.state.allocate(operation.job, operation.placement)
+            else:
+                assert operation.before is not None
+                self.state.release(operation.job)
+                self.state.allocate(operation.job, operation.before)
         self.operations.clear()
 
     def commit(self, binder: Binder | None = None) -> list[Operation]:
@@ -85,9 +126,21 @@ class Statement:
         done = self.operations
         self.operations = []
         if binder is not None:
-            for operation in done:
+            # a resize of a job evicted later in the same statement is not heard (the eviction is)
+            evicted_at = {op.job: k for k, op in enumerate(done) if op.op is Op.EVICT}
+            for k, operation in enumerate(done):
+                if operation.op is Op.RESIZE and evicted_at.get(operation.job, -1) > k:
+                    continue
                 if operation.op is Op.ALLOCATE:
                     binder.bind(operation.job, operation.placement)
-                else:
+                elif operation.op is Op.EVICT:
                     binder.evict(operation.job, operation.placement)
+                else:
+                    assert operation.before is not None
+                    resize = getattr(binder, "resize", None)
+                    if resize is not None:
+                        resize(operation.job, operation.before, operation.placement)
+                    else:
+                        binder.evict(operation.job, operation.before)
+                        binder.bind(operation.job, operation.placement)
         return done

@@ -47,6 +47,7 @@ from kant.inference.traffic import RateFunction, base_bins, stretch
 from kant.metrics.recorder import SimResult
 from kant.model.cluster import Cluster
 from kant.model.deps import JobDeps
+from kant.model.elastic import ElasticSpec
 from kant.model.job import JobKind, JobTable
 from kant.model.state import Placement
 from kant.plugins.co_schedule import CoSchedule
@@ -124,6 +125,11 @@ def append_replicas(training: JobTable, services: list[ServiceSpec]) -> tuple[Jo
     if deps is not None:  # the replicas depend on nothing
         kill = np.concatenate([deps.kill_on_invalid, np.zeros(len(names), dtype=bool)])
         deps = JobDeps(deps.spec + ("",) * len(names), kill)
+    elastic = training.elastic
+    if elastic is not None:  # the replicas are rigid: min = max = 1 worker
+        one = np.ones(len(names), dtype=np.int64)
+        elastic = ElasticSpec(np.concatenate([elastic.min_workers, one]), np.concatenate([elastic.max_workers, one]),
+                              elastic.speedup + (None,) * len(names))
     table = JobTable(
         names=training.names + tuple(names),
         gpu_type_names=tuple(gpu_types),
@@ -132,6 +138,7 @@ def append_replicas(training: JobTable, services: list[ServiceSpec]) -> tuple[Jo
         source=training.source,
         origin_epoch=training.origin_epoch,
         deps=deps,
+        elastic=elastic,
         **merged,
     )
     return table, rows

@@ -59,6 +59,7 @@ class Recorder:
     status: IntArray = field(init=False)
     runs: IntArray = field(init=False)
     preemptions: IntArray = field(init=False)
+    resizes: IntArray = field(init=False)  # elastic jobs: resizes of a running job (kant.actions.elastic)
     gpu_seconds: FloatArray = field(init=False)
     run_seconds: FloatArray = field(init=False)
     span_nodes: IntArray = field(init=False)
@@ -80,6 +81,7 @@ class Recorder:
         self.status = np.zeros(n, dtype=np.int64)
         self.runs = np.zeros(n, dtype=np.int64)
         self.preemptions = np.zeros(n, dtype=np.int64)
+        self.resizes = np.zeros(n, dtype=np.int64)
         self.gpu_seconds = np.zeros(n, dtype=np.float64)
         self.run_seconds = np.zeros(n, dtype=np.float64)
         self.span_nodes = np.zeros(n, dtype=np.int64)
@@ -113,6 +115,15 @@ class Recorder:
         else:
             self.preemptions[job] += 1
             self.status[job] = _PENDING
+
+    def job_resized(self, job: int, now: float, before: Placement) -> None:
+        """A running elastic job changed size: its GPU-seconds so far count at the old size, and its
+        run goes on from ``now`` (neither a new run nor a preemption)."""
+        ran = now - self.last_start.item(job)
+        self.gpu_seconds[job] = self.gpu_seconds.item(job) + ran * before.total_gpus
+        self.run_seconds[job] = self.run_seconds.item(job) + ran
+        self.last_start[job] = now
+        self.resizes[job] += 1
 
     def job_withdrawn(self, job: int, now: float, placement: Placement | None) -> None:
         """The driver withdrew the job (``Simulator.stop``): its run, if any, ends without finishing
@@ -205,6 +216,8 @@ class SimResult:
     #: times the number of down GPU nodes changed, and that number from each time on (none: no node was down)
     down_node_times: FloatArray = field(default_factory=lambda: np.zeros(0))
     down_nodes: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: per job: resizes of its running elastic gang (kant.actions.elastic); None when not recorded
+    resizes: IntArray | None = None
 
     @classmethod
     def from_recorder(
@@ -220,6 +233,7 @@ class SimResult:
             status=rec.status,
             runs=rec.runs,
             preemptions=rec.preemptions,
+            resizes=rec.resizes,
             gpu_seconds=rec.gpu_seconds,
             run_seconds=rec.run_seconds,
             span_nodes=rec.span_nodes,

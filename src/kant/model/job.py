@@ -5,7 +5,9 @@ bytes per job instead of a Python object each. Code refers to a job by its row i
 job is a gang of ``workers`` identical workers, each needing ``gpus_per_worker`` GPUs on one node;
 it starts only when every worker has a place (all or nothing). An inference service is a set of
 long-running replicas (``duration`` is ``inf``): each replica is placed on its own, and a service
-is described by :class:`InferenceService` before it is expanded into rows.
+is described by :class:`InferenceService` before it is expanded into rows. An elastic training job
+(``JobTable.elastic``, :mod:`kant.model.elastic`) may also run on between ``min_workers`` and
+``max_workers`` workers of ``gpus_per_worker`` GPUs each; ``workers`` is then the size it starts with.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kant.model.deps import JobDeps
+from kant.model.elastic import ElasticSpec, check_bounds
 
 __all__ = ["JOB_COLUMNS", "JobKind", "JobTable", "InferenceService", "JobTableBuilder", "describe_request",
            "split_gang"]
@@ -91,6 +94,8 @@ class JobTable:
     origin_epoch: float | None = None
     #: job dependencies (:mod:`kant.model.deps`), None when no job has one (the common case)
     deps: JobDeps | None = None
+    #: elastic bounds (:mod:`kant.model.elastic`), None when no job is elastic (the common case)
+    elastic: ElasticSpec | None = None
     total_gpus: IntArray = field(init=False)
 
     def __post_init__(self) -> None:
@@ -102,6 +107,8 @@ class JobTable:
             arr.setflags(write=False)
         if self.deps is not None and len(self.deps.spec) != n:
             raise ValueError(f"JobTable.deps has {len(self.deps.spec)} rows, expected {n}")
+        if self.elastic is not None and len(self.elastic) != n:
+            raise ValueError(f"JobTable.elastic has {len(self.elastic)} rows, expected {n}")
         total = self.workers * self.gpus_per_worker
         total.setflags(write=False)
         object.__setattr__(self, "total_gpus", total)
@@ -129,6 +136,7 @@ class JobTable:
             source=self.source,
             origin_epoch=self.origin_epoch,
             deps=None if self.deps is None else self.deps.take(idx),
+            elastic=None if self.elastic is None else self.elastic.take(idx),
             **cols,
         )
 
@@ -201,6 +209,8 @@ class JobTableBuilder:
         self._cols: dict[str, list[Any]] = {c: [] for c in JOB_COLUMNS}
         self._vocab: dict[str, dict[str, int]] = {"gpu_type": {}, "tenant": {}, "user": {}}
         self._deps: dict[int, tuple[str, bool]] = {}  # row -> (dependency text, kill_on_invalid_dep)
+        # row -> (min_workers, max_workers, speed-up table) of elastic rows
+        self._elastic: dict[int, tuple[int, int, tuple[tuple[int, float], ...] | None]] = {}
 
     def _code(self, vocab: str, name: str) -> int:
         table = self._vocab[vocab]
@@ -228,11 +238,19 @@ class JobTableBuilder:
         kind: JobKind = JobKind.TRAINING,
         depends_on: str = "",
         kill_on_invalid_dep: bool = False,
+        min_workers: int | None = None,
+        max_workers: int | None = None,
+        speedup: tuple[tuple[int, float], ...] | None = None,
     ) -> int:
         """Append one job; returns its row index. Values are trusted: readers validate first.
-        ``depends_on`` is a dependency on other rows by name (``afterok:a:b``, :mod:`kant.model.deps`)."""
+        ``depends_on`` is a dependency on other rows by name (``afterok:a:b``, :mod:`kant.model.deps`);
+        ``min_workers``/``max_workers``/``speedup`` make it elastic (:mod:`kant.model.elastic`)."""
         if depends_on:
             self._deps[len(self._names)] = (depends_on, kill_on_invalid_dep)
+        if min_workers is not None or max_workers is not None or speedup is not None:
+            lo = int(workers) if min_workers is None else int(min_workers)
+            hi = int(workers) if max_workers is None else int(max_workers)
+            self._elastic[len(self._names)] = (lo, hi, speedup)
         c = self._cols
         c["submit"].append(float(submit))
         c["duration"].append(float(duration))
@@ -283,8 +301,23 @@ class JobTableBuilder:
             source=self.source,
             origin_epoch=self.origin_epoch,
             deps=self._build_deps(),
+            elastic=self._build_elastic(cols["workers"]),
             **cols,
         )
+
+    def _build_elastic(self, workers: IntArray) -> ElasticSpec | None:
+        if not self._elastic:
+            return None
+        n = len(self._names)
+        lo: list[int | None] = [None] * n
+        hi: list[int | None] = [None] * n
+        sp: list[tuple[tuple[int, float], ...] | None] = [None] * n
+        for row, (a, b, table) in self._elastic.items():
+            why = check_bounds(int(workers[row]), a, b, int(self._cols["gpu_milli"][row]))
+            if why is not None:
+                raise ValueError(f"job {self._names[row]!r}: {why}")
+            lo[row], hi[row], sp[row] = a, b, table
+        return ElasticSpec.of(workers, lo, hi, sp)
 
     def _build_deps(self) -> JobDeps | None:
         if not self._deps:

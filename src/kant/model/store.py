@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kant.model.elastic import ElasticBounds
 from kant.model.job import FULL_GPU_MILLI, JobKind, JobTable, describe_request
 
 __all__ = ["JobStore", "INT_COLUMNS", "FLOAT_COLUMNS", "grow"]
@@ -96,6 +97,8 @@ class JobStore:
         for vocab, names in (("gpu_type", gpu_type_names), ("tenant", tenant_names), ("user", user_names)):
             for name in names:
                 self.code(vocab, name)
+        #: elastic jobs' bounds by row (:mod:`kant.model.elastic`); empty when no job is elastic
+        self.elastic: dict[int, ElasticBounds] = {}
         #: bumped whenever rows are appended (a reader may cache what it derived from the columns)
         self.version = 0
         self._batching = False
@@ -117,6 +120,12 @@ class JobStore:
         jobs arriving one after another)."""
         part = slice(self._n, stop)
         est = table.estimate[part]
+        if table.elastic is not None:
+            spec, workers = table.elastic, table.workers
+            for row in range(self._n, stop):
+                bounds = spec.bounds(row, int(workers[row]))
+                if bounds is not None:
+                    self.elastic[row] = bounds
         return self.extend(
             table.names[part],
             planning=np.where(np.isnan(est), table.duration[part], est),
@@ -194,10 +203,14 @@ class JobStore:
         default_estimate: float = math.inf,
         kind: JobKind = JobKind.TRAINING,
         time_limit: float | None = None,
+        elastic: ElasticBounds | None = None,
     ) -> int:
         """Append one job and return its row. ``estimate`` is the user's (None: none given); the job
-        plans with it, else with ``default_estimate``. Values are trusted: callers validate first."""
+        plans with it, else with ``default_estimate``; ``elastic``: its bounds, if it is elastic.
+        Values are trusted: callers validate first."""
         row = self._n
+        if elastic is not None:
+            self.elastic[row] = elastic
         self._reserve(row + 1)
         values = {
             "workers": int(workers), "gpus_per_worker": int(gpus_per_worker), "gpu_milli": int(gpu_milli),

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from kant.inference.autoscaler import HpaConfig
 from kant.model.deps import format_dependency, parse_dependency
+from kant.model.elastic import check_bounds
 from kant.service.arrays import parse_array
 from kant.service.db.events import EventRow
 from kant.service.db.jobs import SUBMITTED_FIELDS, JobRow, NewJob
@@ -128,6 +129,18 @@ class JobSubmit(Payload):
     array: str | None = Field(default=None, max_length=4096,
                               description="a job array, Slurm's form: '0-99%10' (100 tasks, at most 10 running at "
                                           "once), '1,3,5-7', '0-15:4'; one job per task")
+    min_workers: int | None = Field(default=None, ge=1, le=65536,
+                                    description="an elastic gang (docs/elastic.md): it may shrink to this many workers "
+                                                "(give max_workers too; min_workers <= workers <= max_workers)")
+    max_workers: int | None = Field(default=None, ge=1, le=65536,
+                                    description="an elastic gang: it may grow to this many workers")
+
+    @model_validator(mode="after")
+    def _elastic(self) -> JobSubmit:
+        why = check_bounds(self.workers, self.min_workers, self.max_workers, self.gpu_milli)
+        if why is not None:
+            raise ValueError(why)
+        return self
 
     @field_validator("dependency")
     @classmethod
@@ -230,6 +243,8 @@ class JobOut(BaseModel):
     array_task_id: int | None = None
     array_position: int | None = None
     array_throttle: int | None = None
+    min_workers: int | None = None
+    max_workers: int | None = None
     array_job_id: int | None = Field(default=None, description="a job array's id: its first task's job id")
 
     @classmethod

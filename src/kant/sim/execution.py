@@ -6,6 +6,10 @@ defaults 0, so placement does not change run time unless configured. A job that 
 (preempted, or its node fails) keeps the work up to its last checkpoint (every
 ``checkpoint_interval_s`` of progress; ``None`` = no checkpoints: it restarts from scratch) and pays
 ``restart_cost_s`` when it starts again.
+
+An elastic job (:mod:`kant.model.elastic`) resized by the scheduler (:mod:`kant.actions.elastic`)
+checkpoints and restarts on its new workers: it keeps all its work and pays ``resize_cost_s``
+(default 30 s) before it runs again, then runs at the speed of its new size.
 """
 
 from __future__ import annotations
@@ -25,10 +29,13 @@ class ExecutionModel:
     cross_spine_penalty: float = 0.0
     restart_cost_s: float = 0.0
     checkpoint_interval_s: float | None = None
+    resize_cost_s: float = 30.0
 
     def __post_init__(self) -> None:
         if self.cross_leaf_penalty < 0 or self.cross_spine_penalty < 0 or self.restart_cost_s < 0:
             raise ValueError("penalties and restart cost must be >= 0")
+        if not (self.resize_cost_s >= 0 and math.isfinite(self.resize_cost_s)):
+            raise ValueError("resize_cost_s must be a number >= 0")
         if self.checkpoint_interval_s is not None and self.checkpoint_interval_s <= 0:
             raise ValueError("checkpoint_interval_s must be positive or None")
 

@@ -108,6 +108,8 @@ class Simulator:
         self.generation = np.zeros(n, dtype=np.int64)
         self._slowdown: dict[int, float] = {}  # running jobs slowed by their placement (absent: 1.0)
         self._paid_restart: dict[int, float] = {}  # restart cost paid by a job's current run (absent: 0)
+        # elastic jobs' bounds (kant.model.elastic), by row; empty when no job is elastic
+        self._elastic = self.scheduler.jobs.elastic
         self.instant = Instant()  # whether this instant changed, and the wake-ups cycles asked for
         self.events = 0
         self.held = np.zeros(n, dtype=bool)  # rows only a process submits (never from the trace)
@@ -253,6 +255,10 @@ class Simulator:
         if self.gate is not None and rec.runs.item(job) == 1:
             self._dep_outcome(job, Outcome.STARTED, now)
         slow = self.execution.slowdown(self.cluster, placement)
+        if self._elastic:
+            bounds = self._elastic.get(job)
+            if bounds is not None:  # the work is at the reference size: a size runs at its speed
+                slow /= bounds.speed(len(placement.nodes))
         # only what differs from the defaults (full speed, no restart cost paid) is remembered
         # (an earlier run's entries went when it was interrupted or stopped)
         if slow != 1.0:
@@ -262,6 +268,26 @@ class Simulator:
         remaining = self.remaining.item(job)
         if math.isfinite(remaining):
             self.kernel.schedule(now + restart + remaining * slow, _FINISH, self._on_finish,
+                                 (job, self.generation.item(job)))
+
+    def _resized(self, job: int, now: float, before: Placement, after: Placement) -> None:
+        """An elastic job was resized: it keeps all its work (a checkpoint at the resize), pays the
+        execution model's ``resize_cost_s`` and runs on at the speed of its new size."""
+        rec = self.recorder
+        run_for = now - float(rec.last_start[job]) - self._paid_restart.pop(job, 0.0)
+        done_now = max(run_for, 0.0) / self._slowdown.pop(job, 1.0)
+        self.remaining[job] = max(float(self.remaining[job]) - done_now, 0.0)
+        self.generation[job] += 1
+        rec.job_resized(job, now, before)
+        cost = self.execution.resize_cost_s
+        slow = self.execution.slowdown(self.cluster, after) / self._elastic[job].speed(len(after.nodes))
+        if slow != 1.0:
+            self._slowdown[job] = slow
+        if cost:
+            self._paid_restart[job] = cost
+        remaining = self.remaining.item(job)
+        if math.isfinite(remaining):
+            self.kernel.schedule(now + cost + remaining * slow, _FINISH, self._on_finish,
                                  (job, self.generation.item(job)))
 
     # --- starting from a live state ------------------------------------------------------------
@@ -353,6 +379,9 @@ class Simulator:
                     self._interrupted(job, now, placement)
                 for job, placement in result.started:
                     self._started(job, now, placement)
+                for job, before, after in result.resized:
+                    if job in sched.running:  # (one evicted after its resize is in result.evicted)
+                        self._resized(job, now, before, after)
                 if self.check_every and sched.cycles % self.check_every == 0:
                     state.check()
             sample(now, state, len(queue), queue.pending_gpus)
@@ -395,6 +424,11 @@ class Simulator:
         table prints them): what the policy's actions report (:meth:`Action.notes`), and interrupted
         runs restarted from scratch because the execution model keeps no checkpoints."""
         notes = [note for action in self.scheduler.actions for note in action.notes()]
+        if self._elastic:
+            resizes = int(self.recorder.resizes.sum())
+            if resizes:
+                notes.append(f"{resizes:,} resize(s) of running elastic jobs, each a restart from its checkpoint "
+                             f"costing {self.execution.resize_cost_s:g} s (SimResult.resizes; docs/elastic.md)")
         interrupted = int(self.recorder.preemptions.sum())
         if interrupted and self.execution.checkpoint_interval_s is None:
             evicts = any(action.EVICTS for action in self.scheduler.actions)

@@ -62,6 +62,9 @@ class JobInfo:
     tenants: int
     top_tenants: list[tuple[str, int]]
     priorities: list[tuple[int, int]]
+    #: elastic jobs (kant.model.elastic) and the range of their bounds (min of min_workers, max of max_workers)
+    elastic: int = 0
+    elastic_range: tuple[int, int] | None = None
 
     @property
     def span(self) -> float:
@@ -165,6 +168,10 @@ def _job_info(jobs: JobTable) -> JobInfo:
     top = [(jobs.tenant_names[i], int(tcount[i])) for i in order[:8].tolist() if tcount[i] > 0]
     pr = Counter(jobs.priority.tolist())
     finite = np.isfinite(jobs.duration)
+    spec = jobs.elastic
+    el_rows = [] if spec is None else [i for i in range(n) if spec.is_elastic(i)]
+    el_range = None if not el_rows or spec is None else (int(spec.min_workers[el_rows].min()),
+                                                          int(spec.max_workers[el_rows].max()))
     return JobInfo(
         source=jobs.source,
         jobs=n,
@@ -172,6 +179,8 @@ def _job_info(jobs: JobTable) -> JobInfo:
         inference=int(np.count_nonzero(jobs.kind == int(JobKind.INFERENCE))),
         cpu_only=int(np.count_nonzero(total == 0)),
         fractional=int(np.count_nonzero((jobs.gpus_per_worker == 1) & (jobs.gpu_milli < FULL_GPU_MILLI))),
+        elastic=len(el_rows),
+        elastic_range=el_range,
         first_submit=first,
         last_submit=last,
         origin=_origin(jobs.origin_epoch),
@@ -300,6 +309,8 @@ def render_info(info: TraceInfo, title: str = "") -> RenderableType:
             ("mean GPUs / GPU job", f"{info.mean_gpus_per_job:.3g}"),
             ("CPU-only jobs", f"{info.cpu_only:,}"),
             ("fractional-GPU jobs", f"{info.fractional:,}"),
+            *([("elastic jobs", f"{info.elastic:,} ({info.elastic_range[0]} to {info.elastic_range[1]} workers)")]
+              if info.elastic and info.elastic_range else []),
             ("duration", _pct_row(info.duration, _duration)),
             ("tenants", f"{info.tenants:,}"),
             ("priorities", ", ".join(f"{p}: {c:,}" for p, c in info.priorities)),

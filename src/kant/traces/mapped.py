@@ -21,6 +21,7 @@ import pyarrow as pa
 from kant.errors import ConfigError, InputError
 from kant.model.cluster import MAX_GPUS_PER_NODE, MAX_NODES, Cluster, NodeSpec
 from kant.model.deps import JobDeps, find_cycle, format_dependency, parse_dependency
+from kant.model.elastic import ElasticSpec, check_bounds, parse_speedup
 from kant.model.job import FULL_GPU_MILLI, JobKind, JobTable
 from kant.traces._csv import Problems, split_gangs
 from kant.traces.columns import (
@@ -279,6 +280,8 @@ class _Mapped:
         names = self.names(np.ones(self.n, dtype=bool))
         self._duplicate_names(names)
         dep_texts, kill = self._dependencies(names) if self.has("depends_on") else (None, None)
+        bounds = (self._elastic(workers, milli)
+                  if any(self.has(f) for f in ("min_workers", "max_workers", "speedup")) else None)
         keep = self.check.finish()
         shift, origin_epoch = self.origin(submit, keep)
         rows = np.flatnonzero(keep)
@@ -309,7 +312,55 @@ class _Mapped:
             origin_epoch=origin_epoch,
             deps=None if dep_texts is None or kill is None
             else JobDeps.of([dep_texts[i] for i in rows.tolist()], kill[rows]),
+            elastic=None if bounds is None
+            else ElasticSpec.of(workers[rows], [bounds[0][i] for i in rows.tolist()],
+                                [bounds[1][i] for i in rows.tolist()], [bounds[2][i] for i in rows.tolist()]),
         )
+
+    def _elastic(self, workers: npt.NDArray[np.int64], milli: npt.NDArray[np.int64]) -> tuple[
+            list[int | None], list[int | None], list[tuple[tuple[int, float], ...] | None]]:
+        """Each row's elastic bounds and speed-up table (None: not given); a row whose bounds are
+        invalid (:func:`kant.model.elastic.check_bounds`) or whose table does not parse is flagged,
+        under the column the reason names."""
+        def bound(fld: str) -> list[int | None]:  # an empty cell: none (a rigid job)
+            out: list[int | None] = [None] * self.n
+            if not (self.has(fld) or self.default(fld) is not None):
+                return out
+            bad = np.zeros(self.n, dtype=bool)
+            for i, t in enumerate(self.text(fld, "")):
+                t = t.strip()
+                if t:
+                    try:
+                        out[i] = int(t)
+                    except ValueError:
+                        bad[i] = True
+            col = self.m.columns.get(fld, fld)
+            self.check.flag(bad, col, "expected a whole number", self.raw.columns.get(col, pa.array([None] * self.n)))
+            return out
+
+        lo, hi = bound("min_workers"), bound("max_workers")
+        texts = self.text("speedup", "") if self.has("speedup") else [""] * self.n
+        tables: list[tuple[tuple[int, float], ...] | None] = [None] * self.n
+        reasons: dict[tuple[str, str], npt.NDArray[np.bool_]] = {}
+        for i in range(self.n):
+            if self.check.bad[i]:
+                continue
+            why = check_bounds(int(workers[i]), lo[i], hi[i], int(milli[i]))
+            if why is None and texts[i]:
+                try:
+                    tables[i] = parse_speedup(texts[i])
+                except ValueError as exc:
+                    why = str(exc)
+                if why is None and lo[i] is None:
+                    lo[i] = hi[i] = int(workers[i])  # a table alone: the job runs at its size
+            if why is not None:
+                fld, _, text = why.partition(": ")
+                key = (fld if fld in ("min_workers", "max_workers", "speedup") else "min_workers", text)
+                reasons.setdefault(key, np.zeros(self.n, dtype=bool))[i] = True
+        for (fld, text), mask in reasons.items():
+            col = self.m.columns.get(fld, fld)
+            self.check.flag(mask, col, text, self.raw.columns.get(col, pa.array([None] * self.n)))
+        return lo, hi, tables
 
     def _dependencies(self, names: list[str]) -> tuple[list[str], BoolArray]:
         """Each row's dependency (canonical text) and kill_on_invalid_dep flag; a row with bad syntax, one

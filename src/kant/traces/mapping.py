@@ -61,7 +61,7 @@ CPU_UNITS: dict[str, float] = {"milli": 1.0, "cores": 1000.0}
 #: the schema fields a mapping may fill, per kind
 JOB_FIELDS = ("name", "submit", "duration", "end", "start", "gpus", "workers", "gpus_per_worker", "gpu_milli",
               "gpu_fraction", "cpu", "memory", "gpu_type", "priority", "tenant", "user", "estimate", "kind",
-              "depends_on", "kill_on_invalid_dep")
+              "depends_on", "kill_on_invalid_dep", "min_workers", "max_workers", "speedup")
 NODE_FIELDS = ("name", "gpu_type", "gpus", "cpu", "memory", "leaf", "spine", "count")
 REQUEST_FIELDS = ("time", "input_tokens", "output_tokens", "duration", "stream")
 RATE_FIELDS = ("time", "rate", "cv", "stream")

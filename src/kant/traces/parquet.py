@@ -26,12 +26,14 @@ import pyarrow.parquet as pq
 from kant.errors import InputError
 from kant.model.cluster import Cluster
 from kant.model.deps import JobDeps
+from kant.model.elastic import ElasticSpec, check_bounds, format_speedup, parse_speedup
 from kant.model.job import FULL_GPU_MILLI, JOB_COLUMNS, JobTable
 from kant.traces._csv import Problems
 from kant.traces.load import LOAD_COLUMNS, LoadSeries
 from kant.traces.raw import read_parquet_table
 from kant.traces.schema import (
     JOB_DEPENDENCY_FIELDS,
+    JOB_ELASTIC_FIELDS,
     JOB_SCHEMA,
     LOAD_SCHEMA,
     NODE_SCHEMA,
@@ -117,7 +119,44 @@ def jobs_to_arrow(jobs: JobTable) -> pa.Table:
         cols["kill_on_invalid_dep"] = pa.array(jobs.deps.kill_on_invalid)
         for fld in JOB_DEPENDENCY_FIELDS:
             schema = schema.append(fld)
+    if jobs.elastic is not None:  # the optional columns, only when some job is elastic
+        spec = jobs.elastic
+        rigid = np.array([not spec.is_elastic(i) for i in range(len(jobs))], dtype=bool)
+        cols["min_workers"] = pa.array(spec.min_workers, mask=rigid)
+        cols["max_workers"] = pa.array(spec.max_workers, mask=rigid)
+        cols["speedup"] = pa.array([format_speedup(t) for t in spec.speedup], type=pa.string())
+        for fld in JOB_ELASTIC_FIELDS:
+            schema = schema.append(fld)
     return pa.Table.from_arrays(list(cols.values()), schema=schema.with_metadata(meta))
+
+
+def _elastic_from_arrow(table: pa.Table, source: str, workers: IntArray, milli: IntArray,
+                        check: RowCheck) -> tuple[list[int | None], list[int | None], list[Any]]:
+    """The optional elastic columns: bounds (null: rigid) and speed-up tables, each row checked."""
+    n = table.num_rows
+
+    def ints(name: str) -> list[int | None]:
+        if name not in table.column_names:
+            return [None] * n
+        return [None if v is None else int(v) for v in _column(table, name, source).to_pylist()]
+
+    lo, hi = ints("min_workers"), ints("max_workers")
+    texts = (_strings(_column(table, "speedup", source)).to_pylist() if "speedup" in table.column_names
+             else [None] * n)
+    tables: list[Any] = [None] * n
+    for i in range(n):
+        why = check_bounds(int(workers[i]), lo[i], hi[i], int(milli[i]))
+        if why is None and texts[i]:
+            try:
+                tables[i] = parse_speedup(texts[i])
+            except ValueError as exc:
+                why = str(exc)
+        if why is not None:
+            one = np.zeros(n, dtype=bool)
+            one[i] = True
+            fld, _, text = why.partition(": ")
+            check.flag(one, fld, text, pa.array(lo))
+    return lo, hi, tables
 
 
 def _deps_from_arrow(table: pa.Table, source: str, check: RowCheck) -> tuple[list[str], Any]:
@@ -245,6 +284,8 @@ def jobs_from_arrow(table: pa.Table, *, source: str = "<arrow>", problems: Probl
         kind = np.zeros(n, dtype=np.int64)
     dep_texts, dep_kill = (_deps_from_arrow(table, source, check) if "depends_on" in table.column_names
                            else (None, None))
+    elastic = (_elastic_from_arrow(table, source, ints["workers"], milli, check)
+               if {"min_workers", "max_workers", "speedup"} & set(table.column_names) else None)
     keep = check.finish()
     origin = meta.get("origin_epoch")
     rows = np.flatnonzero(keep)
@@ -275,6 +316,9 @@ def jobs_from_arrow(table: pa.Table, *, source: str = "<arrow>", problems: Probl
         source=str(meta.get("source", source)) if meta else source,
         origin_epoch=float(origin) if isinstance(origin, int | float) else None,
         deps=_checked_deps(dep_texts, dep_kill, rows, all_rows, name_list, source),
+        elastic=None if elastic is None else ElasticSpec.of(
+            pick(ints["workers"]), [elastic[0][i] for i in rows.tolist()], [elastic[1][i] for i in rows.tolist()],
+            [elastic[2][i] for i in rows.tolist()]),
     )
 
 
@@ -516,6 +560,7 @@ def jobs_equal(a: JobTable, b: JobTable) -> bool:
         and a.source == b.source
         and a.origin_epoch == b.origin_epoch
         and (a.deps.equals(b.deps) if a.deps is not None else b.deps is None)
+        and (a.elastic.equals(b.elastic) if a.elastic is not None else b.elastic is None)
     )
 
 

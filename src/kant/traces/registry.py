@@ -185,6 +185,16 @@ READERS: tuple[Reader, ...] = (
            "kant.traces.gavel:read_gavel",
            variants=Variants("gavel-philly-vc/seed0/{v}.trace.tsv", "Gavel Philly-derived jobs of VC {v}", found="*"),
            sniff="kant.traces.gavel:is_gavel", folder="a Gavel trace folder (*.trace.tsv files)"),
+    Reader("pollux", "jobs", "pollux-workloads/workloads/workload-1.csv",
+           "Pollux (OSDI'21) workload 1 as elastic jobs (semi-synthetic durations)",
+           "kant.traces.pollux:read_pollux", frozenset({"name", "time", "application", "num_replicas", "batch_size"}),
+           variants=Variants("pollux-workloads/workloads/workload-{v}.csv",
+                             "Pollux (OSDI'21) workload {v} as elastic jobs", found="*")),
+    Reader("sia", "jobs", "sia-workloads/philly/workload-1.csv",
+           "Sia (SOSP'23) Philly workload 1 as elastic jobs (semi-synthetic durations)",
+           "kant.traces.pollux:read_pollux",
+           variants=Variants("sia-workloads/philly/workload-{v}.csv",
+                             "Sia (SOSP'23) Philly workload {v} as elastic jobs", found="*")),
     Reader("openb", "jobs", f"{_OPENB}/openb_pod_list_default.csv", "openb pods (default list)",
            "kant.traces.openb:read_openb_pods", frozenset({"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}),
            variants=Variants(f"{_OPENB}/openb_pod_list_{{v}}.csv", "openb pods ({v} list)",
@@ -346,7 +356,8 @@ def _read_schema_csv(path: Path, problems: Problems | None) -> JobTable:
 
     header = read_raw(path).header
     fields = {"name", "submit", "duration", "workers", "gpus_per_worker", "gpu_milli", "gpu_type", "priority",
-              "tenant", "user", "estimate", "kind", "depends_on", "kill_on_invalid_dep"}
+              "tenant", "user", "estimate", "kind", "depends_on", "kill_on_invalid_dep", "min_workers", "max_workers",
+              "speedup"}
     columns = {f: f for f in header if f in fields}
     if "cpu_milli" in header:
         columns["cpu"] = "cpu_milli"

@@ -39,6 +39,7 @@ import pyarrow as pa
 
 from kant.errors import InputError
 from kant.model.deps import JobDeps
+from kant.model.elastic import ElasticSpec
 from kant.model.job import FULL_GPU_MILLI, JobKind, JobTable
 from kant.traces._csv import Problems
 from kant.traces.load import LoadSeries
@@ -54,6 +55,7 @@ def _pc() -> Any:
 
 __all__ = [
     "JOB_DEPENDENCY_FIELDS",
+    "JOB_ELASTIC_FIELDS",
     "JOB_SCHEMA",
     "LOAD_SCHEMA",
     "NODE_SCHEMA",
@@ -104,6 +106,16 @@ JOB_DEPENDENCY_FIELDS = (
              metadata={"doc": "dependency on other jobs by name, Slurm's form: afterok:a:b,afterany:c"}),
     pa.field("kill_on_invalid_dep", pa.bool_(), nullable=True,
              metadata={"doc": "cancel the job when its dependency can never be met"}),
+)
+
+#: optional columns of the jobs table, written only when some job is elastic (kant.model.elastic)
+JOB_ELASTIC_FIELDS = (
+    pa.field("min_workers", pa.int64(), nullable=True,
+             metadata={"doc": "elastic gang: fewest workers it runs on (null: rigid)"}),
+    pa.field("max_workers", pa.int64(), nullable=True,
+             metadata={"doc": "elastic gang: most workers it runs on (null: rigid)"}),
+    pa.field("speedup", pa.string(), nullable=True,
+             metadata={"doc": "elastic gang: throughput by size, 'SIZE:THROUGHPUT,...' (null: linear)"}),
 )
 
 #: Arrow schema of the nodes table.
@@ -258,6 +270,7 @@ def build_job_table(
     origin_epoch: float | None = None,
     sort: bool = True,
     deps: JobDeps | None = None,
+    elastic: ElasticSpec | None = None,
 ) -> JobTable:
     """A :class:`JobTable` from whole columns (the vectorised counterpart of ``JobTableBuilder``).
 
@@ -311,6 +324,7 @@ def build_job_table(
         source=source,
         origin_epoch=origin_epoch,
         deps=deps if deps is None or order is None else deps.take(order),
+        elastic=elastic if elastic is None or order is None else elastic.take(order),
     )
 
 

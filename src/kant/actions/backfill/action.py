@@ -143,7 +143,7 @@ class Backfill(Action):
             self.job_gpus, self.job_workers, self.job_type = fw.job_gpus, fw.job_workers, fw.job_type
             self.job_milli = fw.job_milli
         # jobs enter ctx.running only through a cycle's ctx.started (filled by every action)
-        self.releases.hand_over(ctx.now, ctx.started)
+        self.releases.hand_over(ctx.now, ctx.started, ctx.resized if ctx.env.jobs.elastic else None)
         if len(self.releases.unsynced) > 256:  # keep the hand-over lists short when backfill is idle
             self.sync(ctx)
         state = ctx.state

@@ -40,6 +40,9 @@ class Releases:
         # the cycles' ctx.started lists not yet in the mirror, each with its cycle's time
         self.unsynced: list[tuple[float, list[tuple[int, Placement]]]] = []
         self._current: tuple[float, list[tuple[int, Placement]]] | None = None
+        # the cycles' ctx.resized lists (elastic jobs that changed placement: kant.actions.elastic) not
+        # yet looked at, the current cycle's last (looked at again: it fills as the cycle goes)
+        self.resized: list[list[tuple[int, Placement, Placement]]] = []
         self.by_job: dict[int, tuple[RunningJob, Placement]] = {}
         self._ends: list[tuple[float, int, int, RunningJob]] = []  # (expected end, seq, job, run)
         # entries of the heap that came due while their job still ran (overrunning its estimate):
@@ -52,13 +55,17 @@ class Releases:
         self._new: list[int] = []  # jobs that entered by_job since, in order (re-entries repeat)
         self._modelled_rows: list[tuple[int, list[int]]] = list(zip(self.fields, modelled.tolist(), strict=True))
 
-    def hand_over(self, now: float, started: list[tuple[int, Placement]]) -> None:
+    def hand_over(self, now: float, started: list[tuple[int, Placement]],
+                  resized: list[tuple[int, Placement, Placement]] | None = None) -> None:
         """A cycle begins: ``started`` is its ``ctx.started`` list (filled as the cycle goes). Jobs
         enter ``ctx.running`` only through such lists, so the mirror needs nothing else to catch up;
-        the previous cycle's list, complete by now, joins the unsynced ones."""
+        the previous cycle's list, complete by now, joins the unsynced ones. ``resized``: the cycle's
+        ``ctx.resized`` list (a running elastic job's new placement and run re-enter the mirror)."""
         if self._current is not None:
             self.unsynced.append(self._current)
         self._current = (now, started)
+        if resized is not None and (not self.resized or self.resized[-1] is not resized):
+            self.resized.append(resized)
 
     def _put(self, job: int, run: RunningJob, placement: Placement) -> None:
         self.by_job[job] = (run, placement)
@@ -104,6 +111,26 @@ class Releases:
                 heappush(ends, (end, seq, job, run))
                 seq += 1
                 added.append((job, end))
+        if self.resized:  # elastic jobs resized: their new run and placement replace the old rows
+            for changed in self.resized:
+                for job, _, _ in changed:
+                    run = running.get(job)
+                    placement = allocations.get(job)
+                    if run is None or placement is None:
+                        continue
+                    old = by_job.get(job)
+                    if old is not None:
+                        if old[0] is run and old[1] is placement:
+                            continue
+                        del by_job[job]
+                        self._gone.add(job)
+                    early = True  # capacity moved now: a kept reservation or plan is stale
+                    by_job[job] = (run, placement)
+                    self._new.append(job)
+                    heappush(ends, (run.expected_end, seq, job, run))
+                    seq += 1
+                    added.append((job, run.expected_end))
+            self.resized = self.resized[-1:]
         self._seq = seq
         missing = len(by_job) - len(running)  # jobs that have left running since the last sync
         if missing > 0:

@@ -45,7 +45,7 @@ SUBMIT_OPTIONS = {"name": "--name", "workers": "--workers", "gpus_per_worker": "
                   "duration_s": "--duration", "tenant": "--tenant", "user": "--user", "labels": "--label",
                   "command": "COMMAND", "idempotency_key": "--idempotency-key", "chdir": "--chdir",
                   "environment": "--export", "time_limit_s": "--time", "dependency": "--dependency",
-                  "array": "--array"}
+                  "array": "--array", "min_workers": "--min-workers", "max_workers": "--max-workers"}
 
 
 def _label_option(ctx: click.Context, param: click.Parameter, value: Sequence[str]) -> dict[str, str]:
@@ -145,12 +145,16 @@ def _state(state: str) -> Text:
 @click.option("--array", "-a", default=None, metavar="INDEXES[%N]",
               help="A job array, as Slurm's: 0-99%10 (100 tasks, at most 10 at once), 1,3,5-7, 0-15:4; one job "
                    "per task, with KANT_ARRAY_TASK_ID and KANT_ARRAY_JOB_ID; prints the array's id.")
+@click.option("--min-workers", type=int, default=None, metavar="N",
+              help="An elastic gang (docs/elastic.md): it may shrink to N workers (give --max-workers too).")
+@click.option("--max-workers", type=int, default=None, metavar="N",
+              help="An elastic gang: it may grow to N workers; a resize restarts it from its checkpoint.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def submit(api: Client, name: str | None, workers: int, gpus: int, gpu_type: str | None, cpu: int, memory: int,
            priority: int, estimate: float | None, duration: float | None, tenant: str | None, user: str | None,
            labels: dict[str, str], idempotency_key: str | None, chdir: str | None, export: str,
            time_limit: float | None, dependency: str | None, kill_on_invalid_dep: bool, array: str | None,
-           command: tuple[str, ...], as_json: bool) -> None:
+           min_workers: int | None, max_workers: int | None, command: tuple[str, ...], as_json: bool) -> None:
     """Submit a job (a gang of WORKERS x GPUS); prints its id. The command goes after '--':
 
     \b
@@ -176,6 +180,10 @@ def submit(api: Client, name: str | None, workers: int, gpus: int, gpu_type: str
         body["kill_on_invalid_dep"] = True
     if array is not None:
         body["array"] = array
+    if min_workers is not None:
+        body["min_workers"] = min_workers
+    if max_workers is not None:
+        body["max_workers"] = max_workers
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
     try:
         answer = api.post("/v1/jobs", body, headers=headers)
@@ -363,6 +371,10 @@ def show(api: Client, job: str, absolute: bool, as_json: bool) -> None:
         ("state", Text(_state_text(why) if why else
                        data["state"] + (f": {data['reason']}" if data.get("reason") else ""))),
         ("gang", gang),
+        *([("elastic", f"{data['min_workers']} to {data['max_workers']} workers"
+                       + (f" (running on {len(data['placement'])})" if data.get("placement")
+                          and data["state"] == "running" else ""))]
+          if data.get("min_workers") is not None else []),
         ("priority", str(data["priority"])),
         ("estimate", format_duration(data["estimate_s"], "compact") if data.get("estimate_s") is not None else "-"),
         ("duration", format_duration(data["duration_s"], "compact") if data.get("duration_s") is not None else "-"),

@@ -126,8 +126,9 @@ def job_logs(job_id: Id, p: Who, svc: Svc, worker: Annotated[int, Query(ge=0, le
     """Output (stdout and stderr) of one worker of a job from byte `offset` (the latest run unless
     `run`); a follower passes the answer's `next_offset` until `complete`."""
     row = visible_job(svc, job_id, p)
-    if worker >= row.workers:
-        raise NotFound(f"job {job_id} has no worker {worker}: its workers are 0..{row.workers - 1}")
+    workers = max(row.workers, row.max_workers or 0)  # an elastic gang may run on up to max_workers
+    if worker >= workers:
+        raise NotFound(f"job {job_id} has no worker {worker}: its workers are 0..{workers - 1}")
     if run is not None and run > row.runs:
         raise NotFound(f"job {job_id} has no run {run}: " + (f"its runs are 1..{row.runs}" if row.runs else
                                                              "it has not run"))

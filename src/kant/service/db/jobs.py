@@ -62,6 +62,8 @@ class NewJob:
     array_task_id: int | None = None  # a job array's task: its index (kant.service.arrays); None: no array
     array_position: int | None = None  # its place in the array: the array's id is the job id minus it
     array_throttle: int | None = None  # at most this many tasks of its array are queued or running at once
+    min_workers: int | None = None  # an elastic gang's bounds (kant.model.elastic); None: rigid
+    max_workers: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +152,8 @@ def _job_rows(rows: Iterable[Sequence[Any]]) -> list[JobRow]:
     flat: dict[str, dict[str, Any]] = {}
     out: list[JobRow] = []
     for (id_, tenant, user, name, kind, service_id, workers, gpw, milli, gtype, cpu, mem, prio, est, dur, cmd,
-         labels, ikey, chdir, environment, limit, dependency, kill_dep, task, position, throttle, state, reason,
-         submit, first, start, end, placement, runs, code, created, held) in rows:
+         labels, ikey, chdir, environment, limit, dependency, kill_dep, task, position, throttle, min_w, max_w,
+         state, reason, submit, first, start, end, placement, runs, code, created, held) in rows:
         known = flat.get(labels)
         if known is not None:
             decoded = known.copy()
@@ -162,7 +164,8 @@ def _job_rows(rows: Iterable[Sequence[Any]]) -> list[JobRow]:
         out.append(JobRow(
             tenant, user, name, kind, service_id, workers, gpw, milli, gtype, cpu, mem, prio, est, dur, cmd,
             decoded, ikey, chdir, None if environment is None else json.loads(environment), limit,
-            dependency, bool(kill_dep), task, position, throttle, id_, state, reason, submit, first, start, end,
+            dependency, bool(kill_dep), task, position, throttle, min_w, max_w, id_, state, reason, submit, first,
+            start, end,
             None if placement is None else json.loads(placement), runs, code, created, held,
         ))
     return out

@@ -155,6 +155,8 @@ jobs: Final = sa.Table(
     sa.Column("array_task_id", sa.Integer, nullable=True),  # (0005) a job array's task: its index
     sa.Column("array_position", sa.Integer, nullable=True),  # (0005) array id = id - array_position
     sa.Column("array_throttle", sa.Integer, nullable=True),  # (0005) the array's %N
+    sa.Column("min_workers", sa.Integer, nullable=True),  # (0006) an elastic gang's bounds; NULL: rigid
+    sa.Column("max_workers", sa.Integer, nullable=True),  # (0006)
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("reason", sa.Text, nullable=True),
     sa.Column("submit_time", sa.Double, nullable=False),

@@ -29,6 +29,7 @@ from kant.metrics.summary import BUCKETS
 from kant.metrics.summary import gang_bucket as bucket_index
 from kant.model.cluster import Cluster, NodeSpec
 from kant.model.deps import Outcome
+from kant.model.elastic import ElasticBounds
 from kant.model.job import JobKind
 from kant.model.state import Placement
 from kant.model.store import JobStore
@@ -87,6 +88,13 @@ class Active:
     array: tuple[int, int] | None = None  # a job array's task: (the array's id, its index)
 
 
+def elastic_bounds(job: NewJob) -> ElasticBounds | None:
+    """A submitted job's elastic bounds (validated by the API), or None for a rigid job."""
+    if job.min_workers is None or job.max_workers is None or job.min_workers == job.max_workers:
+        return None
+    return ElasticBounds(job.min_workers, job.max_workers, job.workers)
+
+
 @dataclass(slots=True)
 class ArrayBook:
     """A throttled job array (``%N``): its tasks in the queue or running, and those waiting for a place."""
@@ -121,7 +129,7 @@ class LiveState:
         self.running_gpus_by_tenant: dict[str, int] = {}
         self.instant = Instant()
         self.changes = TurnChanges()
-        self._binds: list[tuple[bool, int, Placement]] = []
+        self._binds: list[tuple[bool | None, int, Placement]] = []  # (started; None: resized)
         #: (service time, job id, run) at which a running job reaches its time limit, a heap
         self.deadlines: list[tuple[float, int, int]] = []
         #: (planned run time, actual / planned) of the last finished jobs (the twin's error distribution)
@@ -195,7 +203,7 @@ class LiveState:
                         gpu_milli=job.gpu_milli, cpu_milli=job.cpu_milli, memory_mib=job.memory_mib,
                         gpu_type=job.gpu_type, priority=job.priority, tenant=job.tenant, user=job.user,
                         estimate=job.estimate_s, default_estimate=self.default_estimate, kind=JobKind(job.kind),
-                        time_limit=job.time_limit_s)
+                        time_limit=job.time_limit_s, elastic=elastic_bounds(job))
         assert row == len(self.ids)
         self.ids.append(job_id)
         info = self.active[job_id] = Active(job_id, row, job.tenant, submit_time, job.workers * job.gpus_per_worker,
@@ -233,10 +241,17 @@ class LiveState:
             kind=np.array([int(j.kind) for j in jobs], dtype=np.int64),
         )
         assert rows.start == len(self.ids)
+        for row, j in zip(rows, jobs, strict=True):
+            bounds = elastic_bounds(j)
+            if bounds is not None:
+                store.elastic[row] = bounds
         self.ids.extend(j.id for j in jobs)
         active = self.active
         for row, j in zip(rows, jobs, strict=True):
-            active[j.id] = Active(j.id, row, j.tenant, j.submit_time, j.workers * j.gpus_per_worker,
+            # (an elastic job that runs holds the GPUs of its placement, not of its requested size)
+            gpus = len(j.placement) * j.gpus_per_worker if j.placement and row in store.elastic else \
+                j.workers * j.gpus_per_worker
+            active[j.id] = Active(j.id, row, j.tenant, j.submit_time, gpus,
                                   duration_s=j.duration_s, command=j.command, labels=dict(j.labels),
                                   service_id=j.service_id, chdir=j.chdir, environment=j.environment,
                                   time_limit_s=j.time_limit_s)
@@ -265,6 +280,11 @@ class LiveState:
         jobs = self.sched.jobs
         env = {} if info.array is None else {"KANT_ARRAY_JOB_ID": str(info.array[0]),
                                               "KANT_ARRAY_TASK_ID": str(info.array[1])}
+        bounds = jobs.elastic.get(info.row) if jobs.elastic else None
+        if bounds is not None:  # an elastic gang: its bounds, and which restart this is (as torchrun's elastic
+            # agent tells its workers; WORLD_SIZE and the ranks, of this run's size, are the executor's)
+            env = {**env, "KANT_MIN_WORKERS": str(bounds.min_workers), "KANT_MAX_WORKERS": str(bounds.max_workers),
+                   "TORCHELASTIC_RUN_ID": f"kant-{job_id}", "TORCHELASTIC_RESTART_COUNT": str(info.runs - 1)}
         return Launch(job_id, info.runs, tuple(nodes), int(jobs.gpus_per_worker[info.row]), start,
                       info.command, info.duration_s, {str(k): str(v) for k, v in info.labels.items()},
                       int(jobs.gpu_milli[info.row]), env=env, cwd=info.chdir, job_env=info.environment)
@@ -530,22 +550,51 @@ class LiveState:
     def evict(self, job: int, placement: Placement) -> None:
         self._binds.append((False, job, placement))
 
+    def resize(self, job: int, before: Placement, after: Placement) -> None:
+        """An elastic job's new size (kant.actions.elastic): a restart from its checkpoint."""
+        self._binds.append((None, job, after))
+
     def carry_out_binds(self, now: float) -> None:
         """The starts and evictions the cycle at ``now`` committed, in order: rows, events, launches
         and stops into the turn's changes."""
         sched = self.sched
         names = sched.cluster.names
+        elastic = sched.jobs.elastic
         for started, row, placement in self._binds:
             job_id = self.ids[row]
             info = self.active[job_id]
             nodes = tuple(names[n] for n in placement.nodes)
-            if started:
+            if started is None:
+                self._resized(info, nodes, placement.total_gpus, now)
+            elif started:
+                if elastic and row in elastic:  # an elastic job may start at another size than it asked for
+                    info.total_gpus = placement.total_gpus
                 self._started(info, nodes, now)
             else:
                 self.ran(info)
                 self.changes.stop(job_id, "preempt")
                 self.requeue(info, now, "preempted", "preempted", nodes[0])
         self._binds.clear()
+
+    def _resized(self, info: Active, nodes: tuple[str, ...], gpus: int, now: float) -> None:
+        """A running elastic job changes size: its run stops (the checkpoint signal first, as a
+        preemption) and a new run starts on ``nodes`` at once, with the new world size in its
+        environment (``WORLD_SIZE``, ranks: the executor's, from the placement)."""
+        before = info.total_gpus  # GPUs of the old run
+        self.changes.stop(info.id, "preempt")
+        self.changes.job(JobUpdate(info.id, state="pending", reason="resized"))
+        self.changes.event(now, "resized", info.id, nodes[0], info.tenant,
+                           f"run {info.runs}: {before} -> {gpus} GPU(s), restarting from its checkpoint")
+        self.running_gpus_by_tenant[info.tenant] = self.running_gpus_by_tenant.get(info.tenant, 0) - before + gpus
+        info.total_gpus = gpus
+        info.runs += 1
+        info.start = now
+        info.planned = self.sched.env.estimate(info.row)
+        self.changes.job(JobUpdate(info.id, state="running", reason=None, start_time=now, placement=list(nodes),
+                                   runs=info.runs))
+        self.changes.event(now, "started", info.id, nodes[0], info.tenant,
+                           f"run {info.runs} on {describe_nodes(nodes)} (resized)")
+        self.changes.launch(self.launch_of(info.id, nodes, now))
 
     def _started(self, info: Active, nodes: tuple[str, ...], now: float) -> None:
         self.pending_by_tenant[info.tenant] -= 1
