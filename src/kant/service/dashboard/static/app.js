@@ -430,7 +430,7 @@ function bindMap() {
     map.innerHTML = mapBody(S.map);
   });
   map.addEventListener("click", (ev) => {
-    hideTip();
+    hideTip();  // (and render() hides it too: the page it pointed into is replaced)
     const cell = ev.target.closest("[data-job]");
     if (cell) { location.hash = `#/job/${cell.dataset.job}`; return; }
     const row = ev.target.closest("tr[data-leaf]");
@@ -719,7 +719,7 @@ function chartsView() {
   const last = S.samples[S.samples.length - 1];
   const lastLine = last ? CHARTS.flatMap((c) => c.series.map(([label, key]) => `<span>${esc(label)} <b data-testid="last-${key.replace(".", "-")}" data-value="${pick(last, key) ?? ""}">${pick(last, key) == null && key.startsWith("gfr") ? "undefined" : c.fmt(pick(last, key))}</b></span>`)).join(" · ") : "no samples yet";
   return `<h1>Time series <span class="muted" data-testid="samples">${S.samples.length} samples</span></h1>
-    <p class="legend" id="last-values">latest (<span data-testid="last-t" data-value="${last ? last.t : ""}">${last ? clockText(last.t, S.clockKind) : ""}</span>): ${lastLine}</p>
+    <p class="legend" id="last-values"><span>latest, at <span data-testid="last-t" data-value="${last ? last.t : ""}">${last ? clockText(last.t, S.clockKind) : ""}</span>:</span> ${lastLine}</p>
     ${CHARTS.map((c) => `<h2>${esc(c.title)}</h2><div class="chart" id="chart-${c.id}"></div>`).join("")}
     <p class="muted">Definitions as docs/metrics.md, at each sample: the live values of /v1/cluster. GFR is undefined (a gap)
       while no GPU is free, or no node is up. Updated live.</p>`;
