@@ -406,7 +406,7 @@ def _results(tmp: Path, jobs: JobTable) -> tuple[Path, Path, dict[str, Any]]:
     runs = {}
     for policy in ("kant", "volcano-binpack"):
         result = Simulator(load_nodes(CLUSTER), jobs, load_policy(policy)).run()
-        runs[f"{result.policy} ({policy})"] = (result, summarize(result))
+        runs[policy] = (result, summarize(result))
     single = write_json(tmp / "result.json", *next(iter(runs.values())))
     data = {label: report_dict(r, m) for label, (r, m) in runs.items()}
     comparison = tmp / "comparison.json"

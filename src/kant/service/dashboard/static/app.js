@@ -28,38 +28,13 @@ const S = {
 
 // --- formatting ----------------------------------------------------------------------------------
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
-const pct = (x) => (x == null ? "n/a" : `${(100 * x).toFixed(1)}%`);
 const num = (x, d = 1) => (x == null ? "n/a" : Number(x).toFixed(d));
 const int = (x) => (x == null ? "n/a" : Number(x).toLocaleString("en-US"));
-const pad2 = (n) => String(n).padStart(2, "0");
-// a duration: the CLI's rule (kant.text.format_duration, its "compact" style): 45s, 3m20s, 2h05m, 3d04h;
-// the same cases are checked against both (tests/data/durations.json)
-function dur(seconds) {
-  if (seconds == null || !isFinite(seconds)) return "n/a";
-  let s = Math.round(seconds);
-  if (Math.abs(seconds % 1) === 0.5 && s % 2 !== 0) s -= 1;  // (half to even, as Python's round)
-  s = Math.max(0, s);
-  if (s < 60) return `${s}s`;
-  if (s < 3600) return `${Math.floor(s / 60)}m${pad2(s % 60)}s`;
-  if (s < 86400) return `${Math.floor(s / 3600)}h${pad2(Math.floor((s % 3600) / 60))}m`;
-  return `${Math.floor(s / 86400)}d${pad2(Math.floor((s % 86400) / 3600))}h`;
-}
-// a reading of the service clock: a date on a wall clock (this browser's time zone), "day 27 17:11" on a
-// replay (accelerated or manual: days and time of day of the service's seconds)
-function clockText(t, kind) {
-  if (t == null || !isFinite(t)) return "n/a";
-  if (kind === "wall") {
-    const d = new Date(t * 1000);
-    return `${d.getFullYear()}-${pad2(d.getMonth() + 1)}-${pad2(d.getDate())} ${pad2(d.getHours())}:${pad2(d.getMinutes())}`;
-  }
-  const s = Math.max(0, Math.floor(t));
-  return `day ${Math.floor(s / 86400)} ${pad2(Math.floor((s % 86400) / 3600))}:${pad2(Math.floor((s % 3600) / 60))}`;
-}
-// tenants' colours: Okabe and Ito's colour-blind-safe eight (less black), then Paul Tol's muted; a tenant
-// keeps its colour while the page is open (given in order of first sight, names sorted within a batch);
-// past the palette, colours repeat striped
-const PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
-  "#332288", "#117733", "#882255", "#44AA99", "#999933", "#AA4499", "#88CCEE"];
+// the shared rules (format.js, also inlined in the simulate and compare reports): durations as the CLI
+// writes them, clock readings, the colour-blind-safe palette
+const { dur, clockText, pct, PALETTE, TIME_INCRS } = window.kantFormat;
+// tenants' colours: PALETTE; a tenant keeps its colour while the page is open (given in order of first
+// sight, names sorted within a batch); past the palette, colours repeat striped
 const tenantSeen = new Map();
 function meetTenants(names) {
   for (const n of [...names].filter((x) => x !== "others" && !tenantSeen.has(x)).sort()) tenantSeen.set(n, tenantSeen.size);
@@ -712,8 +687,6 @@ const CHARTS = [
   { id: "queue", title: "Queue length (jobs) and GPUs they ask for", series: [["jobs waiting", "queue_len", "#332288"], ["GPUs asked", "pending_gpus", "#88CCEE"]], fmt: (v) => int(v) },
   { id: "wait", title: "Wait before first start (JWTD) of the jobs that started in each interval", series: [["P50", "wait.p50", "#0072B2"], ["P90", "wait.p90", "#E69F00"], ["P99", "wait.p99", "#D55E00"]], fmt: dur, points: true, durations: true },
 ];
-// round steps for a time axis (s): ticks fall on whole minutes, hours, days
-const TIME_INCRS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800, 1209600, 2592000];
 const pick = (s, key) => key.split(".").reduce((o, k) => (o == null ? null : o[k]), s);
 function chartsView() {
   const last = S.samples[S.samples.length - 1];
@@ -846,10 +819,10 @@ function bindResults() {
   if (!S.results || !window.uPlot) return;
   const days = Math.max(0, ...S.results.runs.map(([, r]) => (r.metrics.gar?.daily?.values || []).length));
   const xs = Array.from({ length: days }, (_, i) => i + 1);
-  const colors = ["#2f6fde", "#f0a020", "#17a589", "#c0392b", "#6c3483", "#7f8c8d"];
+  const colors = PALETTE;  // (the policies' colours of kant compare's page: POLICY_COLORS)
   const data = [xs, ...S.results.runs.map(([, r]) => xs.map((_, i) => (r.metrics.gar?.daily?.values || [])[i] ?? null))];
   new uPlot({
-    width: Math.min(1000, window.innerWidth - 80), height: 220, scales: { x: { time: false }, y: { range: [0, 1] } },
+    width: chartWidth($("#chart-daily")), height: 220, scales: { x: { time: false }, y: { range: [0, 1.05] } },
     axes: [{ label: "day" }, { values: (u, vals) => vals.map(pct), size: 60 }],
     series: [{ label: "day" }, ...S.results.runs.map(([n], i) => ({ label: n, stroke: colors[i % colors.length], width: 1.5, value: (u, v) => pct(v) }))],
   }, data, $("#chart-daily"));
