@@ -202,7 +202,8 @@ def test_queue_with_reasons_filters_and_a_job_page(ctx: Any, srv: Server, artifa
         "els => els.map(e => [+e.dataset.job, e.querySelector('[data-col=tenant]').textContent, "
         "e.querySelector('[data-col=reason]').textContent, e.querySelector('[data-col=gpus]').textContent, "
         "e.querySelector('[data-col=wait]').textContent])")
-    assert sorted(r[0] for r in rows) == sorted(j["id"] for j in api)  # (in the scheduler's order: test_dashboard_trust)
+    # (in the scheduler's order: test_dashboard_trust.py)
+    assert sorted(r[0] for r in rows) == sorted(j["id"] for j in api)
     by_id = {j["id"]: j for j in api}
     for job_id, tenant, reason, gpus, wait in rows:
         j = by_id[job_id]
@@ -292,8 +293,8 @@ def test_tenants_page_shows_quota_use_and_demand(ctx: Any, srv: Server, artifact
         "#tenants tbody tr", "els => els.map(e => [e.dataset.tenant, ...['guaranteed', 'max', 'borrowed', 'lent']"
                              ".map(c => e.querySelector(`[data-col=${c}]`).textContent)])")}
     for t in cl:
-        want = [str(quota[t]) if t in quota else "", "100" if t in quota else "",
-                str(borrowed[t]) if t in quota else "", str(int(idle_guarantee.get(t, 0) * share)) if t in quota else ""]
+        want = ["", "", "", ""] if t not in quota else [
+            str(quota[t]), "100", str(borrowed[t]), str(int(idle_guarantee.get(t, 0) * share))]
         assert table[t] == want, t
     rows = page.eval_on_selector_all(
         "#tenants tbody tr", "els => els.map(e => [e.dataset.tenant, +e.querySelector('[data-col=used]').textContent, "

@@ -6,8 +6,10 @@ queue is in the scheduler's order, with the head marked, sortable, filterable an
 refreshes; a phone gets cards without horizontal scroll; charts follow the window and their legends
 show the latest values. Screenshots go to ``test-artifacts/`` (gitignored)."""
 
+# ruff: noqa: F811 (the tests take test_dashboard's fixtures, imported, as their arguments)
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -130,7 +132,8 @@ def test_the_queue_says_what_starts_next(ctx: Any, srv: Server, artifacts: Path)
         assert srv.admin.get(f"/v1/jobs/{job_id}").json()["why"]["position"] == pos - 1
     assert rows[0][2] and not any(r[2] for r in rows[1:])  # the head is marked
     assert str(rows[0][0]) in (page.text_content("[data-testid='next']") or "")
-    chips = page.eval_on_selector_all("#reasons [data-reason]", "els => els.map(e => +e.querySelector('b').textContent)")
+    chips = page.eval_on_selector_all("#reasons [data-reason]",
+                                      "els => els.map(e => +e.querySelector('b').textContent)")
     assert sum(chips) == len(rows)
     assert all(t.strip() for t in page.eval_on_selector_all("#jobs tbody [data-col=reason]",
                                                             "els => els.map(e => e.textContent)"))
@@ -144,7 +147,7 @@ def test_the_queue_says_what_starts_next(ctx: Any, srv: Server, artifacts: Path)
     page.click("#jobs th[data-sort='gpus']")
     page.wait_for_function(f"+document.querySelector('#view').dataset.renders > {renders + 1}", timeout=TIMEOUT_MS)
     by_gpus = _rows(page)
-    gpus = [eval(r[3].replace("×", "*")) for r in by_gpus]  # noqa: S307 (the page's "2×4")
+    gpus = [int(a) * int(b) for a, b in (r[3].split("×") for r in by_gpus)]  # (the page's "2×4")
     assert gpus == sorted(gpus) and sorted(by_gpus) == sorted(rows)
     page.click("#jobs th[data-sort='pos']")
     page.wait_for_function(f"+document.querySelector('#view').dataset.renders > {renders + 2}", timeout=TIMEOUT_MS)
@@ -189,8 +192,9 @@ def test_charts_follow_the_window_and_show_the_latest_values(ctx: Any, srv: Serv
                            timeout=TIMEOUT_MS)
     assert page.evaluate("document.documentElement.scrollWidth") <= 800
     # the x axis: round ticks on the service clock (whole hours or days)
-    splits, ticks = page.evaluate("(() => { const a = window.kant.charts()[0].axes[0]; return [a._splits, a._values]; })()")
-    step = min(b - a for a, b in zip(splits, splits[1:], strict=False)) if len(splits) > 1 else 3600
+    splits, ticks = page.evaluate("(() => { const a = window.kant.charts()[0].axes[0]; "
+                                  "return [a._splits, a._values]; })()")
+    step = min(b - a for a, b in itertools.pairwise(splits)) if len(splits) > 1 else 3600
     assert step % 60 == 0 and all(s % step == 0 for s in splits), splits
-    assert all(t.startswith("day ") or len(t) == 5 and t[2] == ":" for t in ticks), ticks
+    assert all(t.startswith("day ") or (len(t) == 5 and t[2] == ":") for t in ticks), ticks
     shot(page, artifacts, "trust-charts")
