@@ -83,6 +83,8 @@ async function login(token) {
   const cl = await api("/v1/cluster");
   S.policy = cl.policy;
   S.clockKind = cl.clock;
+  // every tenant's colour from the whole list, sorted: the same on every page (a tenant: itself)
+  meetTenants(S.who.role === "admin" ? (await api("/v1/dashboard/tenants")).tenants.map((t) => t.tenant) : [S.who.tenant]);
   await loadSeries();
   openStream();
   tickClock();
@@ -261,7 +263,7 @@ function kpi(id, label, text, value) {
 // tenants' colours; partly used: a dashed outline; cordoned, draining or drained: hatched; down: dark)
 const USE_SWATCH = {
   full: `background:linear-gradient(90deg, ${PALETTE[0]} 0 33%, ${PALETTE[1]} 33% 66%, ${PALETTE[2]} 66%)`,
-  partial: "background:linear-gradient(90deg, var(--c0) 0 50%, var(--free) 50%);outline:2px dashed var(--fg);outline-offset:1px",
+  partial: "background:linear-gradient(90deg, var(--c0) 0 50%, var(--free) 50%);outline:2px dashed var(--fg);outline-offset:1px;margin:0 .6em 0 .3em",
   empty: "background:var(--free)",
   cordoned: "background:var(--hatch)",
   down: "background:var(--down)",
@@ -567,14 +569,14 @@ async function jobView(id) {
   const fields = [
     field("tenant", esc(j.tenant)), field("user", esc(j.user)), field("kind", esc(j.kind)), field("state", esc(j.state)),
     field("workers", `${j.workers} × ${j.gpus_per_worker} GPU${j.gpu_type ? ` (${esc(j.gpu_type)})` : ""}`),
-    field("priority", j.priority), field("submitted", num(j.submit_time, 0)),
-    field("first start", j.first_start_time == null ? "" : `${num(j.first_start_time, 0)} (waited ${dur(j.first_start_time - j.submit_time)})`),
-    field("end", j.end_time == null ? "" : num(j.end_time, 0)), field("runs", j.runs),
+    field("priority", j.priority), field("submitted", clockText(j.submit_time, S.clockKind)),
+    field("first start", j.first_start_time == null ? "" : `${clockText(j.first_start_time, S.clockKind)} (waited ${dur(j.first_start_time - j.submit_time)})`),
+    field("end", j.end_time == null ? "" : clockText(j.end_time, S.clockKind)), field("runs", j.runs),
     field("nodes", esc((j.placement || []).join(", "))), field("exit code", j.exit_code ?? ""),
     field("estimate", dur(j.estimate_s)), field("command", `<code>${esc(j.command || "")}</code>`),
   ].join("");
   const why = j.why ? `<h2>Why</h2><p data-testid="why">${esc(j.why.summary || j.why.reason)}${j.why.position != null ? ` · ${j.why.position} job(s) ahead` : ""}</p>` : "";
-  const events = j.events.map((e) => `<tr><td class="num">${num(e.time, 0)}</td><td>${esc(e.kind)}</td><td>${esc(e.node || "")}</td><td>${esc(e.message)}</td></tr>`).join("");
+  const events = j.events.map((e) => `<tr><td class="num" title="${e.time}">${clockText(e.time, S.clockKind)}</td><td>${esc(e.kind)}</td><td>${esc(e.node || "")}</td><td>${esc(e.message)}</td></tr>`).join("");
   return `<p><a href="#/queue">&larr; queue</a></p><h1 data-testid="job-title">Job ${j.id} <span class="muted">${esc(j.name)}</span></h1>
     <dl class="fields">${fields}</dl>${why}
     <h2>Events</h2><table id="events"><thead><tr><th class="num">time</th><th>event</th><th>node</th><th>message</th></tr></thead><tbody>${events}</tbody></table>
@@ -643,7 +645,6 @@ function queuesTable(queues) {
 // GET /v1/dashboard/services: the inference services the token may see (docs/dashboard.md)
 const SERVICES_REFRESH_MS = 2000;
 const ms = (x) => (x == null ? "n/a" : `${Number(x).toFixed(x < 10 ? 1 : 0)} ms`);
-const secs = (x) => (x == null ? "n/a" : `${Number(x).toFixed(1)} s`);
 async function servicesView() {
   const d = await api("/v1/dashboard/services");
   const rows = d.services.map((s) => {
@@ -657,14 +658,14 @@ async function servicesView() {
       <td class="num" data-col="slo" data-value="${s.slo_attainment ?? ""}">${pct(s.slo_attainment)}</td>
       <td class="num" data-col="lent" data-value="${s.lent_gpus}">${s.lent_gpus} <span class="muted">of ${s.headroom_gpus}</span></td>
       <td class="num" data-col="reclaims" data-value="${s.reclaims}">${s.reclaims}</td>
-      <td class="num" data-col="reclaim">${secs(s.reclaim_p50_s)} / ${secs(s.reclaim_p99_s)}</td></tr>`;
+      <td class="num" data-col="reclaim">${dur(s.reclaim_p50_s)} / ${dur(s.reclaim_p99_s)}</td></tr>`;
   }).join("");
   const kpis = [
     kpi("training-gpus", "GPUs held by training", int(d.training_gpus), d.training_gpus),
     kpi("training-share", "training's share (cluster less every service at max)", int(d.training_share_gpus), d.training_share_gpus),
     kpi("loaned", "GPUs lent to training", int(d.loaned_gpus), d.loaned_gpus),
   ].join("");
-  return `<h1>Services <span class="muted">${d.total_gpus} GPUs · traffic over the last ${num(d.window_s, 0)} s</span></h1>
+  return `<h1>Services <span class="muted">${d.total_gpus} GPUs · traffic over the last ${dur(d.window_s)}</span></h1>
     <div class="kpis">${kpis}</div>
     <table id="services"><thead><tr><th>service</th><th>tenant</th><th>state</th><th class="num">ready / target</th><th class="num">replicas</th>
       <th class="num">requests</th><th class="num">P99 response / SLO</th><th class="num">SLO attainment</th><th class="num">GPUs lent / headroom</th>
@@ -684,9 +685,11 @@ function refreshServices() {
 // (SOR before GAR: GAR is drawn over it, so a GAR of 100 % beside a SOR of 100 % stays in sight)
 const CHARTS = [
   { id: "ratios", title: "GAR, SOR and GFR", series: [["SOR", "sor", "#009E73", [6, 4]], ["GAR", "gar", "#0072B2"], ["GFR nodes", "gfr_nodes", "#E69F00"], ["GFR GPUs", "gfr_gpus", "#CC79A7"]], fmt: pct, range: [0, 1.05], ticks: [0, 0.25, 0.5, 0.75, 1] },
-  { id: "queue", title: "Queue length (jobs) and GPUs they ask for", series: [["jobs waiting", "queue_len", "#332288"], ["GPUs asked", "pending_gpus", "#88CCEE"]], fmt: (v) => int(v) },
+  { id: "queue", title: "Queue length (jobs) and GPUs they ask for", series: [["jobs waiting", "queue_len", "#332288"], ["GPUs asked", "pending_gpus", "#88CCEE"]], fmt: (v) => int(v), counts: true },
   { id: "wait", title: "Wait before first start (JWTD) of the jobs that started in each interval", series: [["P50", "wait.p50", "#0072B2"], ["P90", "wait.p90", "#E69F00"], ["P99", "wait.p99", "#D55E00"]], fmt: dur, points: true, durations: true },
 ];
+// whole counts on a count axis (jobs, GPUs)
+const COUNT_INCRS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000];
 const pick = (s, key) => key.split(".").reduce((o, k) => (o == null ? null : o[k]), s);
 function chartsView() {
   const last = S.samples[S.samples.length - 1];
@@ -727,7 +730,7 @@ function drawCharts() {
       axes: [
         { incrs: TIME_INCRS, values: timeTicks, space: 70, label: S.clockKind === "wall" ? "" : "service clock (day, time of day)" },
         { values: (u, vals) => vals.map((v) => c.fmt(v)), size: 70,
-          ...(c.ticks ? { splits: () => c.ticks } : c.durations ? { incrs: TIME_INCRS } : {}) },
+          ...(c.ticks ? { splits: () => c.ticks } : c.durations ? { incrs: TIME_INCRS } : c.counts ? { incrs: COUNT_INCRS } : {}) },
       ],
       cursor: { drag: { x: false, y: false } },
       // a sample is the state from its time until the next one: steps; the waits are per interval: points;
