@@ -59,14 +59,13 @@ def main() -> None:
             a.out.mkdir(parents=True, exist_ok=True)
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-                shots = [("cluster", "dashboard-cluster", 1440, 900, "?max_nodes=0"),
-                         ("cluster", "dashboard-cluster-nodes", 1440, 900, ""),
-                         ("queue", "dashboard-queue", 1440, 900, ""), ("tenants", "dashboard-tenants", 1440, 900, ""),
-                         ("charts", "dashboard-charts", 1440, 900, ""), ("queue", "dashboard-phone-queue", 390, 844, "")]
-                for route, name, w, h, query in shots:
+                shots = [("cluster", "dashboard-cluster", 1440, 900), ("queue", "dashboard-queue", 1440, 900),
+                         ("tenants", "dashboard-tenants", 1440, 900), ("charts", "dashboard-charts", 1440, 900),
+                         ("queue", "dashboard-phone-queue", 390, 844)]
+                for route, name, w, h in shots:
                     ctx = browser.new_context(viewport={"width": w, "height": h})
                     page = ctx.new_page()
-                    page.goto(f"{url}/{query}#/{route}")
+                    page.goto(f"{url}/#/{route}")
                     page.fill("#token", token)
                     page.click("#login-form button[type=submit]")
                     page.wait_for_selector(f"#view[data-ready='{route}']", timeout=30_000)

@@ -435,7 +435,9 @@ const STATE_FILTERS = { pending: ["pending"], running: ["running"], active: ["pe
 function predictedText(r, now) {
   if (r.p50 == null) return r.as_of == null ? "" : "not in the twin's horizon";
   if (r.p50 <= now) return "any moment";
-  const band = r.runs > 1 && r.p10 != null && r.p90 != null ? ` (${dur(Math.max(0, r.p10 - now))}–${dur(r.p90 - now)})` : "";
+  // (the band where the twin's runs differ, as kant why says it)
+  const lo = r.p10 == null ? "?" : dur(Math.max(0, r.p10 - now)), hi = r.p90 == null ? "later" : dur(r.p90 - now);
+  const band = r.runs > 1 && lo !== hi ? ` (${lo}–${hi})` : "";
   return `in ~${dur(r.p50 - now)}${band}`;
 }
 // the sortable columns of the pending queue: how to compare two rows (ties: the scheduler's order)
@@ -482,7 +484,7 @@ async function pendingView(tenant, stateSel, tenantSel) {
       <td class="num" data-col="pos" data-label="#">${r.position + 1}</td><td class="num" data-label="job"><a href="#/job/${r.id}">${r.id}</a></td>
       <td class="name" data-col="name" data-label="name" title="${esc(r.name)}">${esc(r.name)}</td><td data-col="tenant" data-label="tenant">${esc(r.tenant)}</td>
       <td class="num" data-col="gpus" data-label="GPUs">${gpusText(r)}</td><td class="num" data-col="wait" data-label="waited">${dur(now - r.submit_time)}</td>
-      <td data-col="predicted" data-label="predicted start" data-p50="${r.p50 ?? ""}">${predictedText(r, now)}</td>
+      <td class="nowrap" data-col="predicted" data-label="predicted start" data-p50="${r.p50 ?? ""}">${predictedText(r, now)}</td>
       <td data-col="reason" data-label="why">${r.head && d.behind_head ? `<b data-testid="head-blocks">first: ${d.behind_head} job(s) wait behind it</b> · ` : ""}${esc(r.reason)}</td></tr>`).join("");
   const chips = d.reasons.map((c) => `<button type="button" class="chip${S.queueReason === c.reason ? " on" : ""}" data-reason="${esc(c.reason)}" title="${esc(c.reason)}"><b>${c.jobs}</b> ${esc(c.reason.length > 90 ? `${c.reason.slice(0, 88)}…` : c.reason)}</button>`).join("");
   const next = headRow ? `<div class="next" data-testid="next">Next to start: <a href="#/job/${headRow.id}">job ${headRow.id}</a> ${esc(headRow.name)}
@@ -634,9 +636,9 @@ function queuesTable(queues) {
       <td class="num" data-col="share">${f3(q.share)}</td><td class="num" data-col="usage">${f3(q.usage)}</td>
       <td class="num" data-col="factor">${f3(q.factor)}</td></tr>`;
   }).join("");
-  return `<h2>Queues</h2><table id="queues"><thead><tr><th>queue</th><th class="num">GPUs used</th><th class="num">guaranteed</th>
+  return `<h2>Queues</h2><div class="scroll"><table id="queues"><thead><tr><th>queue</th><th class="num">GPUs used</th><th class="num">guaranteed</th>
     <th class="num">borrowed</th><th class="num">capacity now</th><th class="num">share</th><th class="num">usage</th><th class="num">fair-share factor</th></tr></thead>
-    <tbody>${rows}</tbody></table>
+    <tbody>${rows}</tbody></table></div>
     <p class="muted">capacity now: GPUs the queue may take given its limits and what the other queues use or keep reserved;
       usage: its GPU-seconds decayed by the half-life over the cluster's; factor 2^(-usage/share): higher goes first.</p>`;
 }
@@ -667,10 +669,10 @@ async function servicesView() {
   ].join("");
   return `<h1>Services <span class="muted">${d.total_gpus} GPUs · traffic over the last ${dur(d.window_s)}</span></h1>
     <div class="kpis">${kpis}</div>
-    <table id="services"><thead><tr><th>service</th><th>tenant</th><th>state</th><th class="num">ready / target</th><th class="num">replicas</th>
+    <div class="scroll"><table id="services"><thead><tr><th>service</th><th>tenant</th><th>state</th><th class="num">ready / target</th><th class="num">replicas</th>
       <th class="num">requests</th><th class="num">P99 response / SLO</th><th class="num">SLO attainment</th><th class="num">GPUs lent / headroom</th>
       <th class="num">reclaims</th><th class="num">reclaim P50 / P99</th></tr></thead>
-    <tbody>${rows || `<tr><td colspan="11" class="muted">no services</td></tr>`}</tbody></table>
+    <tbody>${rows || `<tr><td colspan="11" class="muted">no services</td></tr>`}</tbody></table></div>
     <p class="muted">lent: GPUs of the service's headroom (max replicas less the replicas it keeps) that training holds now;
       a reclaim: a replica started by evicting training, timed from the scale decision to the replica ready.</p>`;
 }
