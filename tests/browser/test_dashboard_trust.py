@@ -104,6 +104,9 @@ def test_tenants_get_distinct_colours_and_a_legend_with_shares(ctx: Any, srv: Se
         assert abs(float(shown_share.rstrip("%")) - 100 * gpus / total) <= 0.05 + 1e-9, (name, text)
         shares += gpus / total
     assert math.isclose(shares, 1.0)
+    # the "full" swatch is drawn as full nodes are (cells in tenants' colours), not one colour of its own
+    assert "gradient" in page.eval_on_selector("[data-testid='nodes-full']", "e => getComputedStyle("
+                                               "e.previousElementSibling).backgroundImage")
 
 
 def test_durations_and_the_clock_read_as_the_cli_writes_them(ctx: Any, srv: Server) -> None:
@@ -186,6 +189,9 @@ def test_charts_follow_the_window_and_show_the_latest_values(ctx: Any, srv: Serv
     legend = page.eval_on_selector_all("#chart-ratios .u-legend .u-series",
                                        "els => els.map(e => e.textContent.trim())")
     assert "n/a" not in " ".join(legend)
+    # GAR is drawn over SOR (dashed): at 100 % both show
+    order = page.evaluate("window.kant.charts()[0].series.map(s => [s.label, !!s.dash])")
+    assert [o[0] for o in order[1:3]] == ["SOR", "GAR"] and order[1][1] and not order[2][1]
     assert any(f"GAR{100 * last['gar']:.1f}%" in v.replace(" ", "") for v in legend), legend
     page.set_viewport_size({"width": 800, "height": 900})
     page.wait_for_function("document.querySelector('#chart-ratios canvas').getBoundingClientRect().width <= 780",

@@ -826,11 +826,13 @@ function bindResults() {
   const xs = Array.from({ length: days }, (_, i) => i + 1);
   const colors = PALETTE;  // (the policies' colours of kant compare's page: POLICY_COLORS)
   const data = [xs, ...S.results.runs.map(([, r]) => xs.map((_, i) => (r.metrics.gar?.daily?.values || [])[i] ?? null))];
-  new uPlot({
-    width: chartWidth($("#chart-daily")), height: 220, scales: { x: { time: false }, y: { range: [0, 1.05] } },
-    axes: [{ label: "day" }, { values: (u, vals) => vals.map(pct), size: 60 }],
-    series: [{ label: "day" }, ...S.results.runs.map(([n], i) => ({ label: n, stroke: colors[i % colors.length], width: 1.5, value: (u, v) => pct(v) }))],
+  const u = new uPlot({
+    width: chartWidth($("#chart-daily")), height: 220, scales: { x: { time: false, range: [0.5, days + 0.5] }, y: { range: [0, 1.05] } },
+    axes: [{ label: "day", incrs: COUNT_INCRS }, { values: (u, vals) => vals.map(pct), size: 60 }],
+    series: [{ label: "day" }, ...S.results.runs.map(([n], i) => ({ label: n, stroke: colors[i % colors.length], width: 1.5, value: (u, v) => pct(v), points: { show: true, size: 6 } }))],
+    hooks: { setCursor: [(u) => { if (u.cursor.idx == null) showLatest(u); }] },
   }, data, $("#chart-daily"));
+  showLatest(u);
 }
 
 // --- start ----------------------------------------------------------------------------------------
