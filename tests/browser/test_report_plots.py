@@ -91,7 +91,7 @@ def test_compare_writes_the_same_interactive_page(browser: Any, tmp_path: Path, 
     page.close()
 
 
-def test_a_run_report_names_no_path_and_gfr_undefined_is_a_gap(browser: Any, tmp_path: Path) -> None:
+def test_a_run_report_names_no_path_and_gfr_undefined_is_a_gap(browser: Any, tmp_path: Path, artifacts: Path) -> None:
     import json
 
     from kant.metrics.report import write_html
@@ -104,5 +104,6 @@ def test_a_run_report_names_no_path_and_gfr_undefined_is_a_gap(browser: Any, tmp
     assert None in gfr  # a saturated cluster: no GPU free for most of a bin, a gap (not 100 %)
     page, errors = _open(browser, tmp_path / "r.html")
     page.wait_for_selector("#plot-jwtd canvas", timeout=10_000)
+    page.screenshot(path=str(artifacts / "report-run.png"), full_page=True)
     assert errors == []
     page.close()

@@ -248,12 +248,15 @@ _DRAW_JS = """
     const width = () => Math.max(320, Math.min(960, el.clientWidth || 960));
     const opts = {
       title: p.title, width: width(), height: p.kind === "cdf" ? 340 : 260,
-      scales: { x: p.kind === "cdf" ? { time: false, distr: 3, log: 10 } : { time: false },
+      // (bars: one per whole day, centred on it)
+      scales: { x: p.kind === "cdf" ? { time: false, distr: 3, log: 10 }
+                 : p.kind === "bars" ? { time: false, range: [-0.5, p.x.length - 0.5] } : { time: false },
                 y: p.ymax ? { range: [0, p.ymax] } : { range: (u, lo, hi) => [0, hi > 0 ? hi * 1.05 : 1] } },
       // (a log axis's minor ticks come as null: no label)
       axes: [{ label: p.xlabel, values: (u, vals) => vals.map((v) => (v == null ? "" : xf(v))), space: 60,
                ...(p.xfmt === "dur" ? { splits: (u, i, lo, hi) => ROUND_WAITS.filter((v) => v >= lo && v <= hi),
-                                        filter: (u, splits) => splits } : {}) },
+                                        filter: (u, splits) => splits } : {}),
+               ...(p.kind === "bars" ? { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500] } : {}) },
              { label: p.ylabel, size: 80, values: (u, vals) => vals.map((v) => (v == null ? "" : yf(v))) }],
       series,
       hooks: { setCursor: [(u) => { if (u.cursor.idx == null) u.setLegend({ idx: last }); }] },
