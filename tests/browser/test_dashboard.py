@@ -369,7 +369,8 @@ def test_the_dashboard_routes_take_the_apis_tokens_and_scope(srv: Server, tenant
     theirs = [j["id"] for j in running + pending if j["tenant"] != name]
     ids = ",".join(str(j["id"]) for j in pending[:50])
     for path in ("/v1/dashboard/whoami", "/v1/dashboard/map", "/v1/dashboard/map?leaf=leaf-0", "/v1/dashboard/tenants",
-                 "/v1/dashboard/series", f"/v1/dashboard/predictions?ids={ids}", "/v1/dashboard/stream"):
+                 "/v1/dashboard/series", f"/v1/dashboard/predictions?ids={ids}", "/v1/dashboard/stream",
+                 "/v1/dashboard/queue"):
         assert srv.client(None).get(path).status_code == 401, path
         assert srv.client("kant_wrong").get(path).status_code == 401, path
     assert me.get("/v1/dashboard/whoami").json() == {"role": "tenant", "tenant": name}
@@ -380,6 +381,14 @@ def test_the_dashboard_routes_take_the_apis_tokens_and_scope(srv: Server, tenant
     assert leaves["node_rows"] == [] and all(set(leaf["tenants"]) <= {name, "others"} for leaf in leaves["leaves"])
     assert me.get("/v1/dashboard/map?leaf=nowhere").status_code == 404
     assert me.get("/v1/dashboard/predictions?ids=1,x").status_code == 422
+    # the queue: a tenant sees its own waiting jobs, with their places among all; another's head has no id
+    q = me.get("/v1/dashboard/queue").json()
+    everyone = srv.admin.get("/v1/dashboard/queue", params={"limit": 500}).json()
+    assert {r["tenant"] for r in q["rows"]} <= {name} and q["queue_len"] == everyone["queue_len"]
+    assert [(r["id"], r["position"]) for r in q["rows"]] == [
+        (r["id"], r["position"]) for r in everyone["rows"] if r["tenant"] == name]
+    assert q["head"] in (None, *(r["id"] for r in q["rows"]))
+    assert me.get("/v1/dashboard/queue?limit=0").status_code == 422
     with me.stream("GET", "/v1/dashboard/stream", timeout=10) as stream:
         first = next(line for line in stream.iter_lines() if line.startswith("data:"))
     assert json.loads(first[5:])["samples"]
