@@ -61,8 +61,9 @@ CDF_POINTS = 400
 Comparison = Sequence[tuple[str, SimResult, Metrics]]
 
 #: each policy's colour in a comparison, in order (the dashboard's palette: static/format.js, the same list)
-POLICY_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
-                 "#332288", "#117733", "#882255", "#44AA99", "#999933", "#AA4499", "#88CCEE", "#661100", "#BBCC33")
+POLICY_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00",
+                 "#332288", "#117733", "#882255", "#44AA99", "#999933", "#AA4499", "#88CCEE", "#661100", "#BBCC33",
+                 "#F0E442")
 
 #: a bin of a GFR plot is a gap when GFR is undefined (no free GPU, no node up) for more of its time than this
 GFR_MIN_DEFINED = 0.5
