@@ -45,3 +45,12 @@ def test_the_three_styles() -> None:
     # compact (the client): rounded to the second; 200 s = 3 min 20 s, 7,500 s = 2 h 5 min, 273,600 s = 3 d 4 h
     assert [format_duration(s, "compact") for s in (-5, 44.6, 200, 7_500, 273_600, None)] == [
         "0s", "45s", "3m20s", "2h05m", "3d04h", "n/a"]
+
+
+def test_the_compact_cases_the_dashboard_shares() -> None:
+    """The cases the dashboard's port of the compact style is checked against too (tests/browser)."""
+    import json
+    from pathlib import Path
+
+    cases = json.loads((Path(__file__).parent / "data" / "durations.json").read_text())["compact"]
+    assert [format_duration(s, "compact") for s, _ in cases] == [text for _, text in cases]

@@ -208,8 +208,17 @@ def per_policy(spec: RunSpec, policies: Sequence[str], jobs_dir: Path) -> list[R
 
 
 def labelled(specs: Sequence[RunSpec], runs: Sequence[Run]) -> list[Labelled]:
-    """Each run with its label in a comparison: ``<policy's name> (<policy as given>)``."""
-    return [(f"{r.result.policy} ({spec.policy})", r.result, r.metrics) for spec, r in zip(specs, runs, strict=True)]
+    """Each run with its label in a comparison: the policy's name, and the file it was read from when
+    that is not its name (``mine (mine.yaml)``; the file's name only: no path in a report)."""
+    labels = [run_label(r.result.policy, spec.policy) for spec, r in zip(specs, runs, strict=True)]
+    if len(set(labels)) < len(labels):  # (two files of one name: told apart as given)
+        labels = [f"{r.result.policy} ({spec.policy})" for spec, r in zip(specs, runs, strict=True)]
+    return [(label, r.result, r.metrics) for label, r in zip(labels, runs, strict=True)]
+
+
+def run_label(name: str, given: str) -> str:
+    """``name`` (a bundled policy given by its name), or ``name (file)`` for a policy read from a file."""
+    return name if given == name else f"{name} ({Path(given).name})"
 
 
 def write_run(out_dir: Path, finished: Run, *, report: bool = True) -> tuple[Path, Path | None]:

@@ -67,3 +67,15 @@ def test_history_folds_turns_and_keeps_every_wait(turns: list[tuple[float, list[
         assert samples[-1]["t"] == now
     if samples and all_waits and len(samples) == 1:
         assert samples[0]["wait"]["p50"] == Dist.of(all_waits).p50  # type: ignore[index]
+
+
+@given(st.text(alphabet="ab 0123456789.;:[]-", max_size=60))
+def test_reason_kinds_count_like_reasons_together(reason: str) -> None:
+    """The queue's reason summary: a reason without its numbers; the same reason with other numbers
+    is the same kind, and a kind is its own kind."""
+    from kant.service.dashboard.queue import reason_kind
+
+    kind = reason_kind(reason)
+    assert not any(c.isdigit() for c in kind)
+    assert reason_kind(kind) == kind
+    assert reason_kind(reason.translate(str.maketrans("0123456789", "9876543210"))) == kind

@@ -46,3 +46,64 @@ def test_an_empty_run_says_no_data(browser: Any, tmp_path: Path) -> None:
     page.wait_for_selector("#plot-gar:has-text('no data')", timeout=10_000)
     assert page.locator("canvas").count() == 0 and errors == []
     page.close()
+
+
+def _runs(n_jobs: int, source: str) -> list[tuple[str, Any, Any]]:
+    b = JobTableBuilder(source)
+    for i in range(n_jobs):
+        b.add(f"j{i}", submit=60.0 * i, duration=3600.0 + 600 * (i % 5), gpus_per_worker=(1, 2, 8)[i % 3])
+    jobs = b.build()
+    out = []
+    for policy in ("kant", "volcano-binpack"):
+        res = simulate(Cluster.uniform(2, 8), jobs, load_policy(policy))
+        out.append((policy, res, summarize(res)))
+    return out
+
+
+def test_compare_writes_the_same_interactive_page(browser: Any, tmp_path: Path, artifacts: Path) -> None:
+    """kant compare's page: uPlot like a run's report, trace and cluster named (no path of this
+    machine), the best value of each row marked, the policies in the dashboard's colours."""
+    from kant.metrics.report import POLICY_COLORS, write_comparison_html
+
+    source = str(tmp_path / "traces" / "small.csv")  # an absolute path: the page names the file only
+    path = write_comparison_html(tmp_path / "comparison.html", _runs(30, source))
+    text = path.read_text()
+    assert str(tmp_path) not in text and "small.csv" in text and "2 nodes" in text
+    page, errors = _open(browser, path)
+    for plot in ("gar", "jwtd"):
+        page.wait_for_selector(f"#plot-{plot} canvas", timeout=10_000)
+    legend = page.locator("#plot-gar .u-legend").inner_text()
+    assert "kant" in legend and "volcano-binpack" in legend and "(kant)" not in text
+    assert "n/a" not in legend and "%" in legend  # the latest values, in %
+    best = page.eval_on_selector_all("table.best tr[data-key]", "els => els.map(e => [e.dataset.key, "
+                                     "[...e.querySelectorAll('td')].slice(1).map(c => c.classList.contains('best'))])")
+    assert any(any(marks) for _, marks in best)
+    assert all(sum(marks) <= 2 for _, marks in best)
+    strokes = page.evaluate("JSON.parse(document.getElementById('kant-plots').textContent)[0].colors")
+    assert strokes == list(POLICY_COLORS[:2])
+    # the dashboard's palette is the same list
+    assert page.evaluate("window.kantFormat.PALETTE") == list(POLICY_COLORS)
+    page.set_viewport_size({"width": 700, "height": 900})
+    page.wait_for_function("document.querySelector('#plot-gar canvas').getBoundingClientRect().width <= 700",
+                           timeout=10_000)
+    page.screenshot(path=str(artifacts / "report-compare.png"), full_page=True)
+    assert errors == []
+    page.close()
+
+
+def test_a_run_report_names_no_path_and_gfr_undefined_is_a_gap(browser: Any, tmp_path: Path, artifacts: Path) -> None:
+    import json
+
+    from kant.metrics.report import write_html
+
+    (_, res, metrics), _ = _runs(60, str(tmp_path / "t" / "small.csv"))
+    text = write_html(tmp_path / "r.html", res, metrics).read_text()
+    assert str(tmp_path) not in text
+    plots = {p["id"]: p for p in json.loads(text.split('id="kant-plots">')[1].split("</script>")[0])}
+    gfr = plots["gfr"]["series"][1]["y"]
+    assert None in gfr  # a saturated cluster: no GPU free for most of a bin, a gap (not 100 %)
+    page, errors = _open(browser, tmp_path / "r.html")
+    page.wait_for_selector("#plot-jwtd canvas", timeout=10_000)
+    page.screenshot(path=str(artifacts / "report-run.png"), full_page=True)
+    assert errors == []
+    page.close()

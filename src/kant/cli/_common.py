@@ -10,7 +10,11 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-__all__ = ["SEED", "Duration", "FiniteFloat", "OneLineCommand", "console", "fail", "out"]
+__all__ = ["DEFAULT_CLUSTER", "SEED", "Duration", "FiniteFloat", "OneLineCommand", "console", "fail", "out"]
+
+#: the cluster of ``kant simulate``, ``kant compare`` and ``kant serve`` (``--demo`` too) when none is given
+#: (kant.traces.inventory.BUILTIN_CLUSTERS; docs/clusters.md)
+DEFAULT_CLUSTER = "philly-80"
 
 console = Console(stderr=True)  # progress, notes and errors
 out = Console()  # results

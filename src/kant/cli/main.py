@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kant import __version__
-from kant.cli._common import SEED, FiniteFloat, OneLineCommand, console, fail, out
+from kant.cli._common import DEFAULT_CLUSTER, SEED, FiniteFloat, OneLineCommand, console, fail, out
 from kant.errors import KantError
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--trace", default="philly", show_default=True,
                      help="Trace name (philly, ...) or file path."),
-        click.option("--cluster", default="philly-80", show_default=True,
+        click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True,
                      help="Built-in cluster (philly-80, philly, tiny), node trace (openb-nodes, pai-machines), "
                      "spec like '64x8:V100,leaf=8,spine=4', or inventory CSV/YAML."),
         click.option("--seed", default=0, show_default=True, type=SEED, help="Seed for every random choice."),

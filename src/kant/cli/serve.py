@@ -17,7 +17,7 @@ from typing import Any
 import click
 from pydantic.fields import FieldInfo
 
-from kant.cli._common import SEED, Duration, FiniteFloat, OneLineCommand, fail
+from kant.cli._common import DEFAULT_CLUSTER, SEED, Duration, FiniteFloat, OneLineCommand, fail
 from kant.config.validation import validate
 from kant.errors import KantError
 from kant.service.config import ServeConfig
@@ -36,7 +36,7 @@ _BEFORE: list[Decorator] = [
                  help="SQLAlchemy URL: sqlite:///PATH (embedded, one service) or postgresql+psycopg://... "
                       "(several services, leader election)."),
     click.option("--cluster", default=None,
-                 help="Nodes to register on the first start (as in `kant simulate`; default philly); later "
+                 help=f"Nodes to register on the first start (as in `kant simulate`; default {DEFAULT_CLUSTER}); later "
                       "starts use the database's nodes."),
     click.option("--policy", default="kant", show_default=True, help="Bundled policy name or policy YAML file."),
     click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on."),
@@ -248,7 +248,7 @@ def _run(db_url: str, cluster: str | None, policy: str, host: str, port: int, ex
     if clock is None:
         clock = "accelerated" if demo is not None else "wall"
     if cluster is None and not discovers_nodes:  # (an executor with its own nodes: they are the cluster)
-        cluster = "philly"
+        cluster = DEFAULT_CLUSTER  # (kant simulate's: the demo replays Philly on the cluster a simulation uses)
     config = ServeConfig(db_url=db_url, cluster=cluster, policy=policy, host=host, port=port, executor=executor,
                          executor_settings=executor_settings,
                          clock=clock, speed=speed, clock_start=clock_start, admin_token=token, token_out=token_out,

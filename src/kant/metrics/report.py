@@ -3,10 +3,13 @@
 A run's report (:func:`write_html`, written by every ``kant simulate``) carries its plot data as JSON
 and draws the plots in the browser with uPlot (the dashboard's vendored copy, inlined so the report
 stays one file): writing it costs no plotting, which was as much CPU as a short simulation
-(docs/performance.md, "Whole process"). Comparisons (``kant compare``) are PNGs drawn with
-matplotlib's Agg backend and embedded base64. Step series are downsampled for plotting to
-time-weighted means over at most :data:`MAX_PLOT_POINTS` equal bins. Time axes are in days from the
-first submit.
+(docs/performance.md, "Whole process"). A comparison (``kant compare``, :func:`write_comparison_html`)
+is the same kind of page: the trace and cluster named, a table with the best value of each row marked,
+GAR over time and the wait CDF of every policy, in :data:`POLICY_COLORS` (the dashboard's colours).
+Step series are downsampled for plotting to time-weighted means over at most :data:`MAX_PLOT_POINTS`
+equal bins. Time axes are in days from the first submit; waits in the CLI's durations (``3d04h``,
+the dashboard's ``format.js``, inlined). No report names a path of the machine it was made on: a
+trace read from a file is named by the file's name (:func:`trace_label`).
 """
 
 from __future__ import annotations
@@ -14,17 +17,16 @@ from __future__ import annotations
 import csv
 import html
 import json
-import math
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from kant.metrics.columns import COMPARED, flatten, lookup
-from kant.metrics.html import gar_axes, new_figure, page, png, table, write_page
+from kant.metrics.columns import flatten, lookup
+from kant.metrics.html import page, table, write_page
 from kant.metrics.recorder import SimResult
 from kant.metrics.summary import (
     BUCKETS,
@@ -38,11 +40,10 @@ from kant.metrics.timeline import Timeline
 from kant.metrics.waits import job_waits
 from kant.text import format_duration
 
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-
 __all__ = [
     "MAX_PLOT_POINTS",
+    "POLICY_COLORS",
+    "trace_label",
     "report_dict",
     "write_comparison_csv",
     "write_comparison_html",
@@ -59,6 +60,22 @@ CDF_POINTS = 400
 
 Comparison = Sequence[tuple[str, SimResult, Metrics]]
 
+#: each policy's colour in a comparison, in order (the dashboard's palette: static/format.js, the same list)
+POLICY_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00",
+                 "#332288", "#117733", "#882255", "#44AA99", "#999933", "#AA4499", "#88CCEE", "#661100", "#BBCC33",
+                 "#F0E442")
+
+#: a bin of a GFR plot is a gap when GFR is undefined (no free GPU, no node up) for more of its time than this
+GFR_MIN_DEFINED = 0.5
+
+
+def trace_label(source: str | None) -> str:
+    """A trace as a report names it: a registry name as given, a file by its name only (no path of the
+    machine the report was made on)."""
+    if not source:
+        return "an unnamed trace"
+    return Path(source).name if ("/" in source or "\\" in source) else source
+
 
 # --- JSON --------------------------------------------------------------------------------------
 def report_dict(result: SimResult, metrics: Metrics) -> dict[str, Any]:
@@ -67,7 +84,7 @@ def report_dict(result: SimResult, metrics: Metrics) -> dict[str, Any]:
         "policy": result.policy,
         "run": metrics.run.to_dict(),
         "cluster": result.cluster.describe(),
-        "trace": result.jobs.source,
+        "trace": trace_label(result.jobs.source),
         "info": json_safe(result.info),
         "metrics": metrics.to_dict(),
     }
@@ -123,12 +140,12 @@ def _series_plot(result: SimResult, which: str,
         x, y = tl.binned_mean(tl.gar(), lo, hi, bins)
         lines.append(("allocated / total GPUs", x, y))
     elif which == "gfr":
-        r, m = tl.gfr_nodes()
-        x, y = tl.binned_mean(r, lo, hi, bins, m)
-        lines.append(("partial / up GPU nodes", x, y))
-        r, m = tl.gfr_gpus()
-        x, y = tl.binned_mean(r, lo, hi, bins, m)
-        lines.append(("free GPUs on partial nodes / free GPUs", x, y))
+        for label, (r, m) in (("partial / up GPU nodes", tl.gfr_nodes()),
+                              ("free GPUs on partial nodes / free GPUs", tl.gfr_gpus())):
+            x, y = tl.binned_mean(r, lo, hi, bins, m)
+            _, defined = tl.binned_mean(m.astype(np.float64), lo, hi, bins)
+            # (undefined for most of the bin, as when no GPU is free: a gap, not the few instants' 100 %)
+            lines.append((label, x, np.where(defined >= GFR_MIN_DEFINED, y, np.nan)))
     elif which == "queue":
         x, y = tl.binned_mean(tl.series["queue_len"], lo, hi, bins)
         lines.append(("jobs waiting", x, y))
@@ -140,40 +157,12 @@ def _series_plot(result: SimResult, which: str,
     return [(label, (x - origin) / DAY, y) for label, x, y in lines]
 
 
-def _no_data(ax: Axes) -> None:
-    ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-
-
-def _cdf(ax: Axes, values: FloatArray, label: str, **kw: Any) -> None:
-    """Empirical CDF on a log-x axis; waits below 1 s are drawn at 1 s."""
-    if values.size == 0:
-        return
-    x = np.sort(np.maximum(values, 1.0))
-    y = np.arange(1, x.size + 1) / x.size
-    if x.size > MAX_PLOT_POINTS:
-        idx = np.unique(np.linspace(0, x.size - 1, MAX_PLOT_POINTS).astype(np.int64))
-        x, y = x[idx], y[idx]
-    ax.step(x, y, where="post", label=f"{label} (n={values.size:,})", **kw)
-
-
-def _finish_cdf(ax: Axes, has_data: bool) -> None:
-    ax.set_title("Job waiting time distribution (training jobs that started)")
-    ax.set_xlabel("wait (s, log scale; waits under 1 s drawn at 1 s)")
-    ax.set_ylabel("share of jobs")
-    if has_data:
-        ax.set_xscale("log")
-        ax.legend(loc="lower right", fontsize="small")
-    else:
-        _no_data(ax)
-    ax.set_ylim(0, 1.02)
-    ax.grid(alpha=0.3)
-
-
 # --- plots drawn in the browser (a run's report) ------------------------------------------------
-#: (id, title, y label, y range top or None) of the time-series plots, in page order
+#: (id, title, y label, y range top or None) of the time-series plots, in page order (a y range of 1.05:
+#: a ratio, drawn in %)
 _SERIES_PLOTS: tuple[tuple[str, str, str, float | None], ...] = (
     ("gar", "GAR over time", "allocated / total", 1.05),
-    ("gfr", "GFR over time", "ratio", 1.05),
+    ("gfr", "GFR over time (a gap: undefined)", "GFR", 1.05),
     ("queue", "Queue length over time", "jobs waiting", None),
     ("pending", "Pending GPUs over time", "GPUs", None),
 )
@@ -191,29 +180,34 @@ def _series_data(timeline: _Span, result: SimResult, which: str, title: str, yla
     x = lines[0][1] if lines else np.empty(0)
     series = [{"label": label, "y": _rounded(y, 4)} for label, _, y in lines]
     return {"id": which, "kind": "line", "title": title, "xlabel": "days from first submit", "ylabel": ylabel,
-            "ymax": ymax, "x": _rounded(x, 7), "series": series}
+            "ymax": ymax, "yfmt": "pct" if ymax == 1.05 else "num", "x": _rounded(x, 7), "series": series}
 
 
 def _daily_data(metrics: Metrics) -> dict[str, Any]:
     vals = np.asarray(metrics.gar.daily.values, dtype=np.float64)
     return {"id": "daily", "kind": "bars", "title": "GAR per day of the measurement window",
-            "xlabel": "day of window", "ylabel": "GAR", "ymax": 1.05, "x": list(range(len(vals))),
+            "xlabel": "day of window", "ylabel": "GAR", "ymax": 1.05, "yfmt": "pct", "x": list(range(len(vals))),
             "series": [{"label": "GAR", "y": _rounded(vals, 4)}]}
 
 
-def _jwtd_data(result: SimResult) -> dict[str, Any]:
-    """Wait CDFs (all jobs and each gang-size bucket with jobs) on one log-spaced grid of waits: the
-    share of jobs that waited at most ``x`` (waits under 1 s count as 1 s)."""
-    waits, buckets = job_waits(result)
-    groups = [("all", waits)] + [(f"{b} GPUs", waits[buckets == i]) for i, b in enumerate(BUCKETS)]
+def _cdf_data(groups: list[tuple[str, npt.NDArray[Any]]], title: str) -> dict[str, Any]:
+    """Wait CDFs of ``groups`` (label, waits) on one log-spaced grid of waits: the share of jobs that
+    waited at most ``x`` (waits under 1 s count as 1 s); groups without jobs are left out."""
     groups = [(label, np.sort(np.maximum(w, 1.0))) for label, w in groups if w.size]
-    top = max(float(waits.max()), 1.0) if waits.size else 1.0
-    grid = np.unique(np.geomspace(1.0, top, CDF_POINTS)) if waits.size else np.empty(0)
+    top = max((float(w[-1]) for _, w in groups), default=1.0)
+    grid = np.unique(np.geomspace(1.0, top, CDF_POINTS)) if groups else np.empty(0)
     series = [{"label": f"{label} (n={w.size:,})", "y": _rounded(np.searchsorted(w, grid, side="right") / w.size, 4)}
               for label, w in groups]
-    return {"id": "jwtd", "kind": "cdf", "title": "Job waiting time distribution (training jobs that started)",
-            "xlabel": "wait (s, log scale; waits under 1 s counted at 1 s)", "ylabel": "share of jobs", "ymax": 1.02,
-            "x": _rounded(grid, 6), "series": series}
+    return {"id": "jwtd", "kind": "cdf", "title": title, "xlabel": "wait (log scale; under 1 s counted at 1 s)",
+            "ylabel": "share of jobs", "ymax": 1.02, "yfmt": "pct", "xfmt": "dur", "x": _rounded(grid, 6),
+            "series": series}
+
+
+def _jwtd_data(result: SimResult) -> dict[str, Any]:
+    """Wait CDFs of all jobs and of each gang-size bucket with jobs."""
+    waits, buckets = job_waits(result)
+    groups = [("all", waits)] + [(f"{b} GPUs", waits[buckets == i]) for i, b in enumerate(BUCKETS)]
+    return _cdf_data(groups, "Job waiting time distribution (training jobs that started)")
 
 
 def _plot_data(result: SimResult, metrics: Metrics) -> list[dict[str, Any]]:
@@ -227,34 +221,55 @@ def _plot_data(result: SimResult, metrics: Metrics) -> list[dict[str, Any]]:
 
 
 def _vendored(name: str) -> str:
-    """A file of the uPlot copy the dashboard serves (kant/service/dashboard/static/vendor)."""
-    return resources.files("kant").joinpath("service", "dashboard", "static", "vendor", name).read_text("utf-8")
+    """A file of the dashboard's static folder (kant/service/dashboard/static: ``vendor/`` holds uPlot)."""
+    return resources.files("kant").joinpath("service", "dashboard", "static", *name.split("/")).read_text("utf-8")
 
 
-# draws every plot of the #kant-plots JSON into its <div id="plot-ID">; "no data" when a plot has none
+# draws every plot of the #kant-plots JSON into its <div id="plot-ID">; "no data" when a plot has none.
+# Colours: a plot's own (a comparison's policies) or the palette; the CDF's "all" is black. Ratios in %,
+# waits as the CLI writes durations (format.js); the legend shows the last values until hovered.
 _DRAW_JS = """
 (() => {
+  const { dur, pct, PALETTE, TIME_INCRS } = window.kantFormat;
   const plots = JSON.parse(document.getElementById("kant-plots").textContent);
-  const colors = ["#222222", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"];
+  const ROUND_WAITS = [1, 10, 60, 600, 3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400, 365 * 86400];  // 1s ... 1 year
+  const fmt = { pct: (v) => pct(v), dur: (v) => dur(v), num: (v) => (v == null ? "n/a" : String(+v.toFixed(3))) };
   for (const p of plots) {
     const el = document.getElementById("plot-" + p.id);
     if (!p.x.length || !p.series.length) { el.textContent = p.title + ": no data"; continue; }
-    const first = p.kind === "cdf" ? 0 : 1;  // the CDF's first colour is "all" (black)
-    const series = [{ label: p.xlabel }, ...p.series.map((s, i) => {
-      const color = colors[(i + first) % colors.length];
-      const one = { label: s.label, stroke: color, width: p.kind === "cdf" && i === 0 ? 2 : 1 };
+    const yf = fmt[p.yfmt || "num"], xf = p.xfmt ? fmt[p.xfmt] : (v) => (v == null ? "" : String(+v.toFixed(2)));
+    const own = p.kind === "cdf" && !p.colors;  // (a run's CDF: "all" in black, then the buckets)
+    const series = [{ label: p.xlabel, value: (u, v) => xf(v) }, ...p.series.map((s, i) => {
+      const color = p.colors ? p.colors[i] : own && i === 0 ? "#222222" : PALETTE[(i - (own ? 1 : 0)) % PALETTE.length];
+      const one = { label: s.label, stroke: color, width: own && i === 0 ? 2 : 1.5, value: (u, v) => yf(v) };
       if (p.kind === "bars") Object.assign(one, { fill: color, paths: uPlot.paths.bars({ size: [0.8] }) });
       if (p.kind === "cdf") one.paths = uPlot.paths.stepped({ align: 1 });
       return one;
     })];
+    const width = () => Math.max(320, Math.min(960, el.clientWidth || 960));
     const opts = {
-      title: p.title, width: Math.min(960, Math.max(400, el.clientWidth || 960)), height: p.kind === "cdf" ? 340 : 260,
-      scales: { x: p.kind === "cdf" ? { time: false, distr: 3, log: 10 } : { time: false },
+      title: p.title, width: width(), height: p.kind === "cdf" ? 340 : 260,
+      // (bars: one per whole day, centred on it)
+      scales: { x: p.kind === "cdf" ? { time: false, distr: 3, log: 10 }
+                 : p.kind === "bars" ? { time: false, range: [-0.5, p.x.length - 0.5] } : { time: false },
                 y: p.ymax ? { range: [0, p.ymax] } : { range: (u, lo, hi) => [0, hi > 0 ? hi * 1.05 : 1] } },
-      axes: [{ label: p.xlabel }, { label: p.ylabel, size: 70 }],
+      // (a log axis's minor ticks come as null: no label)
+      axes: [{ label: p.xlabel, values: (u, vals) => vals.map((v) => (v == null ? "" : xf(v))), space: 60,
+               ...(p.xfmt === "dur" ? { splits: (u, i, lo, hi) => ROUND_WAITS.filter((v) => v >= lo && v <= hi),
+                                        filter: (u, splits) => splits } : {}),
+               ...(p.kind === "bars" ? { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500] } : {}) },
+             { label: p.ylabel, size: 80, values: (u, vals) => vals.map((v) => (v == null ? "" : yf(v))) }],
       series,
+      hooks: { setCursor: [(u) => { if (u.cursor.idx == null) u.setLegend({ idx: last }); }] },
     };
-    new uPlot(opts, [p.x, ...p.series.map((s) => s.y)], el);
+    // the legend's values out of the pointer: the last point where every series has one
+    let last = p.x.length - 1;
+    while (last > 0 && p.series.some((s) => s.y[last] == null)) last -= 1;
+    if (p.series.some((s) => s.y[last] == null)) last = p.x.length - 1;
+    const u = new uPlot(opts, [p.x, ...p.series.map((s) => s.y)], el);
+    u.setLegend({ idx: last });
+    const fit = () => { if (Math.abs(width() - u.width) > 2) u.setSize({ width: width(), height: u.height }); };
+    new ResizeObserver(fit).observe(el);
   }
 })();
 """
@@ -270,7 +285,8 @@ def _plots_script(plots: list[dict[str, Any]]) -> str:
     data = json.dumps(plots, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
     return "\n".join([
         f'<script type="application/json" id="kant-plots">{data}</script>',
-        f"<script>{_vendored('uPlot.iife.min.js')}</script>",
+        f"<script>{_vendored('vendor/uPlot.iife.min.js')}</script>",
+        f"<script>{_vendored('format.js')}</script>",
         f"<script>{_DRAW_JS}</script>",
     ])
 
@@ -331,7 +347,7 @@ def write_html(path: str | Path, result: SimResult, metrics: Metrics) -> Path:
     div = _plots_html(plots)
     body = [
         f"<p>Policy <b>{html.escape(result.policy)}</b> on {html.escape(result.cluster.describe())}; "
-        f"{c.jobs:,} jobs from {html.escape(result.jobs.source or 'an unnamed trace')}.</p>",
+        f"{c.jobs:,} jobs from {html.escape(trace_label(result.jobs.source))}.</p>",
         _window_note(metrics),
         "<h2>Headline</h2>",
         table(["metric", "value"], summary_rows(metrics)),
@@ -358,62 +374,112 @@ def write_html(path: str | Path, result: SimResult, metrics: Metrics) -> Path:
             table(["reason", "jobs"], [(r, f"{n:,}") for r, n in c.unschedulable_reasons.items()]),
         ]
     body.append(_plots_script(plots))
-    return write_page(path, page(f"kant report: {result.policy}", body, style=_vendored("uPlot.min.css")))
+    return write_page(path, page(f"kant report: {result.policy}", body, style=_vendored("vendor/uPlot.min.css")))
 
 
 # --- comparison --------------------------------------------------------------------------------
-def write_comparison_html(path: str | Path, results: Comparison) -> Path:
-    """Write one HTML page comparing several runs (e.g. policies) on the same trace."""
-    import matplotlib
+#: the comparison's first table: (label, dotted key, format, +1 when more is better / -1 when less is)
+_COMPARE_ROWS: tuple[tuple[str, str, str, int], ...] = (
+    ("GAR (window)", "gar.window", "pct", 1), ("GAR while jobs wait", "gar.busy", "pct", 1),
+    ("GAR (whole run)", "gar.run", "pct", 1), ("SOR", "sor", "pct", 1),
+    ("GFR (nodes)", "gfr.nodes", "pct", -1), ("GFR (GPUs)", "gfr.gpus", "pct", -1),
+    ("JWTD P50", "jwtd.overall.p50", "dur", -1), ("JWTD P90", "jwtd.overall.p90", "dur", -1),
+    ("JWTD P99", "jwtd.overall.p99", "dur", -1), ("Queued in total P99", "queued.overall.p99", "dur", -1),
+    ("JCT mean", "jct.overall.mean", "dur", -1), ("JCT P99", "jct.overall.p99", "dur", -1),
+    ("Queue length mean", "queue.mean_len", "num", -1), ("Finished", "counts.finished", "int", 1),
+    ("Unschedulable", "counts.unschedulable", "int", -1), ("Preemptions", "counts.preemptions", "int", -1),
+)
 
-    matplotlib.use("Agg")
+
+def _cell(value: Any, kind: str) -> str:
+    if value is None:
+        return "n/a"
+    if kind == "pct":
+        return f"{100 * value:.1f} %"
+    if kind == "dur":
+        return format_duration(value)
+    if kind == "int":
+        return f"{int(value):,}"
+    return f"{value:,.2f}"
+
+
+def _best_table(names: list[str], dicts: list[dict[str, Any]]) -> str:
+    """The comparison's table: one row per metric, one column per run, the best value of a row in bold
+    (where the runs differ)."""
+    head = "".join(f'<th><span class="swatch" style="background:{POLICY_COLORS[i % len(POLICY_COLORS)]}"></span>'
+                   f"{html.escape(n)}</th>" for i, n in enumerate(names))
+    lines = ['<table class="best">', f"<tr><th>metric</th>{head}</tr>"]
+    for label, key, kind, better in _COMPARE_ROWS:
+        vals = [lookup(d, key) for d in dicts]
+        known = [v for v in vals if v is not None]
+        best = (max(known) if better > 0 else min(known)) if len(set(known)) > 1 else None
+        cells = "".join(f'<td class="best" title="best">{_cell(v, kind)}</td>' if best is not None and v == best
+                        else f"<td>{_cell(v, kind)}</td>" for v in vals)
+        lines.append(f'<tr data-key="{key}"><td>{html.escape(label)}</td>{cells}</tr>')
+    lines.append("</table>")
+    return "\n".join(lines)
+
+
+def _compare_gar(results: Comparison) -> dict[str, Any]:
+    """GAR over time of every run on one grid (the span of them all)."""
+    spans = [_timeline(r) for _, r, _ in results]
+    lo = min((sp[1] for sp in spans), default=0.0)
+    hi = max((sp[2] for sp in spans), default=0.0)
+    origin = min((sp[3] for sp in spans), default=0.0)
+    bins = max((_bins(sp[0]) for sp in spans), default=1)
+    x = np.empty(0)
+    series = []
+    if hi > lo:
+        for (name, _, _), (tl, *_rest) in zip(results, spans, strict=True):
+            if len(tl) == 0:
+                continue
+            x, y = tl.binned_mean(tl.gar(), lo, hi, bins)
+            series.append({"label": name, "y": _rounded(y, 4)})
+        x = (x - origin) / DAY
+    return {"id": "gar", "kind": "line", "title": "GAR over time", "xlabel": "days from first submit",
+            "ylabel": "allocated / total", "ymax": 1.05, "yfmt": "pct", "x": _rounded(x, 7), "series": series,
+            "colors": list(POLICY_COLORS[:len(series)])}
+
+
+def write_comparison_html(path: str | Path, results: Comparison) -> Path:
+    """Write one self-contained HTML page comparing several runs (e.g. policies) on the same trace, the
+    same kind of page as a run's report: the trace and cluster named, a table with each row's best value
+    marked, GAR over time and the wait CDF of every run (uPlot, inlined), the whole headline of each."""
     names = [name for name, _, _ in results]
     rows_by_run = [summary_rows(m) for _, _, m in results]
     labels = [label for label, _ in rows_by_run[0]] if rows_by_run else []
     table_rows = [[label, *(rows[i][1] for rows in rows_by_run)] for i, label in enumerate(labels)]
-
-    gar_fig = new_figure()
-    ax = gar_fig.add_subplot()
-    for name, result, _ in results:
-        for _, x, y in _series_plot(result, "gar"):
-            ax.plot(x, y, label=name, linewidth=0.9)
-    gar_axes(ax, "GAR over time", "days from first submit", legend=bool(results))
-
-    cdf_fig = new_figure(9.0, 4.0)
-    ax = cdf_fig.add_subplot()
-    any_waits = False
-    for name, result, _ in results:
-        waits, _b = job_waits(result)
-        any_waits = any_waits or waits.size > 0
-        _cdf(ax, waits, name, linewidth=1.0)
-    _finish_cdf(ax, any_waits)
-
     dicts = [m.to_dict() for _, _, m in results]
-    ncols = 5
-    nrows = math.ceil(len(COMPARED) / ncols)
-    bar_fig = new_figure(12.0, 2.6 * nrows)
-    axes = bar_fig.subplots(nrows, ncols, squeeze=False)
-    for k, (label, key) in enumerate(COMPARED):
-        ax = axes[k // ncols][k % ncols]
-        vals = [lookup(d, key) for d in dicts]
-        ax.bar(range(len(names)), [np.nan if v is None else v for v in vals], color="tab:blue")
-        ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize="small")
-        ax.set_title(label, fontsize="medium")
-        ax.grid(alpha=0.3, axis="y")
-    for k in range(len(COMPARED), nrows * ncols):
-        axes[k // ncols][k % ncols].set_visible(False)
-
-    body = [
-        "<h2>Headline</h2>",
+    cdf = _cdf_data([(name, job_waits(r)[0]) for name, r, _ in results],
+                    "Job waiting time distribution (training jobs that started)")
+    cdf["colors"] = [POLICY_COLORS[i % len(POLICY_COLORS)] for i, (name, r, _) in enumerate(results)
+                     if job_waits(r)[0].size]
+    plots = [_compare_gar(results), cdf]
+    div = _plots_html(plots)
+    body = []
+    if results:
+        metrics = results[0][2]
+        traces = sorted({trace_label(r.jobs.source) for _, r, _ in results})
+        clusters = sorted({r.cluster.describe() for _, r, _ in results})
+        body += [f"<p>{len(results)} policies ({html.escape(', '.join(names))}) on {html.escape('; '.join(clusters))}; "
+                 f"{metrics.counts.jobs:,} jobs from {html.escape(', '.join(traces))}.</p>", _window_note(metrics)]
+    body += [
+        "<h2>Side by side</h2>",
+        _best_table(names, dicts),
+        '<p class="note">In bold: the best value of a row where the runs differ (more is better for GAR, SOR '
+        "and finished jobs; less for the rest).</p>",
+        "<h2>GPU allocation ratio (GAR)</h2>",
+        div["gar"],
+        "<h2>Job waiting time (JWTD)</h2>",
+        div["jwtd"],
+        "<h2>Headline of each run</h2>",
         table(["metric", *names], table_rows),
-        "<h2>GAR over time</h2>",
-        png(gar_fig),
-        "<h2>Job waiting time</h2>",
-        png(cdf_fig),
-        "<h2>Metrics</h2>",
-        png(bar_fig),
+        _plots_script(plots),
     ]
-    return write_page(path, page("kant comparison", body))
+    style = _vendored("vendor/uPlot.min.css") + (
+        "td.best { font-weight: 700; color: #0b6b2f; } "
+        ".swatch { display: inline-block; width: .8em; height: .8em; margin-right: .4em; border-radius: 2px; }")
+    return write_page(path, page("kant comparison", body, style=style))
 
 
 def write_comparison_csv(path: str | Path, results: Comparison) -> Path:

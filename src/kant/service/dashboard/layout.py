@@ -12,6 +12,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from kant.metrics.occupancy import ClusterNow
+from kant.metrics.registry import live_metrics
 from kant.model.job import JobKind
 from kant.service.auth import Principal
 from kant.service.dashboard.models import LeafOut, MapJob, MapNode, MapOut, NodeCounts, TenantRow, TenantsOut
@@ -74,6 +78,8 @@ class _Raw:
     jobs: list[tuple[int, str, int, Any]]  # (job id, tenant, kind code, Placement) of each running job
     pending_jobs: dict[str, int]
     pending_gpus: dict[str, int]
+    pending_waits: dict[str, list[float]]  # per tenant, how long each waiting job has waited so far
+    headline: dict[str, Any]  # the headline numbers of the same instant (:func:`_headline`)
     cpu_s: float  # CPU time the copy took on the loop's thread
 
 
@@ -87,6 +93,11 @@ class Layout:
     running_gpus: dict[str, int]
     pending_jobs: dict[str, int]
     pending_gpus: dict[str, int]
+    #: per tenant, the P90 of how long its waiting jobs have waited so far (None: none waits)
+    wait_p90: dict[str, float]
+    #: the headline of the same instant: GAR, SOR, GFR, GPUs allocated of all, jobs waiting and running,
+    #: and the clock then (the page shows them beside the map: one snapshot, the same numbers)
+    headline: dict[str, Any]
 
     @staticmethod
     def capture(lp: ServiceLoop) -> _Raw:
@@ -102,14 +113,17 @@ class Layout:
             jobs.append((ids[row], info.tenant if info is not None else "?", int(kinds[row]), placement))
         pending_jobs: dict[str, int] = {}
         pending_gpus: dict[str, int] = {}
+        waits: dict[str, list[float]] = {}
+        now = lp.clock.now()
         for row in sched.queue:
             info = active.get(ids[row])
             if info is not None:
                 pending_jobs[info.tenant] = pending_jobs.get(info.tenant, 0) + 1
                 pending_gpus[info.tenant] = pending_gpus.get(info.tenant, 0) + info.total_gpus
+                waits.setdefault(info.tenant, []).append(now - info.submit_time)
         cluster = sched.cluster
         return _Raw(cluster, [lp.nodes[n] for n in cluster.names], sched.state.used_gpus().tolist(), jobs,
-                    pending_jobs, pending_gpus, time.thread_time() - cpu0)
+                    pending_jobs, pending_gpus, waits, _headline(lp), time.thread_time() - cpu0)
 
     @staticmethod
     def build(raw: _Raw) -> Layout:
@@ -148,7 +162,20 @@ class Layout:
                     kinds[job_kind] = kinds.get(job_kind, 0) + g
             leaves[name] = _Leaf(name, members[0].spine, tuple(members), sum(n.gpus for n in members),
                                  sum(n.used for n in members), counts, tenants, kinds)
-        return Layout(tuple(nodes), leaves, running, raw.pending_jobs, raw.pending_gpus)
+        wait_p90 = {t: float(np.percentile(w, 90)) for t, w in raw.pending_waits.items() if w}
+        return Layout(tuple(nodes), leaves, running, raw.pending_jobs, raw.pending_gpus, wait_p90, raw.headline)
+
+
+def _headline(lp: ServiceLoop) -> dict[str, Any]:
+    """GAR, SOR, GFR (the live metrics of ``/v1/cluster``, :func:`~kant.metrics.registry.live_metrics`),
+    GPUs allocated of all, jobs waiting and running, taken on the loop's thread with the map's copy."""
+    sched = lp.sched
+    state, queue = sched.state, sched.queue
+    metrics = live_metrics(ClusterNow.of(state, queue.pending_gpus))
+    return {"now": lp.clock.now(), "gar": metrics.get("gar"), "sor": metrics.get("sor"),
+            "gfr_nodes": metrics.get("gfr_nodes"), "gfr_gpus": metrics.get("gfr_gpus"),
+            "total_gpus": int(sched.cluster.total_gpus), "allocated_gpus": int(state.allocated_gpus),
+            "queue_len": len(queue), "pending_gpus": int(queue.pending_gpus), "running_jobs": len(sched.running)}
 
 
 class LayoutCache:
@@ -245,7 +272,7 @@ def cluster_map(layout: Layout, p: Principal, leaf: str | None, detail: bool) ->
     shown = layout.leaves[leaf].nodes if leaf is not None else layout.nodes if detail else ()
     return MapOut(nodes=len(layout.nodes), gpus=sum(lf.gpus for lf in layout.leaves.values()),
                   used_gpus=sum(lf.used for lf in layout.leaves.values()), counts=NodeCounts(**total),
-                  detail=detail or leaf is not None, leaf=leaf, leaves=leaves,
+                  detail=detail or leaf is not None, leaf=leaf, leaves=leaves, headline=dict(layout.headline),
                   node_rows=[_map_node(n, p) for n in shown])
 
 
@@ -275,7 +302,7 @@ def tenant_rows(svc: Service, layout: Layout, p: Principal) -> TenantsOut:
         rows.append(TenantRow(tenant=n, guaranteed_gpus=g, max_gpus=q.max_gpus if q is not None else None,
                               used_gpus=used, borrowed_gpus=max(0, used - (g or 0)),
                               lent_gpus=lent.get(n, 0), pending_jobs=layout.pending_jobs.get(n, 0),
-                              pending_gpus=layout.pending_gpus.get(n, 0)))
+                              pending_gpus=layout.pending_gpus.get(n, 0), wait_p90_s=layout.wait_p90.get(n)))
     others = None
     if not p.admin:
         rest = [r for r in rows if r.tenant != p.tenant]
@@ -284,4 +311,5 @@ def tenant_rows(svc: Service, layout: Layout, p: Principal) -> TenantsOut:
                            lent_gpus=sum(r.lent_gpus for r in rest), pending_jobs=sum(r.pending_jobs for r in rest),
                            pending_gpus=sum(r.pending_gpus for r in rest))
         rows = [r for r in rows if r.tenant == p.tenant]
-    return TenantsOut(quota_enforced=svc.quota_enforced, tenants=rows, others=others)
+    total = sum(lf.gpus for lf in layout.leaves.values())
+    return TenantsOut(quota_enforced=svc.quota_enforced, total_gpus=total, tenants=rows, others=others)

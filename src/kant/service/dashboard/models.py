@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-__all__ = ["LeafOut", "MapJob", "MapNode", "MapOut", "NodeCounts", "PredictionsOut", "SeriesOut", "ServiceRowOut",
-           "ServicesOut", "TenantRow", "TenantsOut", "WhoOut"]
+__all__ = ["LeafOut", "MapJob", "MapNode", "MapOut", "NodeCounts", "PredictionsOut", "QueueOut", "QueueRow",
+           "ReasonCount", "SeriesOut", "ServiceRowOut", "ServicesOut", "TenantRow", "TenantsOut", "WhoOut"]
 
 
 class WhoOut(BaseModel):
@@ -63,6 +63,9 @@ class MapOut(BaseModel):
     leaf: str | None = Field(description="the leaf whose nodes are in node_rows, when one was asked for")
     leaves: list[LeafOut]
     node_rows: list[MapNode]
+    headline: dict[str, float | int | None] = Field(
+        description="GAR, SOR, GFR, GPUs allocated of total_gpus, queue_len, running_jobs and the service "
+                    "clock (now) of the same instant as the map")
 
 
 class TenantRow(BaseModel):
@@ -76,10 +79,13 @@ class TenantRow(BaseModel):
                                        "the idle guarantees")
     pending_jobs: int
     pending_gpus: int = Field(description="GPUs the tenant's waiting jobs ask for (waiting demand)")
+    wait_p90_s: float | None = Field(default=None, description="P90 of how long its waiting jobs have waited so "
+                                                               "far (None: none waits)")
 
 
 class TenantsOut(BaseModel):
     quota_enforced: bool
+    total_gpus: int = Field(default=0, description="GPUs of the cluster (a tenant's share is used_gpus over it)")
     tenants: list[TenantRow]
     others: TenantRow | None = Field(default=None, description="for a tenant: every other tenant together")
 
@@ -92,6 +98,43 @@ class SeriesOut(BaseModel):
 class PredictionsOut(BaseModel):
     now: float
     predictions: dict[str, dict[str, float | int | str | None]]
+
+
+class QueueRow(BaseModel):
+    """A pending job in the scheduler's order, with why it waits and the twin's predicted start."""
+
+    id: int
+    name: str
+    tenant: str
+    position: int = Field(description="jobs before it in the scheduler's order (0: first)")
+    workers: int
+    gpus_per_worker: int
+    gpu_milli: int
+    gpus: int
+    submit_time: float
+    reason: str = Field(description="why it waits, as `kant why` says it")
+    head: bool = Field(description="first in the scheduler's order")
+    p10: float | None = Field(default=None, description="predicted start, service clock (the twin's P10)")
+    p50: float | None = None
+    p90: float | None = None
+    as_of: float | None = Field(default=None, description="service time of the twin's run that predicted it")
+    runs: int | None = None
+
+
+class ReasonCount(BaseModel):
+    reason: str = Field(description="a reason with its numbers written N (like reasons count together)")
+    jobs: int
+
+
+class QueueOut(BaseModel):
+    now: float
+    clock: str
+    queue_len: int = Field(description="pending jobs in the scheduler's queue (all tenants)")
+    matching: int = Field(description="of them, those the caller sees (and the tenant asked for)")
+    head: int | None = Field(description="the first job of the queue (a tenant: only when it is its own)")
+    behind_head: int = Field(description="jobs the last cycle did not reach because it stopped at the head")
+    reasons: list[ReasonCount] = Field(description="the matching jobs' reasons, most frequent first")
+    rows: list[QueueRow]
 
 
 class ServiceRowOut(BaseModel):

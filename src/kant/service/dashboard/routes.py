@@ -23,7 +23,16 @@ from fastapi.staticfiles import StaticFiles
 
 from kant.service.api.deps import Svc, Who
 from kant.service.dashboard.layout import LayoutCache, tenant_rows
-from kant.service.dashboard.models import MapOut, PredictionsOut, SeriesOut, ServicesOut, TenantsOut, WhoOut
+from kant.service.dashboard.models import (
+    MapOut,
+    PredictionsOut,
+    QueueOut,
+    SeriesOut,
+    ServicesOut,
+    TenantsOut,
+    WhoOut,
+)
+from kant.service.dashboard.queue import MAX_ROWS, queue_rows
 from kant.service.dashboard.services import service_rows
 from kant.service.errors import NotLeader
 from kant.service.server import Service
@@ -83,6 +92,14 @@ def tenants(p: Who, response: Response, svc: Svc, cache: Cache) -> TenantsOut:
     out = tenant_rows(svc, cache.get(), p)
     response.headers["Server-Timing"] = cache.timing(fresh)
     return out
+
+
+@router.get("/queue", response_model=QueueOut)
+def queue(p: Who, svc: Svc, tenant: Annotated[str | None, Query(max_length=256)] = None,
+          limit: Annotated[int, Query(ge=1, le=MAX_ROWS)] = 200) -> QueueOut:
+    """What starts next: the pending jobs the caller may see in the scheduler's order, with their
+    place, reason and predicted start, and the reasons counted."""
+    return queue_rows(svc, p, tenant, limit)
 
 
 @router.get("/services", response_model=ServicesOut)
