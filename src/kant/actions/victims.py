@@ -208,7 +208,82 @@ def _plan_key(cands: Candidates, members: list[int]) -> tuple[float, int, float,
 def _single_worker_plan(ctx: CycleContext, job: int, cands: Candidates, idx: IntArray, node: IntArray,
                         gpus: IntArray) -> list[int] | None:
     """Exact lexicographic (max rank, count, work lost, rows) victim set for a one-worker job, GPUs
-    only; returns indices into ``cands``."""
+    only; returns indices into ``cands``.
+
+    Plain Python over the entries (a few hundred at most: the round's pool on the useful nodes),
+    which costs less than the NumPy calls on such small arrays; where one victim is not enough it
+    hands over to :func:`_single_worker_plan_arrays` (the same rule in NumPy, which also sums the
+    losses of a set in NumPy's order)."""
+    free = ctx.state.free
+    g = int(ctx.env.jobs.gpus_per_worker[job])
+    rank_c = cands.rank.tolist()
+    # per node with a need (not enough free GPUs now): its entries (candidate, GPUs) in entry order
+    need: dict[int, int] = {}
+    on_node: dict[int, list[tuple[int, int]]] = {}
+    for i, n, gp in zip(idx.tolist(), node.tolist(), gpus.tolist(), strict=True):
+        nd = need.get(n)
+        if nd is None:
+            nd = need[n] = g - free.item(n)
+        if nd > 0:
+            lst = on_node.get(n)
+            if lst is None:
+                on_node[n] = [(i, gp)]
+            else:
+                lst.append((i, gp))
+    if not on_node:
+        return None
+    # 1. per node, the lowest achievable highest rank P*: the least r whose entries of rank <= r
+    #    free enough; 2. with ranks <= P*, the fewest entries (largest first)
+    best: tuple[float, int] | None = None
+    tied: list[int] = []
+    p_of: dict[int, float] = {}
+    for n, lst in on_node.items():
+        nd = need[n]
+        cum = 0
+        p = None
+        for i, gp in sorted(lst, key=lambda e: rank_c[e[0]]):
+            cum += gp
+            if cum >= nd:
+                p = rank_c[i]
+                break
+        if p is None:
+            continue
+        p_of[n] = p
+        count = 0
+        cum = 0
+        for gp in sorted((gp for i, gp in lst if rank_c[i] <= p), reverse=True):
+            cum += gp
+            count += 1
+            if cum >= nd:
+                break
+        key = (p, count)
+        if best is None or key < best:
+            best, tied = key, [n]
+        elif key == best:
+            tied.append(n)
+    if best is None:
+        return None
+    if best[1] > 1:
+        return _single_worker_plan_arrays(ctx, job, cands, idx, node, gpus)
+    # 3. one victim: any eligible entry on a tied node that frees enough; least lost, then lowest
+    #    row, then the first entry
+    lost_c, rows_c = cands.lost.tolist(), cands.jobs.tolist()
+    tied_set = set(tied)
+    pick: tuple[float, int] | None = None
+    chosen = -1
+    for i, n, gp in zip(idx.tolist(), node.tolist(), gpus.tolist(), strict=True):
+        if n not in tied_set or gp < need[n] or not rank_c[i] <= p_of[n]:
+            continue
+        k = (lost_c[i], rows_c[i])
+        if pick is None or k < pick:
+            pick, chosen = k, i
+    return [chosen]
+
+
+def _single_worker_plan_arrays(ctx: CycleContext, job: int, cands: Candidates, idx: IntArray, node: IntArray,
+                               gpus: IntArray) -> list[int] | None:
+    """:func:`_single_worker_plan` in NumPy (the reference; used where a set of several victims is
+    enumerated)."""
     state = ctx.state
     g = int(ctx.env.jobs.gpus_per_worker[job])
     need_all = g - state.free
@@ -334,6 +409,52 @@ def _simulate(ctx: CycleContext, fw: Framework, job: int, victims: list[int]) ->
     return sorted(victims), result
 
 
+class _SlotBound:
+    """The job's worker slots per node in plain Python (:func:`worker_slots` for one node), to tell,
+    without touching the state, how many slots are left once a victim is given back: a job with
+    fewer slots than workers cannot be placed, so the reprieve of such a victim fails without a
+    trial. Only for a job of whole GPUs or no GPU (not a share) and victims of whole GPUs."""
+
+    __slots__ = ("cpu", "cpu_off", "ctx", "g", "mem", "mem_off", "ok", "w")
+
+    def __init__(self, ctx: CycleContext, g: int, cpu: int, mem: int, w: int, ok: list[bool]) -> None:
+        self.ctx, self.g, self.cpu, self.mem, self.w, self.ok = ctx, g, cpu, mem, w, ok
+        self.cpu_off: list[bool] = ctx.env.cpu_unmodelled.tolist() if cpu > 0 else []
+        self.mem_off: list[bool] = ctx.env.mem_unmodelled.tolist() if mem > 0 else []
+
+    @classmethod
+    def of(cls, ctx: CycleContext, job: int, ok: BoolArray) -> _SlotBound | None:
+        jobs = ctx.env.jobs
+        g, milli = int(jobs.gpus_per_worker[job]), int(jobs.gpu_milli[job])
+        if is_share(g, milli):
+            return None
+        return cls(ctx, g, int(jobs.cpu_milli[job]), int(jobs.memory_mib[job]), int(jobs.workers[job]), ok.tolist())
+
+    def _at(self, node: int, free: int, free_cpu: int, free_mem: int) -> int:
+        if not self.ok[node]:
+            return 0
+        s = free // self.g if self.g > 0 else self.w
+        if self.cpu > 0 and not self.cpu_off[node]:
+            s = min(s, free_cpu // self.cpu)
+        if self.mem > 0 and not self.mem_off[node]:
+            s = min(s, free_mem // self.mem)
+        return max(s, 0)
+
+    def after_allocating(self, total: int, placement: Placement) -> int | None:
+        """``total`` slots now; how many once ``placement`` is allocated (None: not known here)."""
+        if is_share(placement.gpus, placement.gpu_milli):
+            return None
+        state = self.ctx.state
+        free, free_cpu, free_mem, up = state.free, state.free_cpu, state.free_mem, state.up
+        for node, count in placement.per_node.items():
+            if not self.ok[node] or not up[node]:
+                continue  # no slot there before or after (a node that is down keeps its free GPUs)
+            f, c, m = free.item(node), free_cpu.item(node), free_mem.item(node)
+            total += (self._at(node, f - placement.gpus * count, c - placement.cpu_milli * count,
+                               m - placement.memory_mib * count) - self._at(node, f, c, m))
+        return total
+
+
 def _greedy_plan(ctx: CycleContext, fw: Framework, job: int, cands: Candidates, order: IntArray,
                  ok: BoolArray) -> tuple[list[int], Placement] | None:
     """Evict candidates (indices into ``cands``) in ``order`` until the job fits, then reprieve every
@@ -344,11 +465,13 @@ def _greedy_plan(ctx: CycleContext, fw: Framework, job: int, cands: Candidates, 
     trial = Statement(state)
     evicted: list[int] = []
     placed = False
+    total = 0  # the job's worker slots over all nodes in the trial state
     try:
         for i in order.tolist():
             evicted.append(i)
             trial.evict(int(cands.jobs[i]))
-            if int(_slots(ctx, job, state.free, state.free_cpu, state.free_mem, ok).sum()) < w:
+            total = int(_slots(ctx, job, state.free, state.free_cpu, state.free_mem, ok).sum())
+            if total < w:
                 continue
             if not isinstance(fw.place(ctx, job), Status):
                 placed = True
@@ -356,13 +479,23 @@ def _greedy_plan(ctx: CycleContext, fw: Framework, job: int, cands: Candidates, 
         if not placed:
             return None
         victims = set(evicted)
+        placements = {op.job: op.placement for op in trial.operations}
+        bound = _SlotBound.of(ctx, job, ok)
         for i in sorted(evicted, key=lambda k: (-cands.rank[k], -cands.lost[k], -int(cands.jobs[k]))):
             v = int(cands.jobs[i])
-            trial.allocate(v, _evicted_placement(trial, v))
+            back = placements[v]
+            after = None if bound is None else bound.after_allocating(total, back)
+            if after is not None and after < w:
+                continue  # with v back the job has fewer slots than workers: placing it fails
+            trial.allocate(v, back)
             if isinstance(fw.place(ctx, job), Status):
                 trial.evict(v)
             else:
                 victims.discard(i)
+                if after is not None:
+                    total = after
+                elif bound is not None:  # a victim holding a GPU share: count again
+                    total = int(_slots(ctx, job, state.free, state.free_cpu, state.free_mem, ok).sum())
         final = fw.place(ctx, job)
         if isinstance(final, Status):  # pragma: no cover - the state equals the last successful trial
             return None
