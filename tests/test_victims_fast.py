@@ -1,9 +1,7 @@
-"""The victim search's fast paths choose what its reference does (issue 32): the one-victim plan in
-plain Python against the NumPy rule (:func:`kant.actions.victims._single_worker_plan_arrays`), and
-the gang plan's reprieve that skips a victim without a trial when the job would be left with fewer
-worker slots than workers, against trying every reprieve. Whole preemptive runs on random
-workloads (CPU, memory, GPU shares, typed GPUs, failing nodes none) must give the same per-job
-outcomes with the fast paths on and off."""
+"""The victim search's fast path chooses what its reference does (issue 32): the gang plan's reprieve
+that skips a victim without a trial when the job would be left with fewer worker slots than
+workers, against trying every reprieve. Whole preemptive runs on random workloads (CPU, memory, GPU
+shares, typed GPUs) must give the same per-job outcomes with the fast path on and off."""
 
 from __future__ import annotations
 
@@ -57,9 +55,8 @@ def _policy(tiresias: bool) -> object:
 
 @contextmanager
 def _reference() -> Iterator[None]:
-    """The victim search without its fast paths."""
+    """The victim search without its fast path."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(victims, "_single_worker_plan", victims._single_worker_plan_arrays)
         mp.setattr(victims._SlotBound, "of", classmethod(lambda cls, ctx, job, ok: None))
         yield
 

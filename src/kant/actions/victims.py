@@ -208,82 +208,7 @@ def _plan_key(cands: Candidates, members: list[int]) -> tuple[float, int, float,
 def _single_worker_plan(ctx: CycleContext, job: int, cands: Candidates, idx: IntArray, node: IntArray,
                         gpus: IntArray) -> list[int] | None:
     """Exact lexicographic (max rank, count, work lost, rows) victim set for a one-worker job, GPUs
-    only; returns indices into ``cands``.
-
-    Plain Python over the entries (a few hundred at most: the round's pool on the useful nodes),
-    which costs less than the NumPy calls on such small arrays; where one victim is not enough it
-    hands over to :func:`_single_worker_plan_arrays` (the same rule in NumPy, which also sums the
-    losses of a set in NumPy's order)."""
-    free = ctx.state.free
-    g = int(ctx.env.jobs.gpus_per_worker[job])
-    rank_c = cands.rank.tolist()
-    # per node with a need (not enough free GPUs now): its entries (candidate, GPUs) in entry order
-    need: dict[int, int] = {}
-    on_node: dict[int, list[tuple[int, int]]] = {}
-    for i, n, gp in zip(idx.tolist(), node.tolist(), gpus.tolist(), strict=True):
-        nd = need.get(n)
-        if nd is None:
-            nd = need[n] = g - free.item(n)
-        if nd > 0:
-            lst = on_node.get(n)
-            if lst is None:
-                on_node[n] = [(i, gp)]
-            else:
-                lst.append((i, gp))
-    if not on_node:
-        return None
-    # 1. per node, the lowest achievable highest rank P*: the least r whose entries of rank <= r
-    #    free enough; 2. with ranks <= P*, the fewest entries (largest first)
-    best: tuple[float, int] | None = None
-    tied: list[int] = []
-    p_of: dict[int, float] = {}
-    for n, lst in on_node.items():
-        nd = need[n]
-        cum = 0
-        p = None
-        for i, gp in sorted(lst, key=lambda e: rank_c[e[0]]):
-            cum += gp
-            if cum >= nd:
-                p = rank_c[i]
-                break
-        if p is None:
-            continue
-        p_of[n] = p
-        count = 0
-        cum = 0
-        for gp in sorted((gp for i, gp in lst if rank_c[i] <= p), reverse=True):
-            cum += gp
-            count += 1
-            if cum >= nd:
-                break
-        key = (p, count)
-        if best is None or key < best:
-            best, tied = key, [n]
-        elif key == best:
-            tied.append(n)
-    if best is None:
-        return None
-    if best[1] > 1:
-        return _single_worker_plan_arrays(ctx, job, cands, idx, node, gpus)
-    # 3. one victim: any eligible entry on a tied node that frees enough; least lost, then lowest
-    #    row, then the first entry
-    lost_c, rows_c = cands.lost.tolist(), cands.jobs.tolist()
-    tied_set = set(tied)
-    pick: tuple[float, int] | None = None
-    chosen = -1
-    for i, n, gp in zip(idx.tolist(), node.tolist(), gpus.tolist(), strict=True):
-        if n not in tied_set or gp < need[n] or not rank_c[i] <= p_of[n]:
-            continue
-        k = (lost_c[i], rows_c[i])
-        if pick is None or k < pick:
-            pick, chosen = k, i
-    return [chosen]
-
-
-def _single_worker_plan_arrays(ctx: CycleContext, job: int, cands: Candidates, idx: IntArray, node: IntArray,
-                               gpus: IntArray) -> list[int] | None:
-    """:func:`_single_worker_plan` in NumPy (the reference; used where a set of several victims is
-    enumerated)."""
+    only; returns indices into ``cands``."""
     state = ctx.state
     g = int(ctx.env.jobs.gpus_per_worker[job])
     need_all = g - state.free
@@ -440,8 +365,10 @@ class _SlotBound:
             s = min(s, free_mem // self.mem)
         return max(s, 0)
 
-    def after_allocating(self, total: int, placement: Placement) -> int | None:
-        """``total`` slots now; how many once ``placement`` is allocated (None: not known here)."""
+    def after(self, total: int, placement: Placement, sign: int) -> int | None:
+        """``total`` slots now; how many once ``placement`` is released (``sign`` +1) or allocated
+        (-1); None: not known here (a GPU share, whose whole GPUs free or taken depend on the
+        shares beside it)."""
         if is_share(placement.gpus, placement.gpu_milli):
             return None
         state = self.ctx.state
@@ -450,8 +377,9 @@ class _SlotBound:
             if not self.ok[node] or not up[node]:
                 continue  # no slot there before or after (a node that is down keeps its free GPUs)
             f, c, m = free.item(node), free_cpu.item(node), free_mem.item(node)
-            total += (self._at(node, f - placement.gpus * count, c - placement.cpu_milli * count,
-                               m - placement.memory_mib * count) - self._at(node, f, c, m))
+            k = sign * count
+            total += (self._at(node, f + placement.gpus * k, c + placement.cpu_milli * k,
+                               m + placement.memory_mib * k) - self._at(node, f, c, m))
         return total
 
 
@@ -465,12 +393,18 @@ def _greedy_plan(ctx: CycleContext, fw: Framework, job: int, cands: Candidates, 
     trial = Statement(state)
     evicted: list[int] = []
     placed = False
-    total = 0  # the job's worker slots over all nodes in the trial state
+    bound = _SlotBound.of(ctx, job, ok)
+    # the job's worker slots over all nodes in the trial state
+    total = int(_slots(ctx, job, state.free, state.free_cpu, state.free_mem, ok).sum())
+    allocations = state.allocations
     try:
         for i in order.tolist():
+            v = int(cands.jobs[i])
+            after = None if bound is None else bound.after(total, allocations[v], +1)
             evicted.append(i)
-            trial.evict(int(cands.jobs[i]))
-            total = int(_slots(ctx, job, state.free, state.free_cpu, state.free_mem, ok).sum())
+            trial.evict(v)
+            total = int(_slots(ctx, job, state.free, state.free_cpu, state.free_mem, ok).sum()) \
+                if after is None else after
             if total < w:
                 continue
             if not isinstance(fw.place(ctx, job), Status):
@@ -480,11 +414,10 @@ def _greedy_plan(ctx: CycleContext, fw: Framework, job: int, cands: Candidates, 
             return None
         victims = set(evicted)
         placements = {op.job: op.placement for op in trial.operations}
-        bound = _SlotBound.of(ctx, job, ok)
         for i in sorted(evicted, key=lambda k: (-cands.rank[k], -cands.lost[k], -int(cands.jobs[k]))):
             v = int(cands.jobs[i])
             back = placements[v]
-            after = None if bound is None else bound.after_allocating(total, back)
+            after = None if bound is None else bound.after(total, back, -1)
             if after is not None and after < w:
                 continue  # with v back the job has fewer slots than workers: placing it fails
             trial.allocate(v, back)
