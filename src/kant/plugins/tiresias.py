@@ -90,7 +90,8 @@ class TiresiasLas(QueueSort, JobListener, Rank):
 
     # --- listening -----------------------------------------------------------------------------
     def job_started(self, env: SchedulerEnv, job: int, now: float, placement: Placement) -> None:
-        if self._starving(np.array([job]), now)[0]:
+        ex = float(self.executed[job])  # _starving for one job, in Python floats (the same IEEE operations)
+        if self.factor is not None and ex > 0 and now - float(self.last_stop[job]) >= self.factor * ex:
             self.offset[job] = self.attained[job]
             self.promotions += 1
         self.run_start[job] = now
