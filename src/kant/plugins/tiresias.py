@@ -79,6 +79,9 @@ class TiresiasLas(QueueSort, JobListener, Rank):
         self.run_start = np.full(n, np.nan)  # start of the current run (NaN: not running)
         self.run_gpus = np.zeros(n, dtype=np.float64)
         self.last_stop = env.jobs.submit.astype(np.float64).copy()  # end of the last run, or submit
+        # the LAS queue of a job while it waits (before promotion): its service, attained - offset,
+        # is fixed from its last stop (or arrival) to its next start, so it is counted there
+        self.waiting_level = np.zeros(n, dtype=np.int64)
         self.promotions = 0
 
     def jobs_added(self, env: SchedulerEnv, start: int) -> None:
@@ -86,6 +89,7 @@ class TiresiasLas(QueueSort, JobListener, Rank):
         for name, fill in (("attained", 0.0), ("executed", 0.0), ("offset", 0.0), ("run_start", np.nan),
                            ("run_gpus", 0.0), ("last_stop", 0.0)):
             setattr(self, name, grow(getattr(self, name), n, fill))
+        self.waiting_level = grow(self.waiting_level, n, 0)
         self.last_stop[start:n] = env.jobs.submit[start:]
 
     # --- listening -----------------------------------------------------------------------------
@@ -104,6 +108,8 @@ class TiresiasLas(QueueSort, JobListener, Rank):
         self.last_stop[job] = now
         self.run_start[job] = np.nan
         self.run_gpus[job] = 0.0
+        # service() of a job not running: attained + 0.0 - offset, the same value
+        self.waiting_level[job] = int(self.thresholds.searchsorted(self.attained[job] - self.offset[job], side="right"))
 
     # --- levels --------------------------------------------------------------------------------
     def _starving(self, jobs: IntArray, now: float) -> npt.NDArray[np.bool_]:
@@ -121,8 +127,10 @@ class TiresiasLas(QueueSort, JobListener, Rank):
 
     def levels(self, jobs: IntArray, now: float) -> IntArray:
         """LAS queue of each job (0 = highest priority); pending starving jobs are in queue 0."""
-        level = self.thresholds.searchsorted(self.service(jobs, now), side="right").astype(np.int64)
         pending = np.isnan(self.run_start[jobs])
+        if pending.all():  # the queue's jobs (the queue order sorts them every cycle)
+            return np.where(self._starving(jobs, now), 0, self.waiting_level[jobs])
+        level = self.thresholds.searchsorted(self.service(jobs, now), side="right").astype(np.int64)
         return np.where(pending & self._starving(jobs, now), 0, level)
 
     def key(self, env: SchedulerEnv, job: int, now: float) -> float:
