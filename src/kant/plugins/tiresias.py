@@ -29,6 +29,7 @@ the operator).
 from __future__ import annotations
 
 import itertools
+from bisect import bisect_right
 
 import numpy as np
 import numpy.typing as npt
@@ -72,6 +73,8 @@ class TiresiasLas(QueueSort, JobListener, Rank):
         assert isinstance(args, TiresiasArgs)
         n = len(env.jobs)
         self.thresholds = np.asarray(args.thresholds_gpu_s, dtype=np.float64)
+        # the same values as Python floats: bisect_right of one value is searchsorted(side="right")
+        self._thresholds: list[float] = self.thresholds.tolist()
         self.factor = args.starvation_factor
         self.attained = np.zeros(n, dtype=np.float64)  # GPU-seconds over finished runs
         self.executed = np.zeros(n, dtype=np.float64)  # seconds run, over finished runs
@@ -102,14 +105,15 @@ class TiresiasLas(QueueSort, JobListener, Rank):
         self.run_gpus[job] = placement.total_gpus
 
     def job_stopped(self, env: SchedulerEnv, job: int, now: float, placement: Placement, finished: bool) -> None:
-        ran = now - float(self.run_start[job])
-        self.attained[job] += ran * placement.total_gpus
-        self.executed[job] += ran
+        ran = now - float(self.run_start[job])  # in Python floats: the same IEEE operations
+        attained = float(self.attained[job]) + ran * placement.total_gpus
+        self.attained[job] = attained
+        self.executed[job] = float(self.executed[job]) + ran
         self.last_stop[job] = now
         self.run_start[job] = np.nan
         self.run_gpus[job] = 0.0
         # service() of a job not running: attained + 0.0 - offset, the same value
-        self.waiting_level[job] = int(self.thresholds.searchsorted(self.attained[job] - self.offset[job], side="right"))
+        self.waiting_level[job] = bisect_right(self._thresholds, attained - float(self.offset[job]))
 
     # --- levels --------------------------------------------------------------------------------
     def _starving(self, jobs: IntArray, now: float) -> npt.NDArray[np.bool_]:
@@ -143,7 +147,7 @@ class TiresiasLas(QueueSort, JobListener, Rank):
         service = float(self.attained[job]) - float(self.offset[job])
         if running:
             service += (now - start) * float(self.run_gpus[job])
-        return float(np.searchsorted(self.thresholds, service, side="right"))
+        return float(bisect_right(self._thresholds, service))
 
     def keys(self, env: SchedulerEnv, jobs: IntArray, now: float) -> FloatArray:
         return self.levels(jobs, now).astype(np.float64)
