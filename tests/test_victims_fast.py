@@ -1,7 +1,10 @@
-"""The victim search's fast path chooses what its reference does (issue 32): the gang plan's reprieve
-that skips a victim without a trial when the job would be left with fewer worker slots than
-workers, against trying every reprieve. Whole preemptive runs on random workloads (CPU, memory, GPU
-shares, typed GPUs) must give the same per-job outcomes with the fast path on and off."""
+"""The victim search's fast paths choose what their reference does (issue 32): the gang plan that
+counts the job's worker slots per node instead of over all nodes and skips, without a trial, the
+reprieve of a victim whose return would leave the job fewer slots than workers, against counting
+over all nodes and trying every reprieve; the one-victim plan's one-step case against its whole
+rule (:func:`kant.actions.victims._single_worker_plan_general`). Whole preemptive runs on random
+workloads (CPU, memory, GPU shares, typed GPUs) must give the same per-job outcomes with the fast
+paths on and off."""
 
 from __future__ import annotations
 
@@ -55,9 +58,10 @@ def _policy(tiresias: bool) -> object:
 
 @contextmanager
 def _reference() -> Iterator[None]:
-    """The victim search without its fast path."""
+    """The victim search without its fast paths."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(victims._SlotBound, "of", classmethod(lambda cls, ctx, job, ok: None))
+        mp.setattr(victims, "_single_worker_plan", victims._single_worker_plan_general)
         yield
 
 

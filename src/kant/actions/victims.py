@@ -209,6 +209,25 @@ def _single_worker_plan(ctx: CycleContext, job: int, cands: Candidates, idx: Int
                         gpus: IntArray) -> list[int] | None:
     """Exact lexicographic (max rank, count, work lost, rows) victim set for a one-worker job, GPUs
     only; returns indices into ``cands``."""
+    need = int(ctx.env.jobs.gpus_per_worker[job]) - ctx.state.free[node]
+    has_need = need > 0
+    if has_need.any():
+        # The common case in one step: no node's P* (see _single_worker_plan_general) is under the
+        # lowest rank r0 of the entries, so an entry of rank r0 that frees enough alone makes P* =
+        # r0 and count 1 on its node, the best there is; the tied nodes are then exactly those with
+        # such an entry, and the general rule's step 3 picks among these entries as below.
+        i_n, g_n, need_n = idx[has_need], gpus[has_need], need[has_need]
+        rank = cands.rank[i_n]
+        one = np.flatnonzero((rank == rank.min()) & (g_n >= need_n))
+        if len(one):
+            rows = i_n[one]
+            return [int(rows[np.lexsort((cands.jobs[rows], cands.lost[rows]))[0]])]
+    return _single_worker_plan_general(ctx, job, cands, idx, node, gpus)
+
+
+def _single_worker_plan_general(ctx: CycleContext, job: int, cands: Candidates, idx: IntArray, node: IntArray,
+                                gpus: IntArray) -> list[int] | None:
+    """:func:`_single_worker_plan` by its whole rule (the reference for its one-step case)."""
     state = ctx.state
     g = int(ctx.env.jobs.gpus_per_worker[job])
     need_all = g - state.free
