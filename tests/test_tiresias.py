@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from kant.config import load_policy, parse_policy
 from kant.errors import ConfigError
@@ -135,3 +136,29 @@ def test_bundled_tiresias_policy_on_random_workloads(cluster: Cluster, jobs: Job
     demanded = jobs.duration * jobs.total_gpus
     assert np.all(res.gpu_seconds[done] >= demanded[done] - 1e-6)
     assert np.allclose(res.gpu_seconds[done & (res.preemptions == 0)], demanded[done & (res.preemptions == 0)])
+
+
+@given(runs=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 400), st.integers(0, 900), st.integers(1, 8)),
+                     max_size=25),
+       now=st.integers(0, 3000), factor=st.sampled_from([None, 0.5, 2.0]))
+def test_waiting_levels_equal_the_service_rule(runs: list[tuple[int, int, int, int]], now: int,
+                                              factor: float | None) -> None:
+    """The levels of waiting jobs come from the level counted at their last stop (issue 32); a job
+    array that holds a running job takes the general rule (service up to now): both agree on every
+    waiting job, whatever runs, promotions and starvation came before."""
+    b = JobTableBuilder()
+    for i in range(7):
+        b.add(f"j{i}", submit=float(i), duration=1e5)
+    s, las = _plugin(b.build(), [100.0, 1000.0, 2500.0], factor)
+    t = 0.0
+    for job, wait, ran, gpus in runs:
+        p = Placement((0,), gpus)
+        las.job_started(s.env, job, t + wait, p)
+        las.job_stopped(s.env, job, t + wait + ran + 0.1, p, False)
+        t += wait + ran + 0.1
+    las.job_started(s.env, 6, t, Placement((0,), 1))  # job 6 runs
+    waiting = np.arange(6)
+    at = t + now
+    fast = las.levels(waiting, at).tolist()
+    general = las.levels(np.arange(7), at).tolist()[:6]
+    assert fast == general

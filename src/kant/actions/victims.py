@@ -210,6 +210,25 @@ def _single_worker_plan(ctx: CycleContext, job: int, cands: Candidates, idx: Int
                         gpus: IntArray) -> list[int] | None:
     """Exact lexicographic (max rank, count, work lost, rows) victim set for a one-worker job, GPUs
     only; returns indices into ``cands``."""
+    need = int(ctx.env.jobs.gpus_per_worker[job]) - ctx.state.free[node]
+    has_need = need > 0
+    if has_need.any():
+        # The common case in one step: no node's P* (see _single_worker_plan_general) is under the
+        # lowest rank r0 of the entries, so an entry of rank r0 that frees enough alone makes P* =
+        # r0 and count 1 on its node, the best there is; the tied nodes are then exactly those with
+        # such an entry, and the general rule's step 3 picks among these entries as below.
+        i_n, g_n, need_n = idx[has_need], gpus[has_need], need[has_need]
+        rank = cands.rank[i_n]
+        one = np.flatnonzero((rank == rank.min()) & (g_n >= need_n))
+        if len(one):
+            rows = i_n[one]
+            return [int(rows[np.lexsort((cands.jobs[rows], cands.lost[rows]))[0]])]
+    return _single_worker_plan_general(ctx, job, cands, idx, node, gpus)
+
+
+def _single_worker_plan_general(ctx: CycleContext, job: int, cands: Candidates, idx: IntArray, node: IntArray,
+                                gpus: IntArray) -> list[int] | None:
+    """:func:`_single_worker_plan` by its whole rule (the reference for its one-step case)."""
     state = ctx.state
     g = int(ctx.env.jobs.gpus_per_worker[job])
     need_all = g - state.free
@@ -335,6 +354,55 @@ def _simulate(ctx: CycleContext, fw: Framework, job: int, victims: list[int]) ->
     return sorted(victims), result
 
 
+class _SlotBound:
+    """The job's worker slots per node in plain Python (:func:`worker_slots` for one node), to tell,
+    without touching the state, how many slots are left once a victim is given back: a job with
+    fewer slots than workers cannot be placed, so the reprieve of such a victim fails without a
+    trial. Only for a job of whole GPUs or no GPU (not a share) and victims of whole GPUs."""
+
+    __slots__ = ("cpu", "cpu_off", "ctx", "g", "mem", "mem_off", "ok", "w")
+
+    def __init__(self, ctx: CycleContext, g: int, cpu: int, mem: int, w: int, ok: list[bool]) -> None:
+        self.ctx, self.g, self.cpu, self.mem, self.w, self.ok = ctx, g, cpu, mem, w, ok
+        self.cpu_off: list[bool] = ctx.env.cpu_unmodelled.tolist() if cpu > 0 else []
+        self.mem_off: list[bool] = ctx.env.mem_unmodelled.tolist() if mem > 0 else []
+
+    @classmethod
+    def of(cls, ctx: CycleContext, job: int, ok: BoolArray) -> _SlotBound | None:
+        jobs = ctx.env.jobs
+        g, milli = int(jobs.gpus_per_worker[job]), int(jobs.gpu_milli[job])
+        if is_share(g, milli):
+            return None
+        return cls(ctx, g, int(jobs.cpu_milli[job]), int(jobs.memory_mib[job]), int(jobs.workers[job]), ok.tolist())
+
+    def _at(self, node: int, free: int, free_cpu: int, free_mem: int) -> int:
+        if not self.ok[node]:
+            return 0
+        s = free // self.g if self.g > 0 else self.w
+        if self.cpu > 0 and not self.cpu_off[node]:
+            s = min(s, free_cpu // self.cpu)
+        if self.mem > 0 and not self.mem_off[node]:
+            s = min(s, free_mem // self.mem)
+        return max(s, 0)
+
+    def after(self, total: int, placement: Placement, sign: int) -> int | None:
+        """``total`` slots now; how many once ``placement`` is released (``sign`` +1) or allocated
+        (-1); None: not known here (a GPU share, whose whole GPUs free or taken depend on the
+        shares beside it)."""
+        if is_share(placement.gpus, placement.gpu_milli):
+            return None
+        state = self.ctx.state
+        free, free_cpu, free_mem, up = state.free, state.free_cpu, state.free_mem, state.up
+        for node, count in placement.per_node.items():
+            if not self.ok[node] or not up[node]:
+                continue  # no slot there before or after (a node that is down keeps its free GPUs)
+            f, c, m = free.item(node), free_cpu.item(node), free_mem.item(node)
+            k = sign * count
+            total += (self._at(node, f + placement.gpus * k, c + placement.cpu_milli * k,
+                               m + placement.memory_mib * k) - self._at(node, f, c, m))
+        return total
+
+
 def _greedy_plan(ctx: CycleContext, fw: Framework, job: int, cands: Candidates, order: IntArray,
                  ok: BoolArray) -> tuple[list[int], Placement] | None:
     """Evict candidates (indices into ``cands``) in ``order`` until the job fits, then reprieve every
@@ -345,11 +413,19 @@ def _greedy_plan(ctx: CycleContext, fw: Framework, job: int, cands: Candidates, 
     trial = Statement(state)
     evicted: list[int] = []
     placed = False
+    bound = _SlotBound.of(ctx, job, ok)
+    # the job's worker slots over all nodes in the trial state
+    total = int(_slots(ctx, job, state.free, state.free_cpu, state.free_mem, ok).sum())
+    allocations = state.allocations
     try:
         for i in order.tolist():
+            v = int(cands.jobs[i])
+            after = None if bound is None else bound.after(total, allocations[v], +1)
             evicted.append(i)
-            trial.evict(int(cands.jobs[i]))
-            if int(_slots(ctx, job, state.free, state.free_cpu, state.free_mem, ok).sum()) < w:
+            trial.evict(v)
+            total = int(_slots(ctx, job, state.free, state.free_cpu, state.free_mem, ok).sum()) \
+                if after is None else after
+            if total < w:
                 continue
             if not isinstance(fw.place(ctx, job), Status):
                 placed = True
@@ -357,13 +433,22 @@ def _greedy_plan(ctx: CycleContext, fw: Framework, job: int, cands: Candidates, 
         if not placed:
             return None
         victims = set(evicted)
+        placements = {op.job: op.placement for op in trial.operations}
         for i in sorted(evicted, key=lambda k: (-cands.rank[k], -cands.lost[k], -int(cands.jobs[k]))):
             v = int(cands.jobs[i])
-            trial.allocate(v, _evicted_placement(trial, v))
+            back = placements[v]
+            after = None if bound is None else bound.after(total, back, -1)
+            if after is not None and after < w:
+                continue  # with v back the job has fewer slots than workers: placing it fails
+            trial.allocate(v, back)
             if isinstance(fw.place(ctx, job), Status):
                 trial.evict(v)
             else:
                 victims.discard(i)
+                if after is not None:
+                    total = after
+                elif bound is not None:  # a victim holding a GPU share: count again
+                    total = int(_slots(ctx, job, state.free, state.free_cpu, state.free_mem, ok).sum())
         final = fw.place(ctx, job)
         if isinstance(final, Status):  # pragma: no cover - the state equals the last successful trial
             return None

@@ -29,6 +29,7 @@ the operator).
 from __future__ import annotations
 
 import itertools
+from bisect import bisect_right
 
 import numpy as np
 import numpy.typing as npt
@@ -72,6 +73,8 @@ class TiresiasLas(QueueSort, JobListener, Rank):
         assert isinstance(args, TiresiasArgs)
         n = len(env.jobs)
         self.thresholds = np.asarray(args.thresholds_gpu_s, dtype=np.float64)
+        # the same values as Python floats: bisect_right of one value is searchsorted(side="right")
+        self._thresholds: list[float] = self.thresholds.tolist()
         self.factor = args.starvation_factor
         self.attained = np.zeros(n, dtype=np.float64)  # GPU-seconds over finished runs
         self.executed = np.zeros(n, dtype=np.float64)  # seconds run, over finished runs
@@ -79,6 +82,9 @@ class TiresiasLas(QueueSort, JobListener, Rank):
         self.run_start = np.full(n, np.nan)  # start of the current run (NaN: not running)
         self.run_gpus = np.zeros(n, dtype=np.float64)
         self.last_stop = env.jobs.submit.astype(np.float64).copy()  # end of the last run, or submit
+        # the LAS queue of a job while it waits (before promotion): its service, attained - offset,
+        # is fixed from its last stop (or arrival) to its next start, so it is counted there
+        self.waiting_level = np.zeros(n, dtype=np.int64)
         self.promotions = 0
 
     def jobs_added(self, env: SchedulerEnv, start: int) -> None:
@@ -86,23 +92,28 @@ class TiresiasLas(QueueSort, JobListener, Rank):
         for name, fill in (("attained", 0.0), ("executed", 0.0), ("offset", 0.0), ("run_start", np.nan),
                            ("run_gpus", 0.0), ("last_stop", 0.0)):
             setattr(self, name, grow(getattr(self, name), n, fill))
+        self.waiting_level = grow(self.waiting_level, n, 0)
         self.last_stop[start:n] = env.jobs.submit[start:]
 
     # --- listening -----------------------------------------------------------------------------
     def job_started(self, env: SchedulerEnv, job: int, now: float, placement: Placement) -> None:
-        if self._starving(np.array([job]), now)[0]:
+        ex = float(self.executed[job])  # _starving for one job, in Python floats (the same IEEE operations)
+        if self.factor is not None and ex > 0 and now - float(self.last_stop[job]) >= self.factor * ex:
             self.offset[job] = self.attained[job]
             self.promotions += 1
         self.run_start[job] = now
         self.run_gpus[job] = placement.total_gpus
 
     def job_stopped(self, env: SchedulerEnv, job: int, now: float, placement: Placement, finished: bool) -> None:
-        ran = now - float(self.run_start[job])
-        self.attained[job] += ran * placement.total_gpus
-        self.executed[job] += ran
+        ran = now - float(self.run_start[job])  # in Python floats: the same IEEE operations
+        attained = float(self.attained[job]) + ran * placement.total_gpus
+        self.attained[job] = attained
+        self.executed[job] = float(self.executed[job]) + ran
         self.last_stop[job] = now
         self.run_start[job] = np.nan
         self.run_gpus[job] = 0.0
+        # service() of a job not running: attained + 0.0 - offset, the same value
+        self.waiting_level[job] = bisect_right(self._thresholds, attained - float(self.offset[job]))
 
     # --- levels --------------------------------------------------------------------------------
     def _starving(self, jobs: IntArray, now: float) -> npt.NDArray[np.bool_]:
@@ -120,8 +131,10 @@ class TiresiasLas(QueueSort, JobListener, Rank):
 
     def levels(self, jobs: IntArray, now: float) -> IntArray:
         """LAS queue of each job (0 = highest priority); pending starving jobs are in queue 0."""
-        level = self.thresholds.searchsorted(self.service(jobs, now), side="right").astype(np.int64)
         pending = np.isnan(self.run_start[jobs])
+        if pending.all():  # the queue's jobs (the queue order sorts them every cycle)
+            return np.where(self._starving(jobs, now), 0, self.waiting_level[jobs])
+        level = self.thresholds.searchsorted(self.service(jobs, now), side="right").astype(np.int64)
         return np.where(pending & self._starving(jobs, now), 0, level)
 
     def key(self, env: SchedulerEnv, job: int, now: float) -> float:
@@ -134,7 +147,7 @@ class TiresiasLas(QueueSort, JobListener, Rank):
         service = float(self.attained[job]) - float(self.offset[job])
         if running:
             service += (now - start) * float(self.run_gpus[job])
-        return float(np.searchsorted(self.thresholds, service, side="right"))
+        return float(bisect_right(self._thresholds, service))
 
     def keys(self, env: SchedulerEnv, jobs: IntArray, now: float) -> FloatArray:
         return self.levels(jobs, now).astype(np.float64)

@@ -1,0 +1,82 @@
+"""The victim search's fast paths choose what their reference does (issue 32): the gang plan that
+counts the job's worker slots per node instead of over all nodes and skips, without a trial, the
+reprieve of a victim whose return would leave the job fewer slots than workers, against counting
+over all nodes and trying every reprieve; the one-victim plan's one-step case against its whole
+rule (:func:`kant.actions.victims._single_worker_plan_general`). Whole preemptive runs on random
+workloads (CPU, memory, GPU shares, typed GPUs) must give the same per-job outcomes with the fast
+paths on and off."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kant.actions import victims
+from kant.config import parse_policy
+from kant.model import Cluster, JobTable, JobTableBuilder, NodeSpec
+from kant.sim import ExecutionModel, Simulator
+
+
+@st.composite
+def _clusters(draw: st.DrawFn) -> Cluster:
+    n = draw(st.integers(1, 6))
+    with_cpu = draw(st.booleans())
+    nodes = [NodeSpec(f"n{i}", draw(st.sampled_from(["A", "B"])), draw(st.sampled_from([1, 2, 4, 8])),
+                      cpu_milli=draw(st.sampled_from([0, 4000, 16000])) if with_cpu else 0,
+                      memory_mib=draw(st.sampled_from([0, 8192, 65536])) if with_cpu else 0)
+             for i in range(n)]
+    return Cluster.from_nodes(nodes, nodes_per_leaf=draw(st.integers(1, 3)), leaves_per_spine=2)
+
+
+@st.composite
+def _workloads(draw: st.DrawFn) -> JobTable:
+    b = JobTableBuilder(source="hypothesis")
+    for i in range(draw(st.integers(2, 30))):
+        gpus = draw(st.sampled_from([0, 1, 1, 1, 2, 4, 8]))
+        b.add(f"j{i}", submit=float(draw(st.integers(0, 40))), duration=float(draw(st.integers(1, 40))),
+              workers=draw(st.sampled_from([1, 1, 1, 2, 3, 4])), gpus_per_worker=gpus,
+              gpu_milli=draw(st.sampled_from([1000, 1000, 500, 250])) if gpus == 1 else 1000,
+              cpu_milli=draw(st.sampled_from([0, 0, 1000, 3000])), memory_mib=draw(st.sampled_from([0, 0, 4096])),
+              gpu_type=draw(st.sampled_from([None, None, "A", "B"])), priority=draw(st.integers(0, 3)))
+    return b.build()
+
+
+def _policy(tiresias: bool) -> object:
+    if tiresias:
+        return parse_policy({
+            "name": "t", "actions": ["allocate", {"name": "preempt", "args": {"rank_by": "tiresias-las"}}],
+            "plugins": [{"name": "tiresias-las", "args": {"thresholds_gpu_s": [20, 60]}}, {"name": "binpack"}]})
+    return parse_policy({
+        "name": "p", "actions": ["allocate", {"name": "preempt", "args": {"checkpoint_interval_s": 7.0}}],
+        "plugins": [{"name": "priority"}, {"name": "fifo"}, {"name": "binpack"}]})
+
+
+@contextmanager
+def _reference() -> Iterator[None]:
+    """The victim search without its fast paths."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(victims._SlotBound, "of", classmethod(lambda cls, ctx, job, ok: None))
+        mp.setattr(victims, "_single_worker_plan", victims._single_worker_plan_general)
+        yield
+
+
+def _outcome(cluster: Cluster, jobs: JobTable, tiresias: bool) -> tuple[object, ...]:
+    sim = Simulator(cluster, jobs, _policy(tiresias),  # type: ignore[arg-type]
+                    execution=ExecutionModel(restart_cost_s=1.0, checkpoint_interval_s=7.0), check_every=1)
+    r = sim.run()
+    return (r.cycles, *(np.nan_to_num(a, nan=-1.0).tobytes() for a in
+                        (r.first_start, r.end, r.status, r.runs, r.preemptions, r.gpu_seconds)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(cluster=_clusters(), jobs=_workloads(), tiresias=st.booleans())
+def test_victim_fast_paths_choose_as_the_reference(cluster: Cluster, jobs: JobTable, tiresias: bool) -> None:
+    fast = _outcome(cluster, jobs, tiresias)
+    with _reference():
+        reference = _outcome(cluster, jobs, tiresias)
+    assert fast == reference
