@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from kant.cli._common import DEFAULT_CLUSTER
 from kant.service import executors
 from kant.service.config import ServeConfig
 from kant.service.executors import EXECUTORS, ExecutorEntry, ExecutorSettings, SimulatedExecutor, make_executor
@@ -82,7 +83,7 @@ def test_an_executor_added_with_one_registry_line(table: dict[str, ExecutorEntry
     assert config.cluster is None
     runner.invoke(command, ["--db", "sqlite:///x.db"])
     assert seen[1].executor == "simulated" and type(seen[1].executor_settings) is ExecutorSettings
-    assert seen[1].cluster == "philly"
+    assert seen[1].cluster == DEFAULT_CLUSTER
 
     # the service runs it
     from kant.service.server import Service

@@ -9,7 +9,8 @@ import math
 from pathlib import Path
 
 import pytest
-from serve_proc import start_server
+
+from service.serve_proc import start_server
 
 QUEUES = """\
 queues:
