@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ElasticBounds", "ElasticSpec", "check_bounds", "format_speedup", "parse_speedup"]
+__all__ = ["ElasticBounds", "ElasticSpec", "check_bounds", "check_row", "format_speedup", "parse_speedup"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -85,6 +85,23 @@ def parse_speedup(text: str | Mapping[int, float] | None) -> tuple[tuple[int, fl
         if k and size == items[k - 1][0]:
             raise ValueError(f"speedup: size {size} given twice")
     return tuple(items)
+
+
+def check_row(workers: int, min_workers: int | None, max_workers: int | None, gpu_milli: int,
+              speedup: str | None) -> tuple[int | None, int | None, tuple[tuple[int, float], ...] | None, str | None]:
+    """A trace row's elastic fields, as every reader takes them: its bounds, its speed-up table and
+    why they are invalid (None when valid: a one-line reason starting with the field's name). A table
+    without bounds gives the job its size as both (it runs at that size: the table changes nothing)."""
+    why = check_bounds(workers, min_workers, max_workers, gpu_milli)
+    table = None
+    if why is None and speedup:
+        try:
+            table = parse_speedup(speedup)
+        except ValueError as exc:
+            why = str(exc)
+        if why is None and min_workers is None:
+            min_workers = max_workers = workers
+    return min_workers, max_workers, table, why
 
 
 def format_speedup(table: tuple[tuple[int, float], ...] | None) -> str | None:

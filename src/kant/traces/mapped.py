@@ -21,7 +21,7 @@ import pyarrow as pa
 from kant.errors import ConfigError, InputError
 from kant.model.cluster import MAX_GPUS_PER_NODE, MAX_NODES, Cluster, NodeSpec
 from kant.model.deps import JobDeps, find_cycle, format_dependency, parse_dependency
-from kant.model.elastic import ElasticSpec, check_bounds, parse_speedup
+from kant.model.elastic import ElasticSpec, check_row
 from kant.model.job import FULL_GPU_MILLI, JobKind, JobTable
 from kant.traces._csv import Problems, split_gangs
 from kant.traces.columns import (
@@ -320,7 +320,7 @@ class _Mapped:
     def _elastic(self, workers: npt.NDArray[np.int64], milli: npt.NDArray[np.int64]) -> tuple[
             list[int | None], list[int | None], list[tuple[tuple[int, float], ...] | None]]:
         """Each row's elastic bounds and speed-up table (None: not given); a row whose bounds are
-        invalid (:func:`kant.model.elastic.check_bounds`) or whose table does not parse is flagged,
+        invalid (:func:`kant.model.elastic.check_row`) or whose table does not parse is flagged,
         under the column the reason names."""
         def bound(fld: str) -> list[int | None]:  # an empty cell: none (a rigid job)
             out: list[int | None] = [None] * self.n
@@ -345,14 +345,7 @@ class _Mapped:
         for i in range(self.n):
             if self.check.bad[i]:
                 continue
-            why = check_bounds(int(workers[i]), lo[i], hi[i], int(milli[i]))
-            if why is None and texts[i]:
-                try:
-                    tables[i] = parse_speedup(texts[i])
-                except ValueError as exc:
-                    why = str(exc)
-                if why is None and lo[i] is None:
-                    lo[i] = hi[i] = int(workers[i])  # a table alone: the job runs at its size
+            lo[i], hi[i], tables[i], why = check_row(int(workers[i]), lo[i], hi[i], int(milli[i]), texts[i])
             if why is not None:
                 fld, _, text = why.partition(": ")
                 key = (fld if fld in ("min_workers", "max_workers", "speedup") else "min_workers", text)

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from kant.errors import InputError
 from kant.model.cluster import Cluster
 from kant.model.deps import JobDeps
-from kant.model.elastic import ElasticSpec, check_bounds, format_speedup, parse_speedup
+from kant.model.elastic import ElasticSpec, check_row, format_speedup
 from kant.model.job import FULL_GPU_MILLI, JOB_COLUMNS, JobTable
 from kant.traces._csv import Problems
 from kant.traces.load import LOAD_COLUMNS, LoadSeries
@@ -145,12 +145,7 @@ def _elastic_from_arrow(table: pa.Table, source: str, workers: IntArray, milli: 
              else [None] * n)
     tables: list[Any] = [None] * n
     for i in range(n):
-        why = check_bounds(int(workers[i]), lo[i], hi[i], int(milli[i]))
-        if why is None and texts[i]:
-            try:
-                tables[i] = parse_speedup(texts[i])
-            except ValueError as exc:
-                why = str(exc)
+        lo[i], hi[i], tables[i], why = check_row(int(workers[i]), lo[i], hi[i], int(milli[i]), texts[i])
         if why is not None:
             one = np.zeros(n, dtype=bool)
             one[i] = True
