@@ -4,7 +4,6 @@ the database over a restart of the service; tenants get 403. In-process (a manua
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,9 +11,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from kant.service.config import ServeConfig
-from kant.service.serve import build_app
-from kant.service.server import Service
+from service.inproc import app_on
 
 QUEUES = """\
 queues:
@@ -30,18 +27,8 @@ queues:
 def _service(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
     queues = tmp_path / "queues.yaml"
     queues.write_text(QUEUES)
-    svc = Service(ServeConfig(db_url=f"sqlite:///{tmp_path}/k.db", token_out=tmp_path / "t", cluster="tiny",
-                              clock="manual", predict=False, queues=str(queues)))
-    svc.prepare()
-    try:
-        svc.start()
-        svc.ready()
-        deadline = time.monotonic() + 30
-        while (svc.loop is None or svc.loop.view is None) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        yield TestClient(build_app(svc)), {"Authorization": f"Bearer {(tmp_path / 't').read_text().strip()}"}
-    finally:
-        svc.close()
+    with app_on(f"sqlite:///{tmp_path}/k.db", tmp_path, queues=str(queues)) as app:
+        yield app.client, app.headers()
 
 
 def test_an_admin_sets_the_tree_and_it_survives_a_restart(tmp_path: Path) -> None:

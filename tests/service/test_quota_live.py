@@ -6,16 +6,13 @@ SQLite)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from kant.service.config import ServeConfig
-from kant.service.serve import build_app
-from kant.service.server import Service
+from service.inproc import app_on
 
 QUEUES = """\
 queues:
@@ -34,26 +31,8 @@ def service(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Te
     if request.param:
         queues = str(tmp_path / "queues.yaml")
         Path(queues).write_text(QUEUES)
-    svc = Service(
-        ServeConfig(
-            db_url=f"sqlite:///{tmp_path}/k.db",
-            token_out=tmp_path / "t",
-            cluster="tiny",
-            clock="manual",
-            predict=False,
-            queues=queues,
-        )
-    )
-    svc.prepare()
-    try:
-        svc.start()
-        svc.ready()
-        deadline = time.monotonic() + 30
-        while (svc.loop is None or svc.loop.view is None) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        yield TestClient(build_app(svc)), {"Authorization": f"Bearer {(tmp_path / 't').read_text().strip()}"}
-    finally:
-        svc.close()
+    with app_on(f"sqlite:///{tmp_path}/k.db", tmp_path, queues=queues) as app:
+        yield app.client, app.headers()
 
 
 @pytest.mark.parametrize("service", [False], indirect=True)
