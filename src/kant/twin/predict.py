@@ -30,15 +30,19 @@ from kant.config.policy import Policy
 from kant.metrics.recorder import SimResult
 from kant.model.cluster import Cluster
 from kant.scheduler import SchedulerSnapshot
+from kant.twin.arrivals import ArrivalModel, Arrivals
 from kant.twin.forward import run_forward
 from kant.twin.snapshot import TwinSnapshot
 
-__all__ = ["Prediction", "predict", "sample_durations", "neighbours", "DEFAULT_RUNS"]
+__all__ = ["Prediction", "predict", "sample_durations", "neighbours", "DEFAULT_RUNS", "RatioModel", "covers",
+           "arrival_model", "draw_run", "ARRIVAL_HORIZON_S"]
 
 FloatArray = npt.NDArray[np.float64]
 
 #: forward runs per prediction when the snapshot has an error distribution
 DEFAULT_RUNS = 10
+#: how far ahead a prediction samples arrivals when it has no horizon (after it: none more arrive)
+ARRIVAL_HORIZON_S = 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ class Prediction:
     starts: FloatArray  # runs x jobs
     runs: tuple[SimResult, ...]
     horizon_s: float | None
+    covers: str = ""  # what the band covers, in words (kant.twin.predict.covers)
 
     def quantile(self, q: float) -> FloatArray:
         """Each job's nearest-rank ``q`` quantile of its starts over the runs (NaN: not started by
@@ -70,15 +75,28 @@ class Prediction:
 
     def pending(self) -> list[dict[str, Any]]:
         """One entry per pending job of the snapshot: its id, tenant and predicted start (P50, P10,
-        P90; None where it did not start within the horizon)."""
+        P90; None where it did not start within the horizon), and ``reason`` (None, or why there is
+        no P50). The band is at least the snapshot's ``resolution_s`` wide (its info: how late a
+        start can come on the live clock), so an exact prediction counts as inside it."""
         snap = self.snapshot
         p10, p90 = self.band()
         p50 = self.p50
+        res = float(snap.info.get("resolution_s", 0.0) or 0.0)
         tenants = snap.jobs["tenant"]
+        reasons = self.runs[0].reasons if self.runs else {}
         out = []
         for row in snap.sched.pending:
-            out.append({"id": snap.ids[row], "tenant": tenants[row], "p50": _opt(p50[row]), "p10": _opt(p10[row]),
-                        "p90": _opt(p90[row])})
+            mid, hi = _opt(p50[row]), _opt(p90[row])
+            if mid is not None and hi is not None and hi < mid + res:
+                hi = mid + res
+            reason = None
+            if mid is None:
+                why = reasons.get(int(row))
+                reason = (f"does not start in the twin's run: {why}" if why else
+                          "does not start within the horizon" if self.horizon_s is not None else
+                          "does not start in the twin's run (if nothing else changes)")
+            out.append({"id": snap.ids[row], "tenant": tenants[row], "p50": mid, "p10": _opt(p10[row]),
+                        "p90": hi, "reason": reason})
         return out
 
 
@@ -87,64 +105,145 @@ def _opt(x: float) -> float | None:
 
 
 def neighbours(n: int) -> int:
-    """How many finished jobs, nearest in planned run time, a job's ratio is drawn from: a quarter
-    of them (at least 10). Chosen on the accuracy bench (docs/whatif.md): the square root of ``n``
-    halved the median error but overfitted (the P90 error grew by half); a quarter made the
-    predictions unbiased and the band calibrated once nothing more arrives."""
+    """How many finished jobs, nearest in planned run time, the first sampler drew a ratio from (a
+    quarter of them, at least 10). Kept for the record (docs/whatif.md): :class:`RatioModel` replaced it."""
     return min(n, max(10, math.ceil(n / 4)))
 
 
-def sample_durations(snap: TwinSnapshot, rng: np.random.Generator) -> FloatArray:
+@dataclass(frozen=True)
+class RatioModel:
+    """The run-time error as a function of the planned run time: ``log(actual / planned)`` regressed
+    on ``log(planned)`` over the finished jobs (least squares: slope ``slope``), each finished job's
+    ratio carried to another planned run time ``p`` along that slope: ``ratio_i x (p / planned_i) ^
+    slope``. When estimates are ``true x f`` with ``f`` lognormal and run times roughly lognormal,
+    ``(log planned, log ratio)`` is bivariate normal and this is its exact conditional law, for any
+    planned run time, the longest included (a window of neighbours is not: at the ends of the range
+    it can only reach inwards, and it drew the longest jobs' ratios from shorter ones'). Slope 0
+    (exact estimates; no planned run times) draws the ratios as they are."""
+
+    ratios: FloatArray
+    planned: FloatArray  # (ones when not known: slope 0)
+    slope: float
+
+    @classmethod
+    def fit(cls, snap: TwinSnapshot) -> RatioModel:
+        ratios = np.asarray(snap.ratios, dtype=np.float64)
+        if not snap.planned or ratios.size < 3:
+            return cls(ratios, np.ones_like(ratios), 0.0)
+        planned = np.asarray(snap.planned, dtype=np.float64)
+        x, y = np.log(planned), np.log(ratios)
+        vx = float(np.var(x))
+        slope = float(np.mean((x - x.mean()) * (y - y.mean())) / vx) if vx > 1e-12 else 0.0
+        return cls(ratios, planned, slope)
+
+    def draws(self, estimate: float) -> FloatArray:
+        """Every finished job's ratio carried to ``estimate`` (see the class docstring)."""
+        if self.slope == 0.0 or not estimate > 0 or not math.isfinite(estimate):
+            return self.ratios
+        out: FloatArray = self.ratios * (estimate / self.planned) ** self.slope
+        return out
+
+    def sample(self, est: FloatArray, rng: np.random.Generator) -> FloatArray:
+        """One run time per estimate: ``est x`` a ratio drawn uniformly (one draw per job)."""
+        pick = rng.integers(0, self.ratios.size, size=est.size)
+        if self.slope == 0.0:
+            out: FloatArray = est * self.ratios[pick]
+            return out
+        safe = np.where((est > 0) & np.isfinite(est), est, 1.0)
+        ratio = self.ratios[pick] * (safe / self.planned[pick]) ** self.slope
+        out = est * ratio
+        return out
+
+
+def sample_durations(snap: TwinSnapshot, rng: np.random.Generator, model: RatioModel | None = None) -> FloatArray:
     """One draw of every job's true run time (see the module docstring)."""
     est = np.asarray(snap.jobs["estimate"], dtype=np.float64)
-    ratios = np.asarray(snap.ratios, dtype=np.float64)
-    n = ratios.size
-    if n == 0:
+    if not snap.ratios:
         return est.copy()
-    if snap.planned:  # conditioned on the estimate: the ratios of the k nearest planned run times
-        planned = np.asarray(snap.planned, dtype=np.float64)
-        order = np.argsort(planned, kind="stable")
-        planned, ratios = planned[order], ratios[order]
-        k = neighbours(n)
-        lo = np.clip(np.searchsorted(planned, est) - k // 2, 0, n - k)
-    else:  # every ratio, whatever the estimate
-        k = n
-        lo = np.zeros(est.size, dtype=np.int64)
-    out: FloatArray = est * ratios[lo + rng.integers(0, k, size=est.size)]
-    ordered = np.sort(ratios)
+    model = model or RatioModel.fit(snap)
+    out = model.sample(est, rng)
     now = snap.now
     for row, run in snap.sched.running.items():
-        e = est[row]
+        e = float(est[row])
         if not math.isfinite(e):
             continue
         elapsed = now - run.start
         past = elapsed / e if e > 0 else math.inf
-        near = ratios[int(lo[row]):int(lo[row]) + k]
+        near = model.draws(e)
         near = near[near > past]
-        if near.size:  # a neighbour's ratio that ends it after now
+        if near.size:  # a ratio that ends it after now, uniformly among those
             out[row] = e * near[int(rng.integers(0, near.size))]
-            continue
-        first = int(np.searchsorted(ordered, past, side="right"))
-        if first < n:  # any ratio that ends it after now, uniformly among those
-            out[row] = e * ordered[first + int(rng.integers(0, n - first))]
         else:  # it has outrun every ratio seen: it ends now
             out[row] = elapsed
     return out
 
 
+def arrival_model(snap: TwinSnapshot, arrivals: bool | ArrivalModel | None) -> ArrivalModel | None:
+    """The arrival model a forward run samples from: ``arrivals`` itself, the snapshot's history's
+    (True; None when it has too little), or none (False / None)."""
+    if isinstance(arrivals, ArrivalModel):
+        return arrivals
+    if arrivals and snap.arrivals:
+        return ArrivalModel.learn(snap.arrivals, snap.now)
+    return None
+
+
+def covers(snap: TwinSnapshot, model: ArrivalModel | None) -> str:
+    """What the band of a prediction covers, in words (the answers carry it)."""
+    if snap.ratios and model is not None:
+        return "run-time error and future arrivals"
+    if snap.ratios:
+        return "run-time error only (no arrival history yet: if nothing else arrives)"
+    if model is not None:
+        return "future arrivals only (no job has finished yet: estimates taken as exact)"
+    return "nothing: estimates taken as exact and no arrival history (if nothing else arrives)"
+
+
+def draw_run(snap: TwinSnapshot, base: int, k: int, ratio_model: RatioModel | None,
+             model: ArrivalModel | None, arrival_horizon_s: float) -> tuple[FloatArray, Arrivals | None,
+                                                                            FloatArray | None]:
+    """Run ``k``'s draw: every active job's run time (``default_rng([base, k])``, as without arrivals),
+    and the sampled arrivals (``default_rng([base, k, 1])``) with their run times (``[base, k, 2]``).
+    Both are drawn in time order, so a longer horizon draws the same first arrivals: a prediction
+    and a what-if of the same snapshot agree on every start within the shorter horizon."""
+    duration = sample_durations(snap, np.random.default_rng([base, k]), ratio_model)
+    if model is None:
+        return duration, None, None
+    rng = np.random.default_rng([base, k, 1])
+    arr = model.sample(rng, max(arrival_horizon_s, ARRIVAL_HORIZON_S))  # (then cut: the same draw for any horizon)
+    if arrival_horizon_s < ARRIVAL_HORIZON_S:
+        keep = arr.submit < snap.now + arrival_horizon_s
+        arr = Arrivals(arr.submit[keep], arr.rows[keep])
+    est = np.asarray([model.history["estimate"][int(r)] for r in arr.rows], dtype=np.float64)
+    if snap.ratios and est.size:
+        extra = (ratio_model or RatioModel.fit(snap)).sample(est, np.random.default_rng([base, k, 2]))
+    else:
+        extra = est
+    return duration, arr, extra
+
+
 def predict(snap: TwinSnapshot, *, runs: int = DEFAULT_RUNS, seed: int | None = None,
             horizon_s: float | None = None, policy: Policy | None = None, cluster: Cluster | None = None,
-            sched: SchedulerSnapshot | None = None) -> Prediction:
-    """Run ``snap`` forward ``runs`` times (once when it has no error distribution) under
-    ``policy`` / ``cluster`` / ``sched`` (defaults: the snapshot's) and collect each job's start."""
+            sched: SchedulerSnapshot | None = None, arrivals: bool | ArrivalModel | None = True,
+            arrival_horizon_s: float | None = None) -> Prediction:
+    """Run ``snap`` forward ``runs`` times (once when nothing is uncertain: no error distribution and
+    no arrival model) under ``policy`` / ``cluster`` / ``sched`` (defaults: the snapshot's) and collect
+    each job's start. ``arrivals``: sample future arrivals from the snapshot's history (True), from
+    this model, or not (False); they arrive over ``arrival_horizon_s`` (default: ``horizon_s``, else
+    :data:`ARRIVAL_HORIZON_S`)."""
     if runs < 1:
         raise ValueError("runs must be >= 1")
-    if not snap.ratios:
+    model = arrival_model(snap, arrivals)
+    if not snap.ratios and model is None:
         runs = 1
     base = snap.seed if seed is None else seed
+    ahead = arrival_horizon_s or horizon_s or ARRIVAL_HORIZON_S
+    ratio_model = RatioModel.fit(snap) if snap.ratios else None
     done: list[SimResult] = []
+    n = len(snap)
     for k in range(runs):
-        duration = sample_durations(snap, np.random.default_rng([base, k]))
-        done.append(run_forward(snap, duration, policy=policy, cluster=cluster, sched=sched, horizon_s=horizon_s))
-    starts = np.vstack([r.first_start for r in done]) if done else np.zeros((0, len(snap)))
-    return Prediction(snap, starts, tuple(done), horizon_s)
+        duration, arr, extra = draw_run(snap, base, k, ratio_model, model, ahead)
+        done.append(run_forward(snap, duration, policy=policy, cluster=cluster, sched=sched, horizon_s=horizon_s,
+                                arrivals=None if arr is None else (model, arr, extra)))
+    starts = np.vstack([r.first_start[:n] for r in done]) if done else np.zeros((0, n))
+    return Prediction(snap, starts, tuple(done), horizon_s, covers(snap, model))
