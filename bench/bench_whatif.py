@@ -96,7 +96,7 @@ def fast_folder() -> str | None:
 
 
 def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, cluster: str, *, runs: int,
-           warmup_s: float, tick_s: float, drain_ticks: bool = True) -> Replay:
+           warmup_s: float, tick_s: float, drain_ticks: bool = True, arrivals: bool = True) -> Replay:
     out = Replay(policy, regime)
     t_wall = time.perf_counter()
     submit = jobs.submit.tolist()
@@ -125,7 +125,7 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
             mean_rt = finished_sum / finished_n if finished_n else math.nan
             snap = loop.twin_snapshot()
             t0 = time.perf_counter()
-            pred = predict(snap, runs=runs)
+            pred = predict(snap, runs=runs, arrivals=arrivals)
             out.predict_s += time.perf_counter() - t0
             running = len(loop.sched.running)
             for p in pred.pending():
@@ -177,6 +177,164 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
         db.close()
     out.wall_s = time.perf_counter() - t_wall
     return out
+
+
+# --- accuracy through a real kant serve ------------------------------------------------------------------
+@dataclass
+class LivePolls:
+    """What the live replay saw besides the scored predictions: pending jobs polled, and how many of
+    those polls had no predicted start (all of them; those the twin's last snapshot already held)."""
+
+    polls: int = 0
+    no_prediction: int = 0
+    no_prediction_after_refresh: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+
+def live_replay(policy: str, regime: str, args: argparse.Namespace) -> tuple[Replay, LivePolls]:
+    """The slice replayed into a real ``kant serve --demo philly`` (accelerated clock at
+    ``--live-speed``, noisy estimates with ``--estimate-noise``, SQLite in a temporary folder): every
+    ``--live-poll`` wall seconds, from the warm-up's end to the last arrival, up to
+    ``--live-polled`` pending jobs (in turn, by id) are asked ``GET /v1/jobs/{id}/why``; the
+    predictions are then scored against the jobs' actual first starts (read from the API once every
+    polled job has started). The naive baselines' inputs (mean run time of the jobs finished by then,
+    running jobs) come from the jobs' final records."""
+    import secrets
+    import socket
+    import subprocess
+    import sys
+
+    import httpx
+
+    out = Replay(policy, regime)
+    seen = LivePolls()
+    t_wall = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kant-whatif-live-", dir=fast_folder()) as tmp:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        token = secrets.token_urlsafe(24)
+        cmd = [sys.executable, "-m", "kant.cli.main", "serve", "--db", f"sqlite:///{tmp}/kant.db", "--cluster",
+               args.cluster, "--policy", policy, "--port", str(port), "--demo", "philly", "--demo-start",
+               f"{args.start_day * 86400:.0f}s", "--demo-limit", str(args.jobs), "--speed", str(args.live_speed),
+               "--predict-runs", str(args.runs), "--predict-every", str(args.live_predict_every),
+               "--token-out", f"{tmp}/token", "--log-level", "warning"]
+        if regime == "noisy":
+            cmd += ["--estimate-noise", str(args.sigma), "--estimate-noise-seed", str(args.seed)]
+        log = open(f"{tmp}/serve.log", "wb")  # noqa: SIM115 - closed below
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                env={**os.environ, "KANT_ADMIN_TOKEN": token})
+        c = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"},
+                         timeout=60.0)
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                if proc.poll() is not None:
+                    raise SystemExit(f"kant serve exited: {Path(f'{tmp}/serve.log').read_text()[-3000:]}")
+                try:
+                    if c.get("/readyz").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise SystemExit("kant serve not ready within 120 s")
+                time.sleep(0.1)
+            jobs = philly_slice(args.start_day, args.jobs)
+            first, last = float(jobs.submit[0]), float(jobs.submit[-1])
+            warm = first + args.warmup_h * HOUR
+            polled: set[int] = set()
+            turn = 0
+            while True:
+                t0 = time.monotonic()
+                now = float(c.get("/v1/clock").json()["now"])
+                if now > last:
+                    break
+                if now >= warm:
+                    pending = sorted(_pending_ids(c))
+                    k = min(args.live_polled, len(pending))
+                    pick = [pending[(turn * k + i) % len(pending)] for i in range(k)] if pending else []
+                    turn += 1
+                    for job_id in pick:
+                        why = c.get(f"/v1/jobs/{job_id}/why").json()
+                        if why.get("state") != "pending":
+                            continue
+                        seen.polls += 1
+                        pred = why.get("prediction")
+                        at = float(c.get("/v1/clock").json()["now"])
+                        if pred is None or pred.get("p50") is None:
+                            seen.no_prediction += 1
+                            text = str(why.get("prediction_text") or "")
+                            if pred is not None or "arrived after the twin's last snapshot" not in text:
+                                seen.no_prediction_after_refresh += 1
+                            key = (pred or {}).get("reason") or text.split(":")[0]
+                            seen.reasons[key] = seen.reasons.get(key, 0) + 1
+                            continue
+                        polled.add(job_id)
+                        out.preds.append((job_id, at, pred["p10"], pred["p50"], pred["p90"],
+                                          int(why.get("position") or 0), math.nan, 0))
+                    out.ticks += 1
+                time.sleep(max(args.live_poll - (time.monotonic() - t0), 0.0))
+            out.arrival_preds = len(out.preds)
+            deadline = time.monotonic() + args.live_drain_wall
+            while time.monotonic() < deadline and polled & set(_pending_ids(c)):
+                time.sleep(2.0)
+            rows = _all_jobs(c)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            log.close()
+            c.close()
+    starts = {r["id"]: r["first_start_time"] for r in rows}
+    out.actual = {j: starts.get(j) for j in {p[0] for p in out.preds}}
+    # the naive baselines' inputs at each poll, from the final records
+    done = sorted((float(r["end_time"]), float(r["end_time"]) - float(r["start_time"]))
+                  for r in rows if r["end_time"] is not None and r["start_time"] is not None)
+    ends = np.asarray([d[0] for d in done])
+    cum = np.cumsum([d[1] for d in done]) if done else np.zeros(0)
+    spans = [(float(r["start_time"]), math.inf if r["end_time"] is None else float(r["end_time"]))
+             for r in rows if r["start_time"] is not None]
+    st = np.sort(np.asarray([a for a, _ in spans]))
+    en = np.sort(np.asarray([b for _, b in spans]))
+    fixed = []
+    for job_id, at, p10, p50, p90, pos, _, _ in out.preds:
+        k = int(np.searchsorted(ends, at, side="right"))
+        mean_rt = float(cum[k - 1] / k) if k else math.nan
+        running = int(np.searchsorted(st, at, side="right") - np.searchsorted(en, at, side="right"))
+        fixed.append((job_id, at, p10, p50, p90, pos, mean_rt, running))
+    out.preds = fixed
+    out.wall_s = time.perf_counter() - t_wall
+    return out, seen
+
+
+def _pending_ids(c: Any) -> list[int]:
+    ids: list[int] = []
+    after = None
+    while True:
+        params: dict[str, Any] = {"state": "pending", "limit": 1000}
+        if after is not None:
+            params["after"] = after
+        page = c.get("/v1/jobs", params=params).json()
+        ids += [int(j["id"]) for j in page["items"]]
+        after = page["next"]
+        if after is None:
+            return ids
+
+
+def _all_jobs(c: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    after = None
+    while True:
+        params: dict[str, Any] = {"limit": 1000}
+        if after is not None:
+            params["after"] = after
+        page = c.get("/v1/jobs", params=params).json()
+        out += page["items"]
+        after = page["next"]
+        if after is None:
+            return out
 
 
 def _pct(x: np.ndarray, q: float) -> float:
@@ -296,12 +454,23 @@ def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
     t_all = time.perf_counter()
     for regime in args.regime or REGIMES:
         for policy in args.policy or ACCURACY_POLICIES:
-            r = replay(jobs, estimates[regime], policy, regime, args.cluster, runs=args.runs,
-                       warmup_s=args.warmup_h * HOUR, tick_s=args.tick_h * HOUR)
-            s = summarise(r)
-            s["drain"] = summarise(r, drain=True)
-            print(f"  {policy} / {regime}: {r.ticks} ticks, {len(r.preds):,} predictions, "
-                  f"{r.wall_s:.1f} s wall ({r.predict_s:.1f} s predicting)", flush=True)
+            if args.live:
+                r, seen = live_replay(policy, regime, args)
+                s = summarise(r)
+                s["drain"] = summarise(r, drain=True)
+                s["polls"], s["no_prediction"] = seen.polls, seen.no_prediction
+                s["no_prediction_after_refresh"] = seen.no_prediction_after_refresh
+                s["no_prediction_reasons"] = seen.reasons
+                print(f"  {policy} / {regime}: {r.ticks} polls rounds, {seen.polls:,} pending jobs polled, "
+                      f"{seen.no_prediction:,} without a prediction ({seen.no_prediction_after_refresh:,} of them "
+                      f"already in the twin's snapshot), {r.wall_s:.1f} s wall; {seen.reasons}", flush=True)
+            else:
+                r = replay(jobs, estimates[regime], policy, regime, args.cluster, runs=args.runs,
+                           warmup_s=args.warmup_h * HOUR, tick_s=args.tick_h * HOUR, arrivals=not args.no_arrivals)
+                s = summarise(r)
+                s["drain"] = summarise(r, drain=True)
+                print(f"  {policy} / {regime}: {r.ticks} ticks, {len(r.preds):,} predictions, "
+                      f"{r.wall_s:.1f} s wall ({r.predict_s:.1f} s predicting)", flush=True)
             summaries.append(s)
             raw.append({"policy": policy, "regime": regime,
                         "preds": [list(p) for p in r.preds],
@@ -431,6 +600,16 @@ def main() -> None:
     ap.add_argument("--warmup-h", type=float, default=12.0, help="no predictions in the first hours")
     ap.add_argument("--tick-h", type=float, default=1.0, help="hours between predictions")
     ap.add_argument("--json", help="accuracy: save summaries and every prediction here")
+    ap.add_argument("--no-arrivals", action="store_true",
+                    help="accuracy (in-process): predict without the arrival model (as before it)")
+    ap.add_argument("--live", action="store_true",
+                    help="accuracy through a real `kant serve --demo philly` (accelerated clock) polled over HTTP")
+    ap.add_argument("--live-speed", type=float, default=600.0, help="--live: service seconds per wall second")
+    ap.add_argument("--live-poll", type=float, default=2.0, help="--live: wall seconds between poll rounds")
+    ap.add_argument("--live-polled", type=int, default=40, help="--live: pending jobs asked /why per round")
+    ap.add_argument("--live-predict-every", type=float, default=1.0, help="--live: kant serve --predict-every")
+    ap.add_argument("--live-drain-wall", type=float, default=300.0,
+                    help="--live: wall seconds to wait after the last arrival for the polled jobs to start")
     ap.add_argument("--nodes", type=int, default=10_000)
     ap.add_argument("--running", type=int, default=8_000)
     ap.add_argument("--pending", type=int, default=10_000)

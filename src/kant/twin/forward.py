@@ -52,12 +52,14 @@ def with_arrivals(snap: TwinSnapshot, model: ArrivalModel, arr: Arrivals) -> Twi
 def run_forward(snap: TwinSnapshot, duration: Sequence[float] | npt.NDArray[np.float64] | None = None, *,
                 policy: Policy | None = None, cluster: Cluster | None = None,
                 sched: SchedulerSnapshot | None = None, horizon_s: float | None = None,
-                arrivals: tuple[ArrivalModel, Arrivals, npt.NDArray[np.float64]] | None = None) -> SimResult:
+                arrivals: tuple[ArrivalModel, Arrivals, npt.NDArray[np.float64]] | None = None,
+                until_started: bool = False) -> SimResult:
     """Simulate ``snap`` forward with each job's true run time from ``duration`` (default: its
     estimate), under ``policy`` on ``cluster`` from scheduler state ``sched`` (defaults: the
     snapshot's), for ``horizon_s`` seconds (None: until nothing more can start). Rows are the
     snapshot's, then ``arrivals``' (model, draw, their run times) if given; ``first_start`` is NaN
-    for a job that did not start within the run."""
+    for a job that did not start within the run. ``until_started``: stop once every job pending in
+    the snapshot has started (a prediction needs no more; the run's cluster series then end there)."""
     n = len(snap)
     dur = np.asarray(snap.jobs["estimate"] if duration is None else duration, dtype=np.float64)
     if arrivals is not None and len(arrivals[1]):
@@ -72,4 +74,5 @@ def run_forward(snap: TwinSnapshot, duration: Sequence[float] | npt.NDArray[np.f
         sim.resume(state)
     except SchedulingError as exc:
         raise SnapshotError(f"the snapshot cannot be loaded here: {exc}") from None
-    return sim.run(until=None if horizon_s is None else state.now + horizon_s)
+    return sim.run(until=None if horizon_s is None else state.now + horizon_s,
+                   watch=np.asarray(state.pending, dtype=np.int64) if until_started else None)

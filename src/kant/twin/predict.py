@@ -38,6 +38,8 @@ __all__ = ["Prediction", "predict", "sample_durations", "neighbours", "DEFAULT_R
            "arrival_model", "draw_run", "ARRIVAL_HORIZON_S"]
 
 FloatArray = npt.NDArray[np.float64]
+#: one run's sampled arrivals: the model they come from, the draw, their run times
+Drawn = tuple[ArrivalModel, Arrivals, FloatArray]
 
 #: forward runs per prediction when the snapshot has an error distribution
 DEFAULT_RUNS = 10
@@ -200,15 +202,14 @@ def covers(snap: TwinSnapshot, model: ArrivalModel | None) -> str:
 
 
 def draw_run(snap: TwinSnapshot, base: int, k: int, ratio_model: RatioModel | None,
-             model: ArrivalModel | None, arrival_horizon_s: float) -> tuple[FloatArray, Arrivals | None,
-                                                                            FloatArray | None]:
+             model: ArrivalModel | None, arrival_horizon_s: float) -> tuple[FloatArray, Drawn | None]:
     """Run ``k``'s draw: every active job's run time (``default_rng([base, k])``, as without arrivals),
     and the sampled arrivals (``default_rng([base, k, 1])``) with their run times (``[base, k, 2]``).
     Both are drawn in time order, so a longer horizon draws the same first arrivals: a prediction
     and a what-if of the same snapshot agree on every start within the shorter horizon."""
     duration = sample_durations(snap, np.random.default_rng([base, k]), ratio_model)
     if model is None:
-        return duration, None, None
+        return duration, None
     rng = np.random.default_rng([base, k, 1])
     arr = model.sample(rng, max(arrival_horizon_s, ARRIVAL_HORIZON_S))  # (then cut: the same draw for any horizon)
     if arrival_horizon_s < ARRIVAL_HORIZON_S:
@@ -219,18 +220,19 @@ def draw_run(snap: TwinSnapshot, base: int, k: int, ratio_model: RatioModel | No
         extra = (ratio_model or RatioModel.fit(snap)).sample(est, np.random.default_rng([base, k, 2]))
     else:
         extra = est
-    return duration, arr, extra
+    return duration, (model, arr, extra)
 
 
 def predict(snap: TwinSnapshot, *, runs: int = DEFAULT_RUNS, seed: int | None = None,
             horizon_s: float | None = None, policy: Policy | None = None, cluster: Cluster | None = None,
             sched: SchedulerSnapshot | None = None, arrivals: bool | ArrivalModel | None = True,
-            arrival_horizon_s: float | None = None) -> Prediction:
+            arrival_horizon_s: float | None = None, until_started: bool = True) -> Prediction:
     """Run ``snap`` forward ``runs`` times (once when nothing is uncertain: no error distribution and
     no arrival model) under ``policy`` / ``cluster`` / ``sched`` (defaults: the snapshot's) and collect
     each job's start. ``arrivals``: sample future arrivals from the snapshot's history (True), from
     this model, or not (False); they arrive over ``arrival_horizon_s`` (default: ``horizon_s``, else
-    :data:`ARRIVAL_HORIZON_S`)."""
+    :data:`ARRIVAL_HORIZON_S`). ``until_started``: each run stops once every pending job has started
+    (the runs' results then end there: what-if metrics run :func:`~kant.twin.whatif.compare`)."""
     if runs < 1:
         raise ValueError("runs must be >= 1")
     model = arrival_model(snap, arrivals)
@@ -242,8 +244,8 @@ def predict(snap: TwinSnapshot, *, runs: int = DEFAULT_RUNS, seed: int | None = 
     done: list[SimResult] = []
     n = len(snap)
     for k in range(runs):
-        duration, arr, extra = draw_run(snap, base, k, ratio_model, model, ahead)
+        duration, drawn = draw_run(snap, base, k, ratio_model, model, ahead)
         done.append(run_forward(snap, duration, policy=policy, cluster=cluster, sched=sched, horizon_s=horizon_s,
-                                arrivals=None if arr is None else (model, arr, extra)))
+                                arrivals=drawn, until_started=until_started))
     starts = np.vstack([r.first_start[:n] for r in done]) if done else np.zeros((0, n))
     return Prediction(snap, starts, tuple(done), horizon_s, covers(snap, model))

@@ -291,7 +291,8 @@ def _arrivals(raw: Any, where: str) -> dict[str, tuple[Any, ...]]:
             elif col == "gpu_type":
                 ok = v is None or isinstance(v, str)
             elif col in ("submit", "estimate"):
-                ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+                ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                      and (col == "submit" or v >= 0))
             else:
                 ok = isinstance(v, int) and not isinstance(v, bool)
             if not ok:

@@ -290,12 +290,12 @@ def compare_within(snap: TwinSnapshot, scenarios: Sequence[Scenario] = (), *, ho
         if k and budget_s is not None and spent + longest > budget_s:
             break
         r0 = time.monotonic()
-        duration, arr, extra = draw_run(snap, base, k, ratio_model, model, horizon_s)
+        duration, drawn = draw_run(snap, base, k, ratio_model, model, horizon_s)
         for (sc, policy, cluster, sched, _), out in zip(applied, done, strict=True):
             try:
                 out.append(run_forward(snap, duration, policy=policy, cluster=cluster, sched=sched,
                                        horizon_s=horizon_s,
-                                       arrivals=None if arr is None or model is None else (model, arr, extra)))
+                                       arrivals=drawn))
             except KantError as exc:
                 raise KantError(f"scenario {sc.name!r}: {exc}") from None
         longest = max(longest, time.monotonic() - r0)

@@ -148,9 +148,7 @@ def _whatif_tables(data: dict[str, Any]) -> Group:
         gangs = [g["gang"] for g in next((sc.get("wait_by_gang") or [] for sc in scs), [])]
         for gang in gangs:
             for q in ("p50", "p90"):
-                rows.append((f"wait {q.upper()}, {gang} GPU{'s' if gang != '1' else ''}",
-                             lambda sc, g=gang, qq=q: _wait(next((x for x in sc.get("wait_by_gang", [])
-                                                                 if x["gang"] == g), {}), qq)))
+                rows.append((f"wait {q.upper()}, {gang} GPU{'s' if gang != '1' else ''}", _gang_cell(gang, q)))
     for label, cell in rows:
         head.add_row(label, *(cell(sc) for sc in scs))
     jobs = table("JOB", *(sc["name"] for sc in scs), title="predicted start from now: P50 (P10 - P90)")
@@ -166,6 +164,12 @@ def _whatif_tables(data: dict[str, Any]) -> Group:
         if len(ids) > 20:
             parts.append(Text(f"and {len(ids) - 20:,} more pending jobs (--json lists every one)"))
     return Group(*parts)
+
+
+def _gang_cell(gang: str, q: str) -> Callable[[dict[str, Any]], str]:
+    def cell(sc: dict[str, Any]) -> str:
+        return _wait(next((x for x in sc.get("wait_by_gang", []) if x["gang"] == gang), {}), q)
+    return cell
 
 
 def _job_cell(job: dict[str, Any], now: float) -> str:
