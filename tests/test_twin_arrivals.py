@@ -144,5 +144,5 @@ def test_bad_arrivals_in_a_snapshot_are_named() -> None:
         TwinSnapshot.from_dict(data)
     data = snap.to_dict()
     data["arrivals"]["tenant"].pop()
-    with pytest.raises(SnapshotError, match="arrivals.tenant: 95 values for 96 arrivals"):
+    with pytest.raises(SnapshotError, match=r"arrivals\.tenant: 95 values for 96 arrivals"):
         TwinSnapshot.from_dict(data)

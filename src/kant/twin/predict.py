@@ -3,10 +3,17 @@
 Each run gives every job a true run time drawn from the estimator's error distribution: its estimate
 (what the scheduler plans with) times a ratio ``actual / planned`` of a finished job. The ratio is
 drawn among the finished jobs whose planned run time was nearest the job's own (the
-:func:`neighbours` nearest, a quarter of them): estimates err differently
+:func:`neighbours` nearest, a quarter of them) and carried to the job's planned run time along the
+fitted slope of log ratio on log planned run time (:class:`RatioModel`): estimates err differently
 at different sizes (users round up long jobs more), and a ratio drawn regardless of the estimate
 makes the runs too long on average. A snapshot without the planned run times of its ratios draws
-among all of them. A running job's draw is conditioned on what it has already run: only ratios that
+among all of them.
+
+When the snapshot has an arrival history (:mod:`kant.twin.arrivals`), each run also gets future
+arrivals sampled from it (:func:`draw_run`), so the band covers the jobs that have not arrived yet
+as well as the run-time error; :attr:`Prediction.covers` says which it covers.
+
+A running job's draw is conditioned on what it has already run: only ratios that
 put its end after the snapshot's time are drawn (its neighbours', else anyone's); if none does, it
 is taken to end now (as the scheduler's own plan for an overrunning job does). With no finished
 jobs yet, the ratio is 1 (the estimate) and one run is the answer.
@@ -107,53 +114,70 @@ def _opt(x: float) -> float | None:
 
 
 def neighbours(n: int) -> int:
-    """How many finished jobs, nearest in planned run time, the first sampler drew a ratio from (a
-    quarter of them, at least 10). Kept for the record (docs/whatif.md): :class:`RatioModel` replaced it."""
+    """How many finished jobs, nearest in planned run time, a job's ratio is drawn from: a quarter
+    of them (at least 10). Chosen on the accuracy bench (docs/whatif.md): the square root of ``n``
+    halved the median error but overfitted (the P90 error grew by half)."""
     return min(n, max(10, math.ceil(n / 4)))
 
 
 @dataclass(frozen=True)
 class RatioModel:
-    """The run-time error as a function of the planned run time: ``log(actual / planned)`` regressed
-    on ``log(planned)`` over the finished jobs (least squares: slope ``slope``), each finished job's
-    ratio carried to another planned run time ``p`` along that slope: ``ratio_i x (p / planned_i) ^
-    slope``. When estimates are ``true x f`` with ``f`` lognormal and run times roughly lognormal,
-    ``(log planned, log ratio)`` is bivariate normal and this is its exact conditional law, for any
-    planned run time, the longest included (a window of neighbours is not: at the ends of the range
-    it can only reach inwards, and it drew the longest jobs' ratios from shorter ones'). Slope 0
-    (exact estimates; no planned run times) draws the ratios as they are."""
+    """The run-time error as a function of the planned run time (module docstring): a job planned
+    at ``p`` draws one of the :func:`neighbours` finished jobs nearest ``p`` in planned run time, and
+    that job's ratio is carried from its own planned run time to ``p`` along the slope of
+    ``log(actual / planned)`` on ``log(planned)`` (least squares over every finished job):
+    ``ratio_i x (p / planned_i) ^ slope``.
 
-    ratios: FloatArray
-    planned: FloatArray  # (ones when not known: slope 0)
+    Why both: estimates err differently at different sizes (users round up long jobs more; with
+    noisy estimates a long planned run time is more often an overestimate), so a ratio drawn
+    regardless of the estimate runs jobs too long. The window keeps the local spread, but a window
+    of a quarter of the jobs spans a wide range of planned run times, and at the top of the range it
+    can only reach down: the longest-planned jobs, which hold the GPUs longest, drew the ratios of
+    shorter ones, too large (measured on Philly with lognormal noise of sigma 1: the sampled work of
+    the top 1 % was 2.4 to 4.1 times the actual; 1.1 to 1.8 with the slope, docs/whatif.md). Slope 0
+    (exact estimates; no planned run times) draws the window's ratios as they are."""
+
+    ratios: FloatArray  # sorted by planned run time
+    planned: FloatArray  # (ones when not known: slope 0, one window of every ratio)
     slope: float
+    k: int
 
     @classmethod
     def fit(cls, snap: TwinSnapshot) -> RatioModel:
         ratios = np.asarray(snap.ratios, dtype=np.float64)
-        if not snap.planned or ratios.size < 3:
-            return cls(ratios, np.ones_like(ratios), 0.0)
+        n = ratios.size
+        if not snap.planned or n < 3:
+            return cls(ratios, np.ones_like(ratios), 0.0, n)
         planned = np.asarray(snap.planned, dtype=np.float64)
         x, y = np.log(planned), np.log(ratios)
         vx = float(np.var(x))
         slope = float(np.mean((x - x.mean()) * (y - y.mean())) / vx) if vx > 1e-12 else 0.0
-        return cls(ratios, planned, slope)
+        order = np.argsort(planned, kind="stable")
+        return cls(ratios[order], planned[order], slope, neighbours(n))
 
-    def draws(self, estimate: float) -> FloatArray:
-        """Every finished job's ratio carried to ``estimate`` (see the class docstring)."""
-        if self.slope == 0.0 or not estimate > 0 or not math.isfinite(estimate):
-            return self.ratios
-        out: FloatArray = self.ratios * (estimate / self.planned) ** self.slope
+    def _window(self, est: FloatArray) -> npt.NDArray[np.int64]:
+        n, k = self.ratios.size, self.k
+        lo: npt.NDArray[np.int64] = np.clip(np.searchsorted(self.planned, est) - k // 2, 0, n - k).astype(np.int64)
+        return lo
+
+    def _carry(self, idx: npt.NDArray[np.int64], est: FloatArray) -> FloatArray:
+        if self.slope == 0.0:
+            out: FloatArray = self.ratios[idx]
+            return out
+        safe = np.where((est > 0) & np.isfinite(est), est, self.planned[idx])
+        out = self.ratios[idx] * (safe / self.planned[idx]) ** self.slope
         return out
 
+    def draws(self, estimate: float) -> FloatArray:
+        """The ratios a job planned at ``estimate`` may draw (its window's, carried to it)."""
+        lo = int(self._window(np.asarray([estimate]))[0])
+        idx = np.arange(lo, lo + self.k, dtype=np.int64)
+        return self._carry(idx, np.full(self.k, estimate))
+
     def sample(self, est: FloatArray, rng: np.random.Generator) -> FloatArray:
-        """One run time per estimate: ``est x`` a ratio drawn uniformly (one draw per job)."""
-        pick = rng.integers(0, self.ratios.size, size=est.size)
-        if self.slope == 0.0:
-            out: FloatArray = est * self.ratios[pick]
-            return out
-        safe = np.where((est > 0) & np.isfinite(est), est, 1.0)
-        ratio = self.ratios[pick] * (safe / self.planned[pick]) ** self.slope
-        out = est * ratio
+        """One run time per estimate: ``est x`` a ratio drawn uniformly from its window, carried."""
+        idx = self._window(est) + rng.integers(0, self.k, size=est.size)
+        out: FloatArray = est * self._carry(idx, est)
         return out
 
 
@@ -173,8 +197,13 @@ def sample_durations(snap: TwinSnapshot, rng: np.random.Generator, model: RatioM
         past = elapsed / e if e > 0 else math.inf
         near = model.draws(e)
         near = near[near > past]
-        if near.size:  # a ratio that ends it after now, uniformly among those
+        if near.size:  # a neighbour's ratio that ends it after now, uniformly among those
             out[row] = e * near[int(rng.integers(0, near.size))]
+            continue
+        every = model._carry(np.arange(model.ratios.size, dtype=np.int64), np.full(model.ratios.size, e))
+        every = every[every > past]
+        if every.size:  # any ratio that ends it after now, uniformly among those
+            out[row] = e * every[int(rng.integers(0, every.size))]
         else:  # it has outrun every ratio seen: it ends now
             out[row] = elapsed
     return out
