@@ -96,8 +96,12 @@ def fast_folder() -> str | None:
 
 
 def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, cluster: str, *, runs: int,
-           warmup_s: float, tick_s: float, drain_ticks: bool = True, arrivals: bool = True) -> Replay:
+           warmup_s: float, tick_s: float, drain_ticks: bool = True, arrivals: bool = True,
+           calibrate: bool = True) -> Replay:
+    from kant.twin.calibrate import Calibration
+
     out = Replay(policy, regime)
+    cal = Calibration()  # (as the service's twin does: bands widened to its own past errors)
     t_wall = time.perf_counter()
     submit = jobs.submit.tolist()
     duration = jobs.duration.tolist()
@@ -126,9 +130,12 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
             snap = loop.twin_snapshot()
             t0 = time.perf_counter()
             pred = predict(snap, runs=runs, arrivals=arrivals)
+            jobs_pred = pred.pending()
+            if calibrate:
+                cal.calibrate(snap, jobs_pred)
             out.predict_s += time.perf_counter() - t0
             running = len(loop.sched.running)
-            for p in pred.pending():
+            for p in jobs_pred:
                 pos = loop.why(p["id"])["position"]
                 out.preds.append((row_of[p["id"]], t, p["p10"], p["p50"], p["p90"], int(pos), mean_rt, running))
             out.ticks += 1
@@ -466,7 +473,8 @@ def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
                       f"already in the twin's snapshot), {r.wall_s:.1f} s wall; {seen.reasons}", flush=True)
             else:
                 r = replay(jobs, estimates[regime], policy, regime, args.cluster, runs=args.runs,
-                           warmup_s=args.warmup_h * HOUR, tick_s=args.tick_h * HOUR, arrivals=not args.no_arrivals)
+                           warmup_s=args.warmup_h * HOUR, tick_s=args.tick_h * HOUR, arrivals=not args.no_arrivals,
+                           calibrate=not args.no_calibration)
                 s = summarise(r)
                 s["drain"] = summarise(r, drain=True)
                 print(f"  {policy} / {regime}: {r.ticks} ticks, {len(r.preds):,} predictions, "
@@ -484,6 +492,131 @@ def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
         p.write_text(json.dumps({"args": vars(args), "summaries": summaries, "raw": raw}))
         print(f"wrote {p}")
     return summaries
+
+
+# --- capacity planning: the arrival model against the real arrivals ---------------------------------------
+def snapshot_after(jobs: JobTable, estimates: np.ndarray, policy: str, cluster: str, at: float
+                   ) -> tuple[TwinSnapshot, dict[int, int]]:
+    """The live loop's twin snapshot once the slice's jobs up to ``at`` have been replayed into it (as
+    :func:`replay` submits them), and service job id -> slice row."""
+    submit = jobs.submit.tolist()
+    with tempfile.TemporaryDirectory(prefix="kant-whatif-cap-", dir=fast_folder()) as tmp:
+        db = Database(f"sqlite:///{tmp}/whatif.db")
+        db.migrate()
+        for tenant in jobs.tenant_names:
+            db.tenants.create(tenant)
+        loop = ServiceLoop(db, load_policy(policy), ManualClock(submit[0]), SimulatedExecutor())
+        loop.load(load_cluster(cluster))
+        row_of: dict[int, int] = {}
+        i, n = 0, len(jobs)
+        while i < n and submit[i] <= at:
+            t = submit[i]
+            loop.turn([Advance(t, hold=True)])
+            batch, rows = [], []
+            while i < n and submit[i] == t:
+                e = float(estimates[i])
+                batch.append(NewJob(tenant=jobs.tenant_names[int(jobs.tenant[i])],
+                                    user=jobs.tenant_names[int(jobs.tenant[i])], name=str(i),
+                                    workers=int(jobs.workers[i]), gpus_per_worker=int(jobs.gpus_per_worker[i]),
+                                    estimate_s=e if e > 0 else None, duration_s=float(jobs.duration[i])))
+                rows.append(i)
+                i += 1
+            ids = db.jobs.insert(batch, now_time=t, now_wall=time.time())
+            for (job_id, _), row in zip(ids, rows, strict=True):
+                row_of[job_id] = row
+            loop.turn([Arrivals([Arrival(job_id, job, t) for (job_id, _), job in zip(ids, batch, strict=True)])])
+        loop.turn([Advance(at)])
+        snap = loop.twin_snapshot()
+        db.close()
+    return snap, row_of
+
+
+def capacity(args: argparse.Namespace) -> dict[str, Any]:
+    """The capacity-planning example of docs/whatif.md: at ``--capacity-at-h`` hours into the slice,
+    the twin's what-if (``compare(..., arrivals=True)``: the arrival model learned from the
+    arrivals so far) with +0 / +N nodes over ``--capacity-horizon-h``, against the simulator run from
+    the same snapshot with the slice's real later arrivals and every job's true run time (one run per
+    scenario): the honest check of the arrival model."""
+    from kant.twin.arrivals import ARRIVAL_COLUMNS, ArrivalModel
+    from kant.twin.arrivals import Arrivals as Drawn
+    from kant.twin.forward import run_forward
+    from kant.twin.whatif import _apply, _capacity
+
+    jobs = philly_slice(args.start_day, args.jobs)
+    est = noisy_estimates(jobs, args.sigma, args.seed) if args.capacity_regime == "noisy" else \
+        np.asarray(jobs.duration, dtype=np.float64)
+    at = float(jobs.submit[0]) + args.capacity_at_h * HOUR
+    horizon = args.capacity_horizon_h * HOUR
+    policy = (args.policy or ["kant"])[0]
+    t0 = time.perf_counter()
+    snap, row_of = snapshot_after(jobs, est, policy, args.cluster, at)
+    adds = [0, *(a for a in (args.capacity_add or [8, 16]) if a)]
+    scen = [Scenario(f"+{a}", add_nodes=a) for a in adds if a]
+    print(f"Philly slice: {len(jobs):,} jobs from day {args.start_day:g}; {policy} on {args.cluster}; snapshot at "
+          f"{args.capacity_at_h:g} h ({len(snap.sched.pending):,} pending, {len(snap.sched.running):,} running, "
+          f"{len(snap.arrivals.get('submit', ())):,} arrivals of history); horizon {args.capacity_horizon_h:g} h; "
+          f"{args.capacity_regime} estimates; {args.runs} runs (built in {time.perf_counter() - t0:.1f} s)")
+    model = ArrivalModel.learn(snap.arrivals, snap.now)
+    if model is not None:
+        print(f"arrival model: {model.describe()}")
+    t0 = time.perf_counter()
+    predicted = compare(snap, scen, horizon_s=horizon, runs=args.runs, arrivals=True)
+    t_pred = time.perf_counter() - t0
+    # the real future: the slice's arrivals in (at, at + horizon], every job with its true run time
+    later = np.flatnonzero((jobs.submit > at) & (jobs.submit <= at + horizon))
+    names = {c: i for i, c in enumerate(ARRIVAL_COLUMNS)}
+    real_cols: dict[str, tuple[Any, ...]] = {c: () for c in names}
+    tn = jobs.tenant_names
+    real_cols = {
+        "submit": tuple(float(jobs.submit[r]) for r in later), "tenant": tuple(tn[int(jobs.tenant[r])] for r in later),
+        "user": tuple(tn[int(jobs.tenant[r])] for r in later), "workers": tuple(int(jobs.workers[r]) for r in later),
+        "gpus_per_worker": tuple(int(jobs.gpus_per_worker[r]) for r in later),
+        "gpu_milli": tuple(0 for _ in later), "cpu_milli": tuple(0 for _ in later),
+        "memory_mib": tuple(0 for _ in later), "gpu_type": tuple(None for _ in later),
+        "priority": tuple(0 for _ in later), "kind": tuple(0 for _ in later),
+        "estimate": tuple(float(est[r]) if est[r] > 0 else 86400.0 for r in later)}
+    real = ArrivalModel(real_cols, np.zeros(24), tuple(np.zeros(0, dtype=np.int64) for _ in range(24)), at, at)
+    drawn = Drawn(np.asarray(real_cols["submit"]), np.arange(later.size, dtype=np.int64))
+    true_active = np.asarray([float(jobs.duration[row_of[i]]) for i in snap.ids])
+    true_later = np.asarray([float(jobs.duration[r]) for r in later])
+    replayed = []
+    t0 = time.perf_counter()
+    for sc in (Scenario("+0"), *scen):
+        pol, cl, sched, _ = _apply(snap, sc)
+        res = run_forward(snap, true_active, policy=pol, cluster=cl, sched=sched, horizon_s=horizon,
+                          arrivals=(real, drawn, true_later))
+        replayed.append(_capacity(snap, [res], snap.now, snap.now + horizon, True))
+    t_real = time.perf_counter() - t0
+    lines: list[Sequence[str]] = [("nodes", "source", "arrivals", "wait P50", "wait P90", "1 GPU P90", "2-8 P90",
+                                   "9+ GPUs P90", "queue mean", "queue at end")]
+    out = {"predicted": [], "replayed": []}
+    for p, r, a in zip(predicted, replayed, adds, strict=True):
+        for source, cap in (("twin (model)", p.capacity), ("simulator (real)", r)):
+            lines.append((f"+{a}", source, f"{cap['arrivals_sampled']:.0f}", _h(cap["wait_all"]["p50"]),
+                          _h(cap["wait_all"]["p90"]), _h(_gang(cap, ("1",))), _h(_gang(cap, ("2-4", "5-8"))),
+                          _h(_gang(cap, ("9-16", "17-32", "33-64", ">64"))), _f(cap["queue_mean"], 1),
+                          _f(cap["queue_end"], 1)))
+        out["predicted"].append(dict(p.capacity))
+        out["replayed"].append(r)
+    _table(lines)
+    print(f"(waits in hours over every job pending at the snapshot or arriving within the horizon; P90 of a gang "
+          f"group: the largest of its buckets' P90s; '>h': later than the horizon; twin {t_pred:.1f} s, "
+          f"simulator {t_real:.1f} s)")
+    return out
+
+
+def _h(x: float | None) -> str:
+    return ">h" if x is None else f"{x / HOUR:.2f}"
+
+
+def _gang(cap: dict[str, Any], buckets: tuple[str, ...]) -> float | None:
+    """The largest P90 wait among these gang buckets (None: one is past the horizon; nan: none)."""
+    got = [g for g in cap["wait_by_gang"] if g["gang"] in buckets]
+    if not got:
+        return math.nan
+    if any(g["p90"] is None for g in got):
+        return None
+    return max(float(g["p90"]) for g in got)
 
 
 def sweep(args: argparse.Namespace) -> None:
@@ -600,6 +733,15 @@ def main() -> None:
     ap.add_argument("--warmup-h", type=float, default=12.0, help="no predictions in the first hours")
     ap.add_argument("--tick-h", type=float, default=1.0, help="hours between predictions")
     ap.add_argument("--json", help="accuracy: save summaries and every prediction here")
+    ap.add_argument("--capacity", action="store_true",
+                    help="the capacity-planning example: the twin's +0/+8/+16 nodes against the real arrivals")
+    ap.add_argument("--capacity-at-h", type=float, default=24.0, help="--capacity: snapshot this far into the slice")
+    ap.add_argument("--capacity-horizon-h", type=float, default=48.0, help="--capacity: what-if horizon")
+    ap.add_argument("--capacity-add", type=int, action="append",
+                    help="--capacity: nodes added (default 8 and 16; +0 always)")
+    ap.add_argument("--capacity-regime", choices=REGIMES, default="noisy")
+    ap.add_argument("--no-calibration", action="store_true",
+                    help="accuracy (in-process): the runs' band only (not widened to the twin's past errors)")
     ap.add_argument("--no-arrivals", action="store_true",
                     help="accuracy (in-process): predict without the arrival model (as before it)")
     ap.add_argument("--live", action="store_true",
@@ -615,8 +757,10 @@ def main() -> None:
     ap.add_argument("--pending", type=int, default=10_000)
     ap.add_argument("--speed-policy", action="append")
     args = ap.parse_args()
-    if not (args.accuracy or args.speed or args.sweep):
-        ap.error("give --accuracy, --speed and/or --sweep")
+    if not (args.accuracy or args.speed or args.sweep or args.capacity):
+        ap.error("give --accuracy, --speed, --capacity and/or --sweep")
+    if args.capacity:
+        capacity(args)
     if args.sweep:
         sweep(args)
     if args.accuracy:

@@ -33,6 +33,7 @@ from typing import Any
 from kant.errors import KantError
 from kant.service.errors import Busy, NotLeader, TooLong
 from kant.text import format_duration
+from kant.twin.calibrate import Calibration
 from kant.twin.predict import predict
 from kant.twin.snapshot import TwinSnapshot
 from kant.twin.whatif import Scenario, compare_within
@@ -173,6 +174,7 @@ class Twin:
         #: unchanged state runs on it, so that both answers are one (docs/whatif.md)
         self._snap: dict[str, Any] | None = None
         self.as_of: float | None = None
+        self.calibration = Calibration()  # the twin's own past errors (kant.twin.calibrate)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -244,7 +246,9 @@ class Twin:
         out = self._submit("predict", predict_job_starts, data, self.runs, timeout=timeout)
         if "error" in out:
             raise KantError(str(out["error"]))
-        as_of, runs, covers = float(out["as_of"]), int(out["runs"]), str(out.get("covers", ""))
+        self.calibration.calibrate(snap, out["jobs"])  # (the band widened to the twin's own past errors)
+        as_of, runs = float(out["as_of"]), int(out["runs"])
+        covers = self.calibration.covers(str(out.get("covers", "")))
         self._latest = {int(j["id"]): Predicted(j["p50"], j["p10"], j["p90"], as_of, runs, covers, j.get("reason"))
                         for j in out["jobs"]}
         self._version, self._snap, self.as_of = version, data, as_of
@@ -293,6 +297,11 @@ class Twin:
                 os.kill(pid, signal.SIGKILL)
             self._drop("whatif", pool)
             raise TooLong(f"stopped after {hard_limit_s:g} s") from None
+        if "scenarios" in out:  # the bands of the live state's own scenario, as its predictions have them
+            for sc in out["scenarios"]:
+                if sc.get("name") == "now" and self.calibration.apply(float(out["as_of"]), sc["jobs"]):
+                    sc["band_covers"] = self.calibration.covers(str(sc.get("band_covers", "")))
+                    out["band_covers"] = sc["band_covers"]
         return out
 
     def _drop(self, which: str, pool: ProcessPoolExecutor) -> None:
