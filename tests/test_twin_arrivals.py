@@ -146,3 +146,23 @@ def test_bad_arrivals_in_a_snapshot_are_named() -> None:
     data["arrivals"]["tenant"].pop()
     with pytest.raises(SnapshotError, match=r"arrivals\.tenant: 95 values for 96 arrivals"):
         TwinSnapshot.from_dict(data)
+
+
+# --- the band calibrated on the twin's own past errors ------------------------------------------------
+def test_calibration_widens_the_band_to_past_errors_by_lead_time() -> None:
+    from kant.twin.calibrate import MIN_RESIDUALS, Calibration
+
+    cal = Calibration()
+    jobs = [{"id": i, "p50": 100.0 + i, "p10": 100.0 + i, "p90": 100.0 + i} for i in range(2 * MIN_RESIDUALS)]
+    assert not cal.apply(0.0, [dict(j) for j in jobs])  # nothing learned yet: unchanged
+    cal.observe(0.0, jobs)
+    # every job started 60 s after its P50 (even ids) or 30 s before (odd); job 0 was cancelled
+    starts = {i: 100.0 + i + (60.0 if i % 2 == 0 else -30.0) for i in range(1, 2 * MIN_RESIDUALS)}
+    cal.started(starts, pending=[])
+    assert len(cal) == 2 * MIN_RESIDUALS - 1
+    new = [{"id": 999, "p50": 1100.0, "p10": 1090.0, "p90": 1105.0}, {"id": 998, "p50": None, "p10": None,
+                                                                      "p90": None}]
+    assert cal.apply(1000.0, new)
+    assert new[0] == {"id": 999, "p50": 1100.0, "p10": 1070.0, "p90": 1160.0}  # the union of both bands
+    assert new[1]["p10"] is None
+    assert "widened to the twin's own errors on 99 past predictions" in cal.covers("run-time error only")
