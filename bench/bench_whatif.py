@@ -619,6 +619,54 @@ def _gang(cap: dict[str, Any], buckets: tuple[str, ...]) -> float | None:
     return max(float(g["p90"]) for g in got)
 
 
+def ratio_check(args: argparse.Namespace) -> None:
+    """How well each way of drawing run-time ratios reproduces the work of later jobs (docs/whatif.md,
+    "Which ratio a job draws"): the slice's jobs with noisy estimates (seeds 12, 13, 14); the
+    ratios of jobs 0-1,999 (then 2,000-3,999) as the finished history; run times drawn 40 times for
+    jobs 2,000-4,799 (then 4,000-4,899) from the quarter nearest in planned run time, as they are,
+    carried along the global log-log slope, or along each window's own slope; printed: the sampled
+    work over the actual, in all and for the top 1 % of planned run times, and how often the actual
+    run time is below the job's median draw."""
+    jobs = philly_slice(args.start_day, 5000)
+    d0 = np.asarray(jobs.duration, dtype=np.float64)
+    lines: list[Sequence[str]] = [("noise seed", "history", "draw", "work / actual", "top 1 %", "P(actual < median)")]
+    for seed in (12, 13, 14):
+        e0 = noisy_estimates(jobs, 1.0, seed)
+        ok = (d0 > 0) & (e0 > 0)
+        d, e = d0[ok], e0[ok]
+        for h0, h1, t0, t1 in ((0, 2000, 2000, 4800), (2000, 4000, 4000, 4900)):
+            planned, ratio = e[h0:h1], d[h0:h1] / e[h0:h1]
+            et, dt = e[t0:t1], d[t0:t1]
+            rng = np.random.default_rng(0)
+            x, y = np.log(planned), np.log(ratio)
+            b = float(np.cov(x, y, bias=True)[0, 1] / np.var(x))
+            o = np.argsort(planned)
+            ps, rs = planned[o], ratio[o]
+            xs, ys = np.log(ps), np.log(rs)
+            n = ps.size
+            cx, cy = np.concatenate([[0], np.cumsum(xs)]), np.concatenate([[0], np.cumsum(ys)])
+            cxx, cxy = np.concatenate([[0], np.cumsum(xs * xs)]), np.concatenate([[0], np.cumsum(xs * ys)])
+
+            top = et >= np.quantile(et, 0.99)
+            k = n // 4
+            lo = np.clip(np.searchsorted(ps, et) - k // 2, 0, n - k)
+            hi = lo + k
+            mx, my = (cx[hi] - cx[lo]) / k, (cy[hi] - cy[lo]) / k
+            vx, cv = (cxx[hi] - cxx[lo]) / k - mx * mx, (cxy[hi] - cxy[lo]) / k - mx * my
+            slopes: dict[str, Any] = {"window": 0.0, "global slope": b,
+                                      "window's slope": np.where(vx > 1e-9, cv / np.maximum(vx, 1e-12), 0.0)}
+            for mode, slope in slopes.items():
+                rows = []
+                for _ in range(40):
+                    pick = lo + rng.integers(0, k, et.size)
+                    rows.append(et * rs[pick] * (et / ps[pick]) ** slope)
+                draws = np.vstack(rows)
+                lines.append((str(seed), f"{h0}-{h1 - 1}", mode, f"{draws.sum(1).mean() / dt.sum():.2f}",
+                              f"{float(draws[:, top].mean() / dt[top].mean()):.2f}",
+                              f"{np.mean(dt < np.median(draws, 0)):.2f}"))
+    _table(lines)
+
+
 def sweep(args: argparse.Namespace) -> None:
     """The slice in the plain simulator on each ``--sweep`` cluster: how long jobs wait (to size the
     accuracy cluster: queues that form for hours, then drain)."""
@@ -733,6 +781,8 @@ def main() -> None:
     ap.add_argument("--warmup-h", type=float, default=12.0, help="no predictions in the first hours")
     ap.add_argument("--tick-h", type=float, default=1.0, help="hours between predictions")
     ap.add_argument("--json", help="accuracy: save summaries and every prediction here")
+    ap.add_argument("--ratio-check", action="store_true",
+                    help="how each way of drawing run-time ratios reproduces later jobs' work (docs/whatif.md)")
     ap.add_argument("--capacity", action="store_true",
                     help="the capacity-planning example: the twin's +0/+8/+16 nodes against the real arrivals")
     ap.add_argument("--capacity-at-h", type=float, default=24.0, help="--capacity: snapshot this far into the slice")
@@ -757,8 +807,10 @@ def main() -> None:
     ap.add_argument("--pending", type=int, default=10_000)
     ap.add_argument("--speed-policy", action="append")
     args = ap.parse_args()
-    if not (args.accuracy or args.speed or args.sweep or args.capacity):
-        ap.error("give --accuracy, --speed, --capacity and/or --sweep")
+    if not (args.accuracy or args.speed or args.sweep or args.capacity or args.ratio_check):
+        ap.error("give --accuracy, --speed, --capacity, --ratio-check and/or --sweep")
+    if args.ratio_check:
+        ratio_check(args)
     if args.capacity:
         capacity(args)
     if args.sweep:

@@ -133,8 +133,9 @@ class RatioModel:
     regardless of the estimate runs jobs too long. The window keeps the local spread, but a window
     of a quarter of the jobs spans a wide range of planned run times, and at the top of the range it
     can only reach down: the longest-planned jobs, which hold the GPUs longest, drew the ratios of
-    shorter ones, too large (measured on Philly with lognormal noise of sigma 1: the sampled work of
-    the top 1 % was 2.4 to 4.1 times the actual; 1.1 to 1.8 with the slope, docs/whatif.md). Slope 0
+    shorter ones, too large (measured on Philly with lognormal noise of sigma 1, ``bench_whatif.py
+    --ratio-check``: the sampled work of the top 1 % was 2.3 to 5.7 times the actual with the window
+    alone, 1.0 to 2.1 times with the slope; docs/whatif.md). Slope 0
     (exact estimates; no planned run times) draws the window's ratios as they are."""
 
     ratios: FloatArray  # sorted by planned run time
