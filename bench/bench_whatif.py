@@ -1,8 +1,17 @@
-"""The digital twin's accuracy and speed (docs/whatif.md, issue 12).
+"""The digital twin's accuracy and speed (docs/whatif.md, issues 12 and 30).
 
     python bench/bench_whatif.py --accuracy [--jobs 5000 --start-day 42 --cluster SPEC --runs 10 ...]
+    python bench/bench_whatif.py --accuracy --live [--jobs 3300 --warmup-h 15 --live-speed 600 ...]
+    python bench/bench_whatif.py --capacity [--capacity-at-h 24 --capacity-horizon-h 48 --capacity-add 8 ...]
+    python bench/bench_whatif.py --ratio-check
     python bench/bench_whatif.py --speed [--nodes 10000 --running 8000 --pending 10000]
     python bench/bench_whatif.py --sweep 32x8:V100,leaf=4,spine=2 --sweep 40x8:V100,leaf=4,spine=2 ...
+
+``--live``: the same slice through a real ``kant serve --demo philly`` (subprocess, accelerated clock,
+SQLite in a temporary folder, noisy estimates by ``--estimate-noise``), its pending jobs polled over
+HTTP (``GET /v1/jobs/{id}/why``) as a user would (:func:`live_replay`). Its size is ``--jobs`` and
+``--live-speed``: a config takes about (arrival hours - 0) x 3600 / speed wall seconds, plus the
+start and the drain. ``--capacity``: the capacity-planning example (:func:`capacity`).
 
 Accuracy: a contiguous Philly slice is replayed through the live service's scheduling loop
 (:class:`~kant.service.loop.ServiceLoop` in-process: SQLite in a temporary folder, the manual clock,
