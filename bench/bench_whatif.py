@@ -280,8 +280,8 @@ def live_replay(policy: str, regime: str, args: argparse.Namespace) -> tuple[Rep
                         if pred is None or pred.get("p50") is None:
                             seen.no_prediction += 1
                             text = str(why.get("prediction_text") or "")
-                            if pred is not None or "arrived after the twin's last snapshot" not in text:
-                                seen.no_prediction_after_refresh += 1
+                            if pred is not None or not text.startswith("no predicted start yet"):
+                                seen.no_prediction_after_refresh += 1  # (not: arrived after the last snapshot)
                             key = (pred or {}).get("reason") or text.split(":")[0]
                             seen.reasons[key] = seen.reasons.get(key, 0) + 1
                             continue

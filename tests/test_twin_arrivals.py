@@ -166,3 +166,12 @@ def test_calibration_widens_the_band_to_past_errors_by_lead_time() -> None:
     assert new[0] == {"id": 999, "p50": 1100.0, "p10": 1070.0, "p90": 1160.0}  # the union of both bands
     assert new[1]["p10"] is None
     assert "widened to the twin's own errors on 99 past predictions" in cal.covers("run-time error only")
+
+
+@pytest.mark.parametrize("policy", ["kant", "k8s-default", "slurm-backfill", "fifo-strict"])
+def test_stopping_once_every_pending_job_started_changes_no_start(policy: str) -> None:
+    _, snap = busy(policy)
+    full = predict(snap, runs=4, until_started=False)
+    short = predict(snap, runs=4)
+    assert np.array_equal(full.starts, short.starts, equal_nan=True)
+    assert all(s.end_time <= f.end_time for s, f in zip(short.runs, full.runs, strict=True))
