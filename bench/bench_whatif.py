@@ -126,6 +126,7 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
         row_of: dict[int, int] = {}  # service job id -> slice row
         submitted: list[int] = []  # service ids in submit order
         finished_sum, finished_n, finished_seen = 0.0, 0, set()
+        draining = False
 
         def tick(t: float) -> None:
             nonlocal finished_sum, finished_n
@@ -138,7 +139,9 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
             mean_rt = finished_sum / finished_n if finished_n else math.nan
             snap = loop.twin_snapshot()
             t0 = time.perf_counter()
-            pred = predict(snap, runs=runs, arrivals=arrivals)
+            # (after the last arrival nothing more comes: the arrival model, which cannot know the trace
+            # ended, is left out, so that the table of those predictions checks the replay itself)
+            pred = predict(snap, runs=runs, arrivals=arrivals and not draining)
             jobs_pred = pred.pending()
             if calibrate:
                 cal.calibrate(snap, jobs_pred)
@@ -177,6 +180,7 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
             tick(next_tick)
             next_tick += tick_s
         out.arrival_preds = len(out.preds)
+        draining = True
         # after the last arrival nothing new comes: with exact estimates the twin must be exact here
         while drain_ticks and len(loop.sched.queue) and next_tick <= last + 30 * 86400:
             tick(next_tick)

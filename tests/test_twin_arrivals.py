@@ -175,3 +175,18 @@ def test_stopping_once_every_pending_job_started_changes_no_start(policy: str) -
     short = predict(snap, runs=4)
     assert np.array_equal(full.starts, short.starts, equal_nan=True)
     assert all(s.end_time <= f.end_time for s, f in zip(short.runs, full.runs, strict=True))
+
+
+def test_jobs_still_waiting_count_as_censored_errors() -> None:
+    from kant.twin.calibrate import MIN_RESIDUALS, Calibration
+
+    cal = Calibration()
+    early = [{"id": i, "p50": 100.0} for i in range(MIN_RESIDUALS)]
+    late = [{"id": 1000 + i, "p50": 100.0} for i in range(MIN_RESIDUALS)]
+    cal.observe(0.0, early + late)
+    # the early half started 30 s before its P50; the late half still waits at 1,100 s (1,000 s late)
+    cal.started({i: 70.0 for i in range(MIN_RESIDUALS)}, pending=[j["id"] for j in late])
+    job = {"id": 5000, "p50": 1200.0, "p10": 1200.0, "p90": 1200.0}
+    assert cal.apply(1100.0, [job])
+    # the observed errors alone say "30 s early"; the waiting jobs say "at least 1,000 s late" for half
+    assert job["p10"] == 1170.0 and job["p90"] == 2200.0

@@ -14,6 +14,12 @@ and 90th percentiles of the residuals of the :data:`NEAREST` past predictions wh
 band. With fewer than :data:`MIN_RESIDUALS` residuals there is no calibration (the runs' band only).
 The P50 itself is left as the runs give it. Deterministic: the same predictions and starts give the
 same bands.
+
+The residuals known at a given time are biased: a job that starts early gives its residual early,
+one that starts late is still waiting. So the predictions of jobs still waiting count too, as
+right-censored residuals (their residual is at least ``now - P50``), and the percentiles are the
+Kaplan-Meier estimate's: without them the band missed late starts (on the Philly replay a third
+of actual starts fell after P90, docs/whatif.md).
 """
 
 from __future__ import annotations
@@ -77,18 +83,26 @@ class Calibration:
         are too few residuals yet (nothing changed)."""
         if len(self._done) < MIN_RESIDUALS:
             return False
-        pairs = sorted(self._done)
-        leads = np.asarray([p[0] for p in pairs], dtype=np.float64)
-        res = np.asarray([p[1] for p in pairs], dtype=np.float64)
-        k = min(NEAREST, len(pairs))
+        # observed residuals, and the predictions of jobs still waiting: censored (their residual is
+        # more than as_of - P50 already; leaving them out would keep only the early starters)
+        pool = [(lead, r, True) for lead, r in self._done]
+        pool += [(p50 - t, as_of - p50, False) for kept in self._open.values() for t, p50 in kept]
+        pool.sort(key=lambda x: x[0])
+        leads = np.asarray([x[0] for x in pool], dtype=np.float64)
+        k = min(NEAREST, len(pool))
+        cache: dict[int, tuple[float, float] | None] = {}
         for job in jobs:
             p50 = job.get("p50")
             if p50 is None:
                 continue
             i = int(np.searchsorted(leads, p50 - as_of))
-            lo = min(max(i - k // 2, 0), len(pairs) - k)
-            near = res[lo:lo + k]
-            q10, q90 = float(np.percentile(near, 10)), float(np.percentile(near, 90))
+            lo = min(max(i - k // 2, 0), len(pool) - k)
+            if lo not in cache:
+                cache[lo] = _km_band(pool[lo:lo + k])
+            band = cache[lo]
+            if band is None:
+                continue
+            q10, q90 = band
             if job.get("p10") is not None:
                 job["p10"] = min(float(job["p10"]), p50 + q10)
             if job.get("p90") is not None:
@@ -110,3 +124,23 @@ class Calibration:
         if len(self._done) < MIN_RESIDUALS:
             return covers
         return f"{covers}, widened to the twin's own errors on {len(self._done):,} past predictions"
+
+
+def _km_band(pool: list[tuple[float, float, bool]]) -> tuple[float, float] | None:
+    """The 10th and 90th percentiles of residuals, some right-censored (``False``: only known to be
+    above the value), by the Kaplan-Meier estimate; a percentile the estimate does not reach is the
+    largest value seen (a lower bound). None: nothing observed."""
+    values = sorted(pool, key=lambda x: (x[1], not x[2]))  # (an event before a censoring at the same value)
+    if not any(v[2] for v in values):
+        return None
+    n = len(values)
+    surv = 1.0
+    q: dict[float, float] = {}
+    for idx, (_, value, seen) in enumerate(values):
+        if seen:
+            surv *= 1.0 - 1.0 / (n - idx)
+            for level in (0.1, 0.9):
+                if level not in q and 1.0 - surv >= level:
+                    q[level] = value
+    top = values[-1][1]
+    return q.get(0.1, top), q.get(0.9, top)
