@@ -240,6 +240,7 @@ class Twin:
             return False
         version = snap.info.get("state_version", version)
         if not snap.sched.pending:
+            self.calibration.calibrate(snap, [])  # (the jobs that started since still give their errors)
             self._latest, self._version, self._snap, self.as_of = {}, version, None, snap.now
             return True
         data = snap.to_dict()
