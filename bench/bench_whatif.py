@@ -1,8 +1,17 @@
-"""The digital twin's accuracy and speed (docs/whatif.md, issue 12).
+"""The digital twin's accuracy and speed (docs/whatif.md, issues 12 and 30).
 
     python bench/bench_whatif.py --accuracy [--jobs 5000 --start-day 42 --cluster SPEC --runs 10 ...]
+    python bench/bench_whatif.py --accuracy --live [--jobs 3300 --warmup-h 15 --live-speed 600 ...]
+    python bench/bench_whatif.py --capacity [--capacity-at-h 24 --capacity-horizon-h 48 --capacity-add 8 ...]
+    python bench/bench_whatif.py --ratio-check
     python bench/bench_whatif.py --speed [--nodes 10000 --running 8000 --pending 10000]
     python bench/bench_whatif.py --sweep 32x8:V100,leaf=4,spine=2 --sweep 40x8:V100,leaf=4,spine=2 ...
+
+``--live``: the same slice through a real ``kant serve --demo philly`` (subprocess, accelerated clock,
+SQLite in a temporary folder, noisy estimates by ``--estimate-noise``), its pending jobs polled over
+HTTP (``GET /v1/jobs/{id}/why``) as a user would (:func:`live_replay`). Its size is ``--jobs`` and
+``--live-speed``: a config takes about (arrival hours - 0) x 3600 / speed wall seconds, plus the
+start and the drain. ``--capacity``: the capacity-planning example (:func:`capacity`).
 
 Accuracy: a contiguous Philly slice is replayed through the live service's scheduling loop
 (:class:`~kant.service.loop.ServiceLoop` in-process: SQLite in a temporary folder, the manual clock,
@@ -96,8 +105,12 @@ def fast_folder() -> str | None:
 
 
 def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, cluster: str, *, runs: int,
-           warmup_s: float, tick_s: float, drain_ticks: bool = True) -> Replay:
+           warmup_s: float, tick_s: float, drain_ticks: bool = True, arrivals: bool = True,
+           calibrate: bool = True) -> Replay:
+    from kant.twin.calibrate import Calibration
+
     out = Replay(policy, regime)
+    cal = Calibration()  # (as the service's twin does: bands widened to its own past errors)
     t_wall = time.perf_counter()
     submit = jobs.submit.tolist()
     duration = jobs.duration.tolist()
@@ -113,6 +126,7 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
         row_of: dict[int, int] = {}  # service job id -> slice row
         submitted: list[int] = []  # service ids in submit order
         finished_sum, finished_n, finished_seen = 0.0, 0, set()
+        draining = False
 
         def tick(t: float) -> None:
             nonlocal finished_sum, finished_n
@@ -125,10 +139,15 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
             mean_rt = finished_sum / finished_n if finished_n else math.nan
             snap = loop.twin_snapshot()
             t0 = time.perf_counter()
-            pred = predict(snap, runs=runs)
+            # (after the last arrival nothing more comes: the arrival model, which cannot know the trace
+            # ended, is left out, so that the table of those predictions checks the replay itself)
+            pred = predict(snap, runs=runs, arrivals=arrivals and not draining)
+            jobs_pred = pred.pending()
+            if calibrate:
+                cal.calibrate(snap, jobs_pred)
             out.predict_s += time.perf_counter() - t0
             running = len(loop.sched.running)
-            for p in pred.pending():
+            for p in jobs_pred:
                 pos = loop.why(p["id"])["position"]
                 out.preds.append((row_of[p["id"]], t, p["p10"], p["p50"], p["p90"], int(pos), mean_rt, running))
             out.ticks += 1
@@ -161,6 +180,7 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
             tick(next_tick)
             next_tick += tick_s
         out.arrival_preds = len(out.preds)
+        draining = True
         # after the last arrival nothing new comes: with exact estimates the twin must be exact here
         while drain_ticks and len(loop.sched.queue) and next_tick <= last + 30 * 86400:
             tick(next_tick)
@@ -177,6 +197,164 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
         db.close()
     out.wall_s = time.perf_counter() - t_wall
     return out
+
+
+# --- accuracy through a real kant serve ------------------------------------------------------------------
+@dataclass
+class LivePolls:
+    """What the live replay saw besides the scored predictions: pending jobs polled, and how many of
+    those polls had no predicted start (all of them; those the twin's last snapshot already held)."""
+
+    polls: int = 0
+    no_prediction: int = 0
+    no_prediction_after_refresh: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+
+def live_replay(policy: str, regime: str, args: argparse.Namespace) -> tuple[Replay, LivePolls]:
+    """The slice replayed into a real ``kant serve --demo philly`` (accelerated clock at
+    ``--live-speed``, noisy estimates with ``--estimate-noise``, SQLite in a temporary folder): every
+    ``--live-poll`` wall seconds, from the warm-up's end to the last arrival, up to
+    ``--live-polled`` pending jobs (in turn, by id) are asked ``GET /v1/jobs/{id}/why``; the
+    predictions are then scored against the jobs' actual first starts (read from the API once every
+    polled job has started). The naive baselines' inputs (mean run time of the jobs finished by then,
+    running jobs) come from the jobs' final records."""
+    import secrets
+    import socket
+    import subprocess
+    import sys
+
+    import httpx
+
+    out = Replay(policy, regime)
+    seen = LivePolls()
+    t_wall = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kant-whatif-live-", dir=fast_folder()) as tmp:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        token = secrets.token_urlsafe(24)
+        cmd = [sys.executable, "-m", "kant.cli.main", "serve", "--db", f"sqlite:///{tmp}/kant.db", "--cluster",
+               args.cluster, "--policy", policy, "--port", str(port), "--demo", "philly", "--demo-start",
+               f"{args.start_day * 86400:.0f}s", "--demo-limit", str(args.jobs), "--speed", str(args.live_speed),
+               "--predict-runs", str(args.runs), "--predict-every", str(args.live_predict_every),
+               "--token-out", f"{tmp}/token", "--log-level", "warning"]
+        if regime == "noisy":
+            cmd += ["--estimate-noise", str(args.sigma), "--estimate-noise-seed", str(args.seed)]
+        log = open(f"{tmp}/serve.log", "wb")  # noqa: SIM115 - closed below
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                env={**os.environ, "KANT_ADMIN_TOKEN": token})
+        c = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"},
+                         timeout=60.0)
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                if proc.poll() is not None:
+                    raise SystemExit(f"kant serve exited: {Path(f'{tmp}/serve.log').read_text()[-3000:]}")
+                try:
+                    if c.get("/readyz").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise SystemExit("kant serve not ready within 120 s")
+                time.sleep(0.1)
+            jobs = philly_slice(args.start_day, args.jobs)
+            first, last = float(jobs.submit[0]), float(jobs.submit[-1])
+            warm = first + args.warmup_h * HOUR
+            polled: set[int] = set()
+            turn = 0
+            while True:
+                t0 = time.monotonic()
+                now = float(c.get("/v1/clock").json()["now"])
+                if now > last:
+                    break
+                if now >= warm:
+                    pending = sorted(_pending_ids(c))
+                    k = min(args.live_polled, len(pending))
+                    pick = [pending[(turn * k + i) % len(pending)] for i in range(k)] if pending else []
+                    turn += 1
+                    for job_id in pick:
+                        why = c.get(f"/v1/jobs/{job_id}/why").json()
+                        if why.get("state") != "pending":
+                            continue
+                        seen.polls += 1
+                        pred = why.get("prediction")
+                        at = float(c.get("/v1/clock").json()["now"])
+                        if pred is None or pred.get("p50") is None:
+                            seen.no_prediction += 1
+                            text = str(why.get("prediction_text") or "")
+                            if pred is not None or not text.startswith("no predicted start yet"):
+                                seen.no_prediction_after_refresh += 1  # (not: arrived after the last snapshot)
+                            key = (pred or {}).get("reason") or text.split(":")[0]
+                            seen.reasons[key] = seen.reasons.get(key, 0) + 1
+                            continue
+                        polled.add(job_id)
+                        out.preds.append((job_id, at, pred["p10"], pred["p50"], pred["p90"],
+                                          int(why.get("position") or 0), math.nan, 0))
+                    out.ticks += 1
+                time.sleep(max(args.live_poll - (time.monotonic() - t0), 0.0))
+            out.arrival_preds = len(out.preds)
+            deadline = time.monotonic() + args.live_drain_wall
+            while time.monotonic() < deadline and polled & set(_pending_ids(c)):
+                time.sleep(2.0)
+            rows = _all_jobs(c)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            log.close()
+            c.close()
+    starts = {r["id"]: r["first_start_time"] for r in rows}
+    out.actual = {j: starts.get(j) for j in {p[0] for p in out.preds}}
+    # the naive baselines' inputs at each poll, from the final records
+    done = sorted((float(r["end_time"]), float(r["end_time"]) - float(r["start_time"]))
+                  for r in rows if r["end_time"] is not None and r["start_time"] is not None)
+    ends = np.asarray([d[0] for d in done])
+    cum = np.cumsum([d[1] for d in done]) if done else np.zeros(0)
+    spans = [(float(r["start_time"]), math.inf if r["end_time"] is None else float(r["end_time"]))
+             for r in rows if r["start_time"] is not None]
+    st = np.sort(np.asarray([a for a, _ in spans]))
+    en = np.sort(np.asarray([b for _, b in spans]))
+    fixed = []
+    for job_id, at, p10, p50, p90, pos, _, _ in out.preds:
+        k = int(np.searchsorted(ends, at, side="right"))
+        mean_rt = float(cum[k - 1] / k) if k else math.nan
+        running = int(np.searchsorted(st, at, side="right") - np.searchsorted(en, at, side="right"))
+        fixed.append((job_id, at, p10, p50, p90, pos, mean_rt, running))
+    out.preds = fixed
+    out.wall_s = time.perf_counter() - t_wall
+    return out, seen
+
+
+def _pending_ids(c: Any) -> list[int]:
+    ids: list[int] = []
+    after = None
+    while True:
+        params: dict[str, Any] = {"state": "pending", "limit": 1000}
+        if after is not None:
+            params["after"] = after
+        page = c.get("/v1/jobs", params=params).json()
+        ids += [int(j["id"]) for j in page["items"]]
+        after = page["next"]
+        if after is None:
+            return ids
+
+
+def _all_jobs(c: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    after = None
+    while True:
+        params: dict[str, Any] = {"limit": 1000}
+        if after is not None:
+            params["after"] = after
+        page = c.get("/v1/jobs", params=params).json()
+        out += page["items"]
+        after = page["next"]
+        if after is None:
+            return out
 
 
 def _pct(x: np.ndarray, q: float) -> float:
@@ -296,12 +474,24 @@ def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
     t_all = time.perf_counter()
     for regime in args.regime or REGIMES:
         for policy in args.policy or ACCURACY_POLICIES:
-            r = replay(jobs, estimates[regime], policy, regime, args.cluster, runs=args.runs,
-                       warmup_s=args.warmup_h * HOUR, tick_s=args.tick_h * HOUR)
-            s = summarise(r)
-            s["drain"] = summarise(r, drain=True)
-            print(f"  {policy} / {regime}: {r.ticks} ticks, {len(r.preds):,} predictions, "
-                  f"{r.wall_s:.1f} s wall ({r.predict_s:.1f} s predicting)", flush=True)
+            if args.live:
+                r, seen = live_replay(policy, regime, args)
+                s = summarise(r)
+                s["drain"] = summarise(r, drain=True)
+                s["polls"], s["no_prediction"] = seen.polls, seen.no_prediction
+                s["no_prediction_after_refresh"] = seen.no_prediction_after_refresh
+                s["no_prediction_reasons"] = seen.reasons
+                print(f"  {policy} / {regime}: {r.ticks} polls rounds, {seen.polls:,} pending jobs polled, "
+                      f"{seen.no_prediction:,} without a prediction ({seen.no_prediction_after_refresh:,} of them "
+                      f"already in the twin's snapshot), {r.wall_s:.1f} s wall; {seen.reasons}", flush=True)
+            else:
+                r = replay(jobs, estimates[regime], policy, regime, args.cluster, runs=args.runs,
+                           warmup_s=args.warmup_h * HOUR, tick_s=args.tick_h * HOUR, arrivals=not args.no_arrivals,
+                           calibrate=not args.no_calibration)
+                s = summarise(r)
+                s["drain"] = summarise(r, drain=True)
+                print(f"  {policy} / {regime}: {r.ticks} ticks, {len(r.preds):,} predictions, "
+                      f"{r.wall_s:.1f} s wall ({r.predict_s:.1f} s predicting)", flush=True)
             summaries.append(s)
             raw.append({"policy": policy, "regime": regime,
                         "preds": [list(p) for p in r.preds],
@@ -315,6 +505,179 @@ def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
         p.write_text(json.dumps({"args": vars(args), "summaries": summaries, "raw": raw}))
         print(f"wrote {p}")
     return summaries
+
+
+# --- capacity planning: the arrival model against the real arrivals ---------------------------------------
+def snapshot_after(jobs: JobTable, estimates: np.ndarray, policy: str, cluster: str, at: float
+                   ) -> tuple[TwinSnapshot, dict[int, int]]:
+    """The live loop's twin snapshot once the slice's jobs up to ``at`` have been replayed into it (as
+    :func:`replay` submits them), and service job id -> slice row."""
+    submit = jobs.submit.tolist()
+    with tempfile.TemporaryDirectory(prefix="kant-whatif-cap-", dir=fast_folder()) as tmp:
+        db = Database(f"sqlite:///{tmp}/whatif.db")
+        db.migrate()
+        for tenant in jobs.tenant_names:
+            db.tenants.create(tenant)
+        loop = ServiceLoop(db, load_policy(policy), ManualClock(submit[0]), SimulatedExecutor())
+        loop.load(load_cluster(cluster))
+        row_of: dict[int, int] = {}
+        i, n = 0, len(jobs)
+        while i < n and submit[i] <= at:
+            t = submit[i]
+            loop.turn([Advance(t, hold=True)])
+            batch, rows = [], []
+            while i < n and submit[i] == t:
+                e = float(estimates[i])
+                batch.append(NewJob(tenant=jobs.tenant_names[int(jobs.tenant[i])],
+                                    user=jobs.tenant_names[int(jobs.tenant[i])], name=str(i),
+                                    workers=int(jobs.workers[i]), gpus_per_worker=int(jobs.gpus_per_worker[i]),
+                                    estimate_s=e if e > 0 else None, duration_s=float(jobs.duration[i])))
+                rows.append(i)
+                i += 1
+            ids = db.jobs.insert(batch, now_time=t, now_wall=time.time())
+            for (job_id, _), row in zip(ids, rows, strict=True):
+                row_of[job_id] = row
+            loop.turn([Arrivals([Arrival(job_id, job, t) for (job_id, _), job in zip(ids, batch, strict=True)])])
+        loop.turn([Advance(at)])
+        snap = loop.twin_snapshot()
+        db.close()
+    return snap, row_of
+
+
+def capacity(args: argparse.Namespace) -> dict[str, Any]:
+    """The capacity-planning example of docs/whatif.md: at ``--capacity-at-h`` hours into the slice,
+    the twin's what-if (``compare(..., arrivals=True)``: the arrival model learned from the
+    arrivals so far) with +0 / +N nodes over ``--capacity-horizon-h``, against the simulator run from
+    the same snapshot with the slice's real later arrivals and every job's true run time (one run per
+    scenario): the honest check of the arrival model."""
+    from kant.twin.arrivals import ARRIVAL_COLUMNS, ArrivalModel
+    from kant.twin.arrivals import Arrivals as Drawn
+    from kant.twin.forward import run_forward
+    from kant.twin.whatif import _apply, _capacity
+
+    jobs = philly_slice(args.start_day, args.jobs)
+    est = noisy_estimates(jobs, args.sigma, args.seed) if args.capacity_regime == "noisy" else \
+        np.asarray(jobs.duration, dtype=np.float64)
+    at = float(jobs.submit[0]) + args.capacity_at_h * HOUR
+    horizon = args.capacity_horizon_h * HOUR
+    policy = (args.policy or ["kant"])[0]
+    t0 = time.perf_counter()
+    snap, row_of = snapshot_after(jobs, est, policy, args.cluster, at)
+    adds = [0, *(a for a in (args.capacity_add or [8, 16]) if a)]
+    scen = [Scenario(f"+{a}", add_nodes=a) for a in adds if a]
+    print(f"Philly slice: {len(jobs):,} jobs from day {args.start_day:g}; {policy} on {args.cluster}; snapshot at "
+          f"{args.capacity_at_h:g} h ({len(snap.sched.pending):,} pending, {len(snap.sched.running):,} running, "
+          f"{len(snap.arrivals.get('submit', ())):,} arrivals of history); horizon {args.capacity_horizon_h:g} h; "
+          f"{args.capacity_regime} estimates; {args.runs} runs (built in {time.perf_counter() - t0:.1f} s)")
+    model = ArrivalModel.learn(snap.arrivals, snap.now)
+    if model is not None:
+        print(f"arrival model: {model.describe()}")
+    t0 = time.perf_counter()
+    predicted = compare(snap, scen, horizon_s=horizon, runs=args.runs, arrivals=True)
+    t_pred = time.perf_counter() - t0
+    # the real future: the slice's arrivals in (at, at + horizon], every job with its true run time
+    later = np.flatnonzero((jobs.submit > at) & (jobs.submit <= at + horizon))
+    names = {c: i for i, c in enumerate(ARRIVAL_COLUMNS)}
+    real_cols: dict[str, tuple[Any, ...]] = {c: () for c in names}
+    tn = jobs.tenant_names
+    real_cols = {
+        "submit": tuple(float(jobs.submit[r]) for r in later), "tenant": tuple(tn[int(jobs.tenant[r])] for r in later),
+        "user": tuple(tn[int(jobs.tenant[r])] for r in later), "workers": tuple(int(jobs.workers[r]) for r in later),
+        "gpus_per_worker": tuple(int(jobs.gpus_per_worker[r]) for r in later),
+        "gpu_milli": tuple(0 for _ in later), "cpu_milli": tuple(0 for _ in later),
+        "memory_mib": tuple(0 for _ in later), "gpu_type": tuple(None for _ in later),
+        "priority": tuple(0 for _ in later), "kind": tuple(0 for _ in later),
+        "estimate": tuple(float(est[r]) if est[r] > 0 else 86400.0 for r in later)}
+    real = ArrivalModel(real_cols, np.zeros(24), tuple(np.zeros(0, dtype=np.int64) for _ in range(24)), at, at)
+    drawn = Drawn(np.asarray(real_cols["submit"]), np.arange(later.size, dtype=np.int64))
+    true_active = np.asarray([float(jobs.duration[row_of[i]]) for i in snap.ids])
+    true_later = np.asarray([float(jobs.duration[r]) for r in later])
+    replayed = []
+    t0 = time.perf_counter()
+    for sc in (Scenario("+0"), *scen):
+        pol, cl, sched, _ = _apply(snap, sc)
+        res = run_forward(snap, true_active, policy=pol, cluster=cl, sched=sched, horizon_s=horizon,
+                          arrivals=(real, drawn, true_later))
+        replayed.append(_capacity(snap, [res], snap.now, snap.now + horizon, True))
+    t_real = time.perf_counter() - t0
+    lines: list[Sequence[str]] = [("nodes", "source", "arrivals", "wait P50", "wait P90", "1 GPU P90", "2-8 P90",
+                                   "9+ GPUs P90", "queue mean", "queue at end")]
+    out = {"predicted": [], "replayed": []}
+    for p, r, a in zip(predicted, replayed, adds, strict=True):
+        for source, cap in (("twin (model)", p.capacity), ("simulator (real)", r)):
+            lines.append((f"+{a}", source, f"{cap['arrivals_sampled']:.0f}", _h(cap["wait_all"]["p50"]),
+                          _h(cap["wait_all"]["p90"]), _h(_gang(cap, ("1",))), _h(_gang(cap, ("2-4", "5-8"))),
+                          _h(_gang(cap, ("9-16", "17-32", "33-64", ">64"))), _f(cap["queue_mean"], 1),
+                          _f(cap["queue_end"], 1)))
+        out["predicted"].append(dict(p.capacity))
+        out["replayed"].append(r)
+    _table(lines)
+    print(f"(waits in hours over every job pending at the snapshot or arriving within the horizon; P90 of a gang "
+          f"group: the largest of its buckets' P90s; '>h': later than the horizon; twin {t_pred:.1f} s, "
+          f"simulator {t_real:.1f} s)")
+    return out
+
+
+def _h(x: float | None) -> str:
+    return ">h" if x is None else f"{x / HOUR:.2f}"
+
+
+def _gang(cap: dict[str, Any], buckets: tuple[str, ...]) -> float | None:
+    """The largest P90 wait among these gang buckets (None: one is past the horizon; nan: none)."""
+    got = [g for g in cap["wait_by_gang"] if g["gang"] in buckets]
+    if not got:
+        return math.nan
+    if any(g["p90"] is None for g in got):
+        return None
+    return max(float(g["p90"]) for g in got)
+
+
+def ratio_check(args: argparse.Namespace) -> None:
+    """How well each way of drawing run-time ratios reproduces the work of later jobs (docs/whatif.md,
+    "Which ratio a job draws"): the slice's jobs with noisy estimates (seeds 12, 13, 14); the
+    ratios of jobs 0-1,999 (then 2,000-3,999) as the finished history; run times drawn 40 times for
+    jobs 2,000-4,799 (then 4,000-4,899) from the quarter nearest in planned run time, as they are,
+    carried along the global log-log slope, or along each window's own slope; printed: the sampled
+    work over the actual, in all and for the top 1 % of planned run times, and how often the actual
+    run time is below the job's median draw."""
+    jobs = philly_slice(args.start_day, 5000)
+    d0 = np.asarray(jobs.duration, dtype=np.float64)
+    lines: list[Sequence[str]] = [("noise seed", "history", "draw", "work / actual", "top 1 %", "P(actual < median)")]
+    for seed in (12, 13, 14):
+        e0 = noisy_estimates(jobs, 1.0, seed)
+        ok = (d0 > 0) & (e0 > 0)
+        d, e = d0[ok], e0[ok]
+        for h0, h1, t0, t1 in ((0, 2000, 2000, 4800), (2000, 4000, 4000, 4900)):
+            planned, ratio = e[h0:h1], d[h0:h1] / e[h0:h1]
+            et, dt = e[t0:t1], d[t0:t1]
+            rng = np.random.default_rng(0)
+            x, y = np.log(planned), np.log(ratio)
+            b = float(np.cov(x, y, bias=True)[0, 1] / np.var(x))
+            o = np.argsort(planned)
+            ps, rs = planned[o], ratio[o]
+            xs, ys = np.log(ps), np.log(rs)
+            n = ps.size
+            cx, cy = np.concatenate([[0], np.cumsum(xs)]), np.concatenate([[0], np.cumsum(ys)])
+            cxx, cxy = np.concatenate([[0], np.cumsum(xs * xs)]), np.concatenate([[0], np.cumsum(xs * ys)])
+
+            top = et >= np.quantile(et, 0.99)
+            k = n // 4
+            lo = np.clip(np.searchsorted(ps, et) - k // 2, 0, n - k)
+            hi = lo + k
+            mx, my = (cx[hi] - cx[lo]) / k, (cy[hi] - cy[lo]) / k
+            vx, cv = (cxx[hi] - cxx[lo]) / k - mx * mx, (cxy[hi] - cxy[lo]) / k - mx * my
+            slopes: dict[str, Any] = {"window": 0.0, "global slope": b,
+                                      "window's slope": np.where(vx > 1e-9, cv / np.maximum(vx, 1e-12), 0.0)}
+            for mode, slope in slopes.items():
+                rows = []
+                for _ in range(40):
+                    pick = lo + rng.integers(0, k, et.size)
+                    rows.append(et * rs[pick] * (et / ps[pick]) ** slope)
+                draws = np.vstack(rows)
+                lines.append((str(seed), f"{h0}-{h1 - 1}", mode, f"{draws.sum(1).mean() / dt.sum():.2f}",
+                              f"{float(draws[:, top].mean() / dt[top].mean()):.2f}",
+                              f"{np.mean(dt < np.median(draws, 0)):.2f}"))
+    _table(lines)
 
 
 def sweep(args: argparse.Namespace) -> None:
@@ -431,13 +794,38 @@ def main() -> None:
     ap.add_argument("--warmup-h", type=float, default=12.0, help="no predictions in the first hours")
     ap.add_argument("--tick-h", type=float, default=1.0, help="hours between predictions")
     ap.add_argument("--json", help="accuracy: save summaries and every prediction here")
+    ap.add_argument("--ratio-check", action="store_true",
+                    help="how each way of drawing run-time ratios reproduces later jobs' work (docs/whatif.md)")
+    ap.add_argument("--capacity", action="store_true",
+                    help="the capacity-planning example: the twin's +0/+8/+16 nodes against the real arrivals")
+    ap.add_argument("--capacity-at-h", type=float, default=24.0, help="--capacity: snapshot this far into the slice")
+    ap.add_argument("--capacity-horizon-h", type=float, default=48.0, help="--capacity: what-if horizon")
+    ap.add_argument("--capacity-add", type=int, action="append",
+                    help="--capacity: nodes added (default 8 and 16; +0 always)")
+    ap.add_argument("--capacity-regime", choices=REGIMES, default="noisy")
+    ap.add_argument("--no-calibration", action="store_true",
+                    help="accuracy (in-process): the runs' band only (not widened to the twin's past errors)")
+    ap.add_argument("--no-arrivals", action="store_true",
+                    help="accuracy (in-process): predict without the arrival model (as before it)")
+    ap.add_argument("--live", action="store_true",
+                    help="accuracy through a real `kant serve --demo philly` (accelerated clock) polled over HTTP")
+    ap.add_argument("--live-speed", type=float, default=600.0, help="--live: service seconds per wall second")
+    ap.add_argument("--live-poll", type=float, default=2.0, help="--live: wall seconds between poll rounds")
+    ap.add_argument("--live-polled", type=int, default=40, help="--live: pending jobs asked /why per round")
+    ap.add_argument("--live-predict-every", type=float, default=1.0, help="--live: kant serve --predict-every")
+    ap.add_argument("--live-drain-wall", type=float, default=300.0,
+                    help="--live: wall seconds to wait after the last arrival for the polled jobs to start")
     ap.add_argument("--nodes", type=int, default=10_000)
     ap.add_argument("--running", type=int, default=8_000)
     ap.add_argument("--pending", type=int, default=10_000)
     ap.add_argument("--speed-policy", action="append")
     args = ap.parse_args()
-    if not (args.accuracy or args.speed or args.sweep):
-        ap.error("give --accuracy, --speed and/or --sweep")
+    if not (args.accuracy or args.speed or args.sweep or args.capacity or args.ratio_check):
+        ap.error("give --accuracy, --speed, --capacity, --ratio-check and/or --sweep")
+    if args.ratio_check:
+        ratio_check(args)
+    if args.capacity:
+        capacity(args)
     if args.sweep:
         sweep(args)
     if args.accuracy:

@@ -112,6 +112,9 @@ def test_a_job_the_cycle_did_not_reach_says_what_it_is_behind(tmp_path: Path) ->
     from kant.service.twin import Predicted
 
     class Twin:
+        predict_on = True
+        as_of = 0.0  # (its last snapshot: the job was in it, with no prediction of its own)
+
         def predicted(self, job_id: int) -> Predicted | None:
             return Predicted(7200.0, 3600.0, 9000.0, 0.0, 8) if job_id == ids[1] else None
 

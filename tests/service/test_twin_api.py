@@ -52,7 +52,10 @@ def wait_prediction(srv: Server, token: str, job: int) -> dict[str, Any]:
 def test_pending_jobs_get_exact_predicted_starts(srv: Server, jobs: dict[str, Any]) -> None:
     _, second, third = jobs["ids"]
     why = wait_prediction(srv, jobs["token"], second)
-    assert why["prediction"] == {"p50": 100.0, "p10": 100.0, "p90": 100.0, "as_of": 0.0, "runs": 1}
+    # (the band is at least the clock's resolution wide, 1 s here, so an exact start counts as inside it)
+    assert why["prediction"] == {"p50": 100.0, "p10": 100.0, "p90": 101.0, "as_of": 0.0, "runs": 1, "reason": None,
+                                 "covers": "nothing: estimates taken as exact and no arrival history (if nothing "
+                                           "else arrives)"}
     assert why["prediction_text"] == "predicted start in ~1m40s"
     assert why["summary"] == f"pending because {why['reason']}; predicted start in ~1m40s"
     assert wait_prediction(srv, jobs["token"], third)["prediction"]["p50"] == 300.0
@@ -78,6 +81,16 @@ def test_whatif_json_for_a_tenant_and_html_for_admins(srv: Server, jobs: dict[st
     assert {j["id"]: j["p50"] for j in now["jobs"]} == {second: 100.0, third: 300.0}
     assert {j["id"]: j["p50"] for j in more["jobs"]} == {second: 0.0, third: 0.0}
     assert now["waits"]["max"] == 300.0 and more["waits"]["max"] == 0.0 and k8s["policy"] == "k8s-default"
+    # each scenario names its changes; one time base (from now, the clock is at 0); what the band covers
+    assert [s["changes_text"] for s in out["scenarios"]] == ["as it is", "+2 nodes of 8 x V100",
+                                                            "policy k8s-default"]
+    assert now["waits"]["from_now_max"] == 300.0 and out["arrivals"] == "history"
+    assert out["band_covers"].startswith("nothing: estimates taken as exact and no arrival history")
+    # one answer: the same start as the job's own prediction, from the same snapshot
+    why = wait_prediction(srv, jobs["token"], third)["prediction"]
+    assert why["p50"] == {j["id"]: j["p50"] for j in now["jobs"]}[third] and why["as_of"] == out["as_of"]
+    bad = srv.client(jobs["token"]).post("/v1/whatif", json={**body, "arrivals": "future"})
+    assert bad.status_code == 422 and "arrivals" in bad.json()["message"], bad.text
     assert 0 < more["gar"] < now["gar"] <= 1  # more GPUs, the same work
     # another tenant sees the cluster's figures but none of these jobs
     theirs = srv.client(jobs["other"]).post("/v1/whatif", json=body).json()
@@ -123,6 +136,14 @@ def test_a_saved_snapshot_gives_the_same_answer_offline(srv: Server, jobs: dict[
     table = kant("whatif", "--snapshot", str(path), "--policy", "k8s-default", "--html", str(html))
     assert table.returncode == 0, table.stderr
     assert "what if" in table.stdout and "k8s-default" in table.stdout and html.read_text().startswith("<!DOCTYPE")
+    sizes = kant("whatif", "--snapshot", str(path), "--add-nodes", "1", "--add-nodes", "2", "--horizon", "7d",
+                 "--arrivals", "history")
+    assert sizes.returncode == 0, sizes.stderr
+    for words in ("add-1", "add-2", "+1 node of 8 x V100", "+2 nodes of 8 x V100", "start P50 from now",
+                  "the band covers"):
+        assert words in sizes.stdout, sizes.stdout
+    wrong = kant("whatif", "--snapshot", str(path), "--arrivals", "future")
+    assert wrong.returncode == 2 and "future" in wrong.stderr + wrong.stdout
     bad = kant("whatif", "--snapshot", str(path), "--quota", "team-a=x")
     assert bad.returncode == 2 and "is not TENANT=GUARANTEED:MAX" in bad.stderr + bad.stdout
 
@@ -148,3 +169,22 @@ def test_a_killed_twin_worker_is_replaced(srv: Server, jobs: dict[str, Any]) -> 
     assert wait_prediction(srv, jobs["token"], job["id"])["prediction"]["p50"] == 650.0
     metrics = srv.admin.get("/metrics").text
     assert "kant_twin_prediction_seconds_count" in metrics
+
+
+def test_a_pending_job_without_a_prediction_says_why() -> None:
+    from kant.service.queries import no_prediction
+    from kant.service.twin import Predicted, Twin, describe_prediction
+
+    twin = Twin(lambda: None)
+    assert "the twin's first prediction is under way" in no_prediction(twin, 5.0)
+    twin.as_of = 10.0
+    assert "it arrived after the twin's last snapshot; the next refresh predicts it" in no_prediction(twin, 12.0)
+    assert "failed or is under way" in no_prediction(twin, 8.0)
+    assert "predictions are off" in no_prediction(Twin(lambda: None, predict_on=False), 1.0)
+    # a P50 already past is said as such (not "~0s"); a job the twin cannot start says why
+    stale = Predicted(100.0, 90.0, 400.0, 0.0, 10, "run-time error only")
+    assert describe_prediction(stale, 160.0) == ("predicted to start 1m00s ago (a prediction made 2m40s ago); its "
+                                                 "band runs to 4m00s from now")
+    never = Predicted(None, None, None, 0.0, 10, "", "does not start in the twin's run: never started; too big")
+    assert describe_prediction(never, 0.0) == "no predicted start: does not start in the twin's run: never started; " \
+                                              "too big"

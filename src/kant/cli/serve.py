@@ -58,6 +58,14 @@ _AFTER: list[Decorator] = [
                       "servers and its Azure traffic (default --policy unified, --cluster 2x8:V100, --speed 60)."),
     click.option("--demo-limit", type=click.IntRange(min=1), default=None,
                  help="Only the first N jobs of the demo trace."),
+    click.option("--demo-start", type=Duration(), default=None,
+                 help="Replay the demo trace from this far after its first submit (e.g. 42d)."),
+    click.option("--estimate-noise", type=FiniteFloat(min=0, max=10), default=0.0, show_default=True,
+                 metavar="SIGMA",
+                 help="--demo: submit each job with its true run time x exp(N(0, SIGMA)) as its estimate (users' "
+                      "estimates are off; 0: exact), drawn with --estimate-noise-seed."),
+    click.option("--estimate-noise-seed", default=0, show_default=True, type=SEED,
+                 help="--demo --estimate-noise: the seed of the estimates' errors."),
     click.option("--services", "services", default=None, metavar="FILE",
                  help="A services file (as `kant simulate --services`; with command, port, ready_path for the live "
                       "replicas): its services are created or updated when this service leads (docs/inference.md)."),
@@ -193,6 +201,7 @@ def serve_command(executors: Mapping[str, ExecutorEntry] = EXECUTORS) -> click.C
 def _run(db_url: str, cluster: str | None, policy: str, host: str, port: int, executor: str,
          executor_settings: ExecutorSettings, discovers_nodes: bool, clock: str | None,
          speed: float, clock_start: float | None, demo: str | None, demo_limit: int | None,
+         demo_start: float | None, estimate_noise: float, estimate_noise_seed: int,
          admin_token_file: Path | None, token_out: Path, advertise_url: str | None, default_estimate: float,
          seed: int, predict: bool, predict_runs: int, predict_every: float, whatif_budget: float,
          whatif_queue: int, db_wait: float, log_level: str, services: str | None, route_queue: int,
@@ -243,6 +252,11 @@ def _run(db_url: str, cluster: str | None, policy: str, host: str, port: int, ex
             load_load(defaults.traffic)
         except KantError as exc:
             fail(f"--demo unified replays {defaults.traffic} as its service's traffic: {exc}")
+    if demo is None and (demo_start is not None or estimate_noise):
+        fail("--demo-start and --estimate-noise shape a --demo replay: give --demo TRACE")
+    if demo == "unified" and (demo_start is not None or estimate_noise):
+        fail("--demo unified replays its own slice with exact estimates: --demo-start and --estimate-noise are for "
+             "a trace's replay")
     if demo is not None and clock == "manual":
         fail("--demo replays on a moving clock: use --clock accelerated (the default with --demo) or wall")
     if clock is None:
@@ -253,7 +267,9 @@ def _run(db_url: str, cluster: str | None, policy: str, host: str, port: int, ex
                          executor_settings=executor_settings,
                          clock=clock, speed=speed, clock_start=clock_start, admin_token=token, token_out=token_out,
                          advertise_url=advertise_url, default_estimate=default_estimate, seed=seed,
-                         demo=demo, demo_limit=demo_limit, log_level=log_level, predict=predict,
+                         demo=demo, demo_limit=demo_limit, demo_start=demo_start or 0.0,
+                         estimate_noise=estimate_noise, estimate_noise_seed=estimate_noise_seed,
+                         log_level=log_level, predict=predict,
                          predict_runs=predict_runs, predict_every=predict_every, whatif_budget=whatif_budget,
                          whatif_queue=whatif_queue, db_wait=db_wait, services=services, route_queue=route_queue,
                          route_queue_timeout=route_queue_timeout, route_concurrency=route_concurrency,

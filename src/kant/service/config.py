@@ -36,6 +36,9 @@ class ServeConfig:
     seed: int = 0
     demo: str | None = None  # a trace to replay into the service
     demo_limit: int | None = None
+    demo_start: float = 0.0  # replay the demo trace from this far after its first submit
+    estimate_noise: float = 0.0  # demo: estimates = true run time x exp(N(0, sigma)) (0: exact)
+    estimate_noise_seed: int = 0
     max_body: int = 1 << 20
     standby_poll_s: float = 0.5
     log_level: str = "info"

@@ -86,11 +86,16 @@ def unified_services(demo: UnifiedDemo = UnifiedDemo(), python: str = sys.execut
 class Demo:
     """The replay of ``trace`` (its first ``limit`` jobs, when given)."""
 
-    def __init__(self, trace: str, limit: int | None = None, start_s: float = 0.0) -> None:
+    def __init__(self, trace: str, limit: int | None = None, start_s: float = 0.0, estimate_noise: float = 0.0,
+                 noise_seed: int = 0) -> None:
         self.trace = trace
         self.limit = limit
         self.start_s = start_s  # replay from this far after the trace's first submit
+        #: lognormal sigma of the estimates' error (0: each job's estimate is its true run time)
+        self.estimate_noise = estimate_noise
+        self.noise_seed = noise_seed
         self._jobs: JobTable | None = None
+        self._estimates: list[float] | None = None
 
     def jobs(self) -> JobTable:
         """The trace's jobs in submit order (read once): from ``start_s``, the first ``limit``."""
@@ -104,6 +109,22 @@ class Demo:
                 jobs = jobs.take(np.arange(first, last))
             self._jobs = jobs
         return self._jobs
+
+    def estimates(self) -> list[float]:
+        """Each job's estimate as submitted: the trace's; where it has none, the true run time, times
+        ``exp(N(0, estimate_noise))`` drawn once per job of the replay with ``noise_seed`` (median
+        factor 1: a third of the jobs are off by 2.7 times or more at sigma 1, as users' estimates
+        are; docs/whatif.md). NaN: none (the service's default applies)."""
+        if self._estimates is None:
+            jobs = self.jobs()
+            est = np.asarray(jobs.estimate, dtype=np.float64)
+            dur = np.asarray(jobs.duration, dtype=np.float64)
+            base = np.where(np.isfinite(est), est, np.where(np.isfinite(dur) & (dur > 0), dur, np.nan))
+            if self.estimate_noise > 0:
+                base = dur * np.exp(np.random.default_rng(self.noise_seed).normal(0.0, self.estimate_noise, len(jobs)))
+                base = np.where(np.isfinite(base) & (base > 0), base, np.nan)
+            self._estimates = base.tolist()
+        return self._estimates
 
     def first_submit(self) -> float:
         """Where an accelerated clock starts when nothing else says."""
@@ -119,13 +140,15 @@ class Demo:
                     tenants.db.tenants.create(name)
         tenants.changed()
         submit = jobs.submit.tolist()
+        estimates = self.estimates()
         i, n = 0, len(jobs)
-        log.info("demo: replaying %d jobs of %s", n, self.trace)
+        noise = f" (estimates off by a lognormal factor, sigma {self.estimate_noise:g})" if self.estimate_noise else ""
+        log.info("demo: replaying %d jobs of %s%s", n, self.trace, noise)
         while i < n and not stop.is_set():
             now = clock.now()
             batch: list[NewJob] = []
             while i < n and submit[i] <= now and len(batch) < 1000:
-                batch.append(_new_job(jobs, i))
+                batch.append(_new_job(jobs, i, estimates[i]))
                 i += 1
             if batch:
                 try:
@@ -138,16 +161,14 @@ class Demo:
         log.info("demo: every job of the trace was submitted")
 
 
-def _new_job(jobs: JobTable, i: int) -> NewJob:
-    est = float(jobs.estimate[i])
+def _new_job(jobs: JobTable, i: int, est: float) -> NewJob:
     dur = float(jobs.duration[i])
     return NewJob(
         tenant=jobs.tenant_names[int(jobs.tenant[i])], user=jobs.user_names[int(jobs.user[i])],
         name=jobs.names[i], workers=int(jobs.workers[i]), gpus_per_worker=int(jobs.gpus_per_worker[i]),
         gpu_milli=int(jobs.gpu_milli[i]), gpu_type=jobs.gpu_type_name(i),
         cpu_milli=int(jobs.cpu_milli[i]), memory_mib=int(jobs.memory_mib[i]),
-        priority=int(jobs.priority[i]), estimate_s=est if math.isfinite(est) else
-        (dur if math.isfinite(dur) and dur > 0 else None),
+        priority=int(jobs.priority[i]), estimate_s=est if math.isfinite(est) else None,
         duration_s=dur if math.isfinite(dur) else None, idempotency_key=f"demo-{i}")
 
 

@@ -36,6 +36,7 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -178,6 +179,8 @@ class ServiceLoop:
         self._state_saved = time.monotonic()
         self._state_written = True  # (until a save finds nothing: an old state is then cleared)
         self.turns = 0
+        #: service seconds each of the last turns took (moving clocks): the prediction band's resolution
+        self.turn_lags: deque[float] = deque(maxlen=200)
         self._next_reconcile = time.monotonic() + executor.reconcile_every
         executor.set_waker(self.wake)
 
@@ -387,7 +390,8 @@ class ServiceLoop:
             self.metrics.loop_turns.inc()
         manual = isinstance(self.clock, ManualClock)
         if not manual:
-            self._fire_due(self.clock.now())
+            t_turn = self.clock.now()
+            self._fire_due(t_turn)
         self._reconcile()
         for cmd in commands:
             if isinstance(cmd, Stop):
@@ -414,6 +418,8 @@ class ServiceLoop:
         self.compact()
         if not self._running or (not manual and time.monotonic() - self._state_saved > PLUGIN_STATE_EVERY_S):
             self.save_plugin_state()  # (on a clean stop too)
+        if not manual:
+            self.turn_lags.append(self.clock.now() - t_turn)
         if not manual and not isinstance(self.clock, WallClock) and time.monotonic() - self._clock_saved > 1.0:
             self._clock_saved = time.monotonic()
             self.db.meta.set(CLOCK_KEY, repr(self.clock.now()))  # an accelerated clock resumes about here
@@ -560,7 +566,13 @@ class ServiceLoop:
 
     def twin_snapshot(self) -> TwinSnapshot:
         """The live state for the digital twin (run on the loop's thread through :meth:`call`)."""
-        return self.reads.twin_snapshot(self.clock.now())
+        return self.reads.twin_snapshot(self.clock.now(), self.resolution_s())
+
+    def resolution_s(self) -> float:
+        """How late on the service clock a start can come after its instant: the longest of the
+        last turns (an accelerated clock moves ``speed`` x the turn's wall time during it), at least
+        one second. A predicted band is at least this wide (docs/whatif.md)."""
+        return max(1.0, max(self.turn_lags, default=0.0))
 
     def node_views(self) -> list[NodeView]:
         return self.reads.node_views()

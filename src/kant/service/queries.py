@@ -16,7 +16,7 @@ from kant.service.schemas import PredictionOut, WhyOut
 from kant.service.twin import Twin, describe_prediction
 from kant.twin.snapshot import TwinSnapshot
 
-__all__ = ["live_view", "pending_reasons", "state_version", "twin_snapshot", "why"]
+__all__ = ["live_view", "no_prediction", "pending_reasons", "state_version", "twin_snapshot", "why"]
 
 
 def live_view(loop: ServiceLoop | None) -> LiveView | None:
@@ -37,8 +37,12 @@ def why(loop: ServiceLoop | None, twin: Twin, clock: Clock, job_id: int) -> WhyO
     (None: no loop, or the loop does not know the job)."""
     if loop is None or not loop.alive:
         return None
+    def ask(lp: ServiceLoop) -> tuple[dict[str, Any], float | None]:
+        info = lp.live.active.get(job_id)
+        return lp.why(job_id), None if info is None else info.submit_time
+
     try:
-        data: dict[str, Any] = loop.call(lambda lp: lp.why(job_id))
+        data, submitted = loop.call(ask)
     except KantError:
         return None
     out = WhyOut(id=job_id, **data)
@@ -47,14 +51,30 @@ def why(loop: ServiceLoop | None, twin: Twin, clock: Clock, job_id: int) -> WhyO
     summary = f"pending because {out.reason}"
     pred = twin.predicted(job_id)
     if pred is not None:
-        out.prediction = PredictionOut(p50=pred.p50, p10=pred.p10, p90=pred.p90, as_of=pred.as_of, runs=pred.runs)
+        out.prediction = PredictionOut(p50=pred.p50, p10=pred.p10, p90=pred.p90, as_of=pred.as_of, runs=pred.runs,
+                                       covers=pred.covers or None, reason=pred.reason)
         out.prediction_text = describe_prediction(pred, clock.now())
+        summary += f"; {out.prediction_text}"
+    else:
+        out.prediction_text = no_prediction(twin, submitted)
         summary += f"; {out.prediction_text}"
     if out.behind is not None and (ahead := twin.predicted(out.behind)) is not None:
         out.behind_prediction_text = describe_prediction(ahead, clock.now())
         summary += f"; job {out.behind} (ahead of it): {out.behind_prediction_text}"
     out.summary = summary
     return out
+
+
+def no_prediction(twin: Twin, submitted: float | None) -> str:
+    """Why a pending job has no prediction: predictions are off, or it arrived after the snapshot
+    the twin last predicted on (the next refresh predicts it), or the twin has not predicted yet."""
+    if not twin.predict_on:
+        return "no predicted start: predictions are off (kant serve --no-predict)"
+    if twin.as_of is None:
+        return "no predicted start yet: the twin's first prediction is under way"
+    if submitted is not None and submitted > twin.as_of:
+        return "no predicted start yet: it arrived after the twin's last snapshot; the next refresh predicts it"
+    return "no predicted start: the twin's last refresh failed or is under way (see the service's log)"
 
 
 def twin_snapshot(loop: ServiceLoop | None) -> TwinSnapshot | None:

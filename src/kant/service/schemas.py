@@ -290,6 +290,10 @@ class PredictionOut(BaseModel):
     p90: float | None
     as_of: float = Field(description="the service clock time of the snapshot the prediction ran on")
     runs: int = Field(description="sampled runs behind the band (1: the estimates taken as exact)")
+    covers: str | None = Field(default=None, description="what the band covers: run-time error, future arrivals "
+                                                         "(the twin's arrival model), both or neither")
+    reason: str | None = Field(default=None, description="why p50 is None (e.g. the job never starts in the "
+                                                         "twin: unschedulable as the cluster is)")
 
 
 class WhyOut(BaseModel):
@@ -705,6 +709,10 @@ class WhatIfIn(Payload):
     runs: int = Field(default=10, ge=1, le=100, description="sampled runs per scenario")
     scenarios: list[WhatIfScenario] = Field(default_factory=list, max_length=16,
                                             description="changes to compare with the cluster as it is")
+    arrivals: Literal["history", "none"] = Field(
+        default="history", description="history: every run also gets future arrivals sampled from the service's "
+                                       "own (the twin's arrival model, as the predictions do); none: only the jobs "
+                                       "there now")
 
     @field_validator("scenarios")
     @classmethod

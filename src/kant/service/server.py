@@ -109,7 +109,8 @@ class Service:
         self.unified = UnifiedDemo() if config.demo == UNIFIED else None
         u = self.unified
         self.demo = (Demo(u.trace, config.demo_limit or u.limit, u.start_s) if u is not None
-                     else Demo(config.demo, config.demo_limit) if config.demo is not None else None)
+                     else Demo(config.demo, config.demo_limit, config.demo_start, config.estimate_noise,
+                               config.estimate_noise_seed) if config.demo is not None else None)
         self.twin = Twin(lambda: queries.twin_snapshot(self.loop), version=lambda: queries.state_version(self.loop),
                          runs=config.predict_runs, min_interval_s=config.predict_every, predict_on=config.predict,
                          metrics=self.metrics)

@@ -33,6 +33,7 @@ from typing import Any
 from kant.errors import KantError
 from kant.service.errors import Busy, NotLeader, TooLong
 from kant.text import format_duration
+from kant.twin.calibrate import Calibration
 from kant.twin.predict import predict
 from kant.twin.snapshot import TwinSnapshot
 from kant.twin.whatif import Scenario, compare_within
@@ -51,6 +52,8 @@ class Predicted:
     p90: float | None
     as_of: float  # the snapshot's time
     runs: int
+    covers: str = ""  # what the band covers (kant.twin.predict.covers)
+    reason: str | None = None  # why there is no P50 (None: there is one)
 
 
 # --- what the worker processes run (module-level: picklable) ----------------------------------------
@@ -79,12 +82,12 @@ def predict_job_starts(snapshot: Mapping[str, Any], runs: int) -> dict[str, Any]
         pred = predict(snap, runs=runs)
     except KantError as exc:  # (as text: an exception with a custom signature may not unpickle)
         return {"error": str(exc)}
-    return {"as_of": snap.now, "runs": int(pred.starts.shape[0]), "jobs": pred.pending(),
+    return {"as_of": snap.now, "runs": int(pred.starts.shape[0]), "jobs": pred.pending(), "covers": pred.covers,
             "seconds": time.perf_counter() - t0}
 
 
 def run_whatif(snapshot: Mapping[str, Any], scenarios: list[Scenario], horizon_s: float, runs: int,
-               html: bool, budget_s: float | None = None) -> dict[str, Any]:
+               html: bool, budget_s: float | None = None, arrivals: bool = True) -> dict[str, Any]:
     """A what-if comparison of a snapshot (in a worker process): the JSON result and, if asked, the
     HTML page. With ``budget_s``, rounds of runs stop before the budget would be passed
     (:func:`~kant.twin.whatif.compare_within`): ``runs`` is then below ``runs_asked`` and ``cut``
@@ -92,7 +95,7 @@ def run_whatif(snapshot: Mapping[str, Any], scenarios: list[Scenario], horizon_s
     t0 = time.perf_counter()
     try:
         snap = TwinSnapshot.from_dict(snapshot)
-        done = compare_within(snap, scenarios, horizon_s=horizon_s, runs=runs, budget_s=budget_s)
+        done = compare_within(snap, scenarios, horizon_s=horizon_s, runs=runs, budget_s=budget_s, arrivals=arrivals)
     except KantError as exc:  # a change that cannot apply: the caller's error (422), as text
         return {"error": str(exc)}
     results = done.results
@@ -101,7 +104,9 @@ def run_whatif(snapshot: Mapping[str, Any], scenarios: list[Scenario], horizon_s
         cut = (f"stopped after {done.runs_done} of {done.runs_asked} runs per scenario: another round would "
                f"pass this service's what-if budget of {budget_s:g} s (kant serve --whatif-budget)")
     out: dict[str, Any] = {"as_of": snap.now, "horizon_s": horizon_s, "runs": done.runs_done,
-                           "runs_asked": runs, "cut": cut,
+                           "runs_asked": runs, "cut": cut, "arrivals": "history" if arrivals else "none",
+                           "state_version": snap.info.get("state_version"),
+                           "band_covers": results[0].prediction.covers if results else "",
                            "scenarios": [r.to_dict() for r in results], "seconds": time.perf_counter() - t0}
     if html:
         from kant.twin.report import whatif_html
@@ -165,6 +170,11 @@ class Twin:
         self._pool_lock = threading.Lock()
         self._latest: dict[int, Predicted] = {}
         self._version: Any = None
+        #: the snapshot the latest predictions ran on (its JSON form) and its time: a what-if of an
+        #: unchanged state runs on it, so that both answers are one (docs/whatif.md)
+        self._snap: dict[str, Any] | None = None
+        self.as_of: float | None = None
+        self.calibration = Calibration()  # the twin's own past errors (kant.twin.calibrate)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -230,14 +240,19 @@ class Twin:
             return False
         version = snap.info.get("state_version", version)
         if not snap.sched.pending:
-            self._latest, self._version = {}, version
+            self.calibration.calibrate(snap, [])  # (the jobs that started since still give their errors)
+            self._latest, self._version, self._snap, self.as_of = {}, version, None, snap.now
             return True
-        out = self._submit("predict", predict_job_starts, snap.to_dict(), self.runs, timeout=timeout)
+        data = snap.to_dict()
+        out = self._submit("predict", predict_job_starts, data, self.runs, timeout=timeout)
         if "error" in out:
             raise KantError(str(out["error"]))
+        self.calibration.calibrate(snap, out["jobs"])  # (the band widened to the twin's own past errors)
         as_of, runs = float(out["as_of"]), int(out["runs"])
-        self._latest = {int(j["id"]): Predicted(j["p50"], j["p10"], j["p90"], as_of, runs) for j in out["jobs"]}
-        self._version = version
+        covers = self.calibration.covers(str(out.get("covers", "")))
+        self._latest = {int(j["id"]): Predicted(j["p50"], j["p10"], j["p90"], as_of, runs, covers, j.get("reason"))
+                        for j in out["jobs"]}
+        self._version, self._snap, self.as_of = version, data, as_of
         if self.metrics is not None:
             self.metrics.twin_seconds.observe(float(out["seconds"]))
         return True
@@ -245,23 +260,34 @@ class Twin:
     def predicted(self, job_id: int) -> Predicted | None:
         return self._latest.get(job_id)
 
+    def unchanged_snapshot(self) -> dict[str, Any] | None:
+        """The snapshot the latest predictions ran on, if the live state has not changed since (a
+        what-if then runs on it: the same starts as the predictions), else None."""
+        snap = self._snap
+        if snap is None or self._state_version() != self._version:
+            return None
+        return snap
+
     # --- what-if -----------------------------------------------------------------------------------
     def whatif(self, scenarios: list[Scenario], *, horizon_s: float, runs: int, html: bool,
-               budget_s: float | None = None, hard_limit_s: float = 600.0) -> dict[str, Any]:
+               budget_s: float | None = None, hard_limit_s: float = 600.0, arrivals: bool = True) -> dict[str, Any]:
         """Run a what-if of the live state in the what-if worker (``budget_s``: see :func:`run_whatif`).
         A worker still busy after ``hard_limit_s`` is stopped (a new one starts with the next request)
         and :class:`TooLong` is raised."""
-        snap = self._snapshot()
-        if snap is None:
-            raise NotLeader("this service is not the leader: no live state to run forward")
+        data = self.unchanged_snapshot()
+        if data is None:
+            snap = self._snapshot()
+            if snap is None:
+                raise NotLeader("this service is not the leader: no live state to run forward")
+            data = snap.to_dict()
         pool = self._pool("whatif")
         try:  # the worker's pid (this also waits for a new worker to start: not counted in the limit)
             pid = int(pool.submit(os.getpid).result(60.0))
         except BrokenProcessPool:
             self._drop("whatif", pool)
             raise KantError("the twin's worker process died; a new one starts with the next request") from None
-        future: Future[dict[str, Any]] = pool.submit(run_whatif, snap.to_dict(), scenarios, horizon_s, runs, html,
-                                                     budget_s)
+        future: Future[dict[str, Any]] = pool.submit(run_whatif, data, scenarios, horizon_s, runs, html,
+                                                     budget_s, arrivals)
         try:
             out: dict[str, Any] = future.result(hard_limit_s)
         except BrokenProcessPool:
@@ -272,6 +298,11 @@ class Twin:
                 os.kill(pid, signal.SIGKILL)
             self._drop("whatif", pool)
             raise TooLong(f"stopped after {hard_limit_s:g} s") from None
+        if "scenarios" in out:  # the bands of the live state's own scenario, as its predictions have them
+            for sc in out["scenarios"]:
+                if sc.get("name") == "now" and self.calibration.apply(float(out["as_of"]), sc["jobs"]):
+                    sc["band_covers"] = self.calibration.covers(str(sc.get("band_covers", "")))
+                    out["band_covers"] = sc["band_covers"]
         return out
 
     def _drop(self, which: str, pool: ProcessPoolExecutor) -> None:
@@ -294,13 +325,23 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=True, cancel_futures=True)  # (a terminated worker breaks the pool: this returns at once)
 
 
+NO_START = "it does not start in the twin's run"
+
+
 def describe_prediction(pred: Predicted, now: float) -> str:
-    """``predicted start in ~2h10m (1h20m - 3h40m)`` (from ``now``), or why there is none."""
+    """``predicted start in ~2h10m (1h20m - 3h40m)`` (from ``now``), or why there is none. A P50
+    already past (the prediction is older than the start it predicted) says so instead of ``~0s``."""
     if pred.p50 is None:
-        return "no predicted start: it does not start in the twin's run (if nothing else changes)"
+        return f"no predicted start: {pred.reason or NO_START}"
+    if pred.p50 < now:
+        late = format_duration(now - pred.p50, "compact")
+        hi = (f"; its band runs to {format_duration(pred.p90 - now, 'compact')} from now"
+              if pred.p90 is not None and pred.p90 > now else "")
+        made = format_duration(now - pred.as_of, "compact")
+        return f"predicted to start {late} ago (a prediction made {made} ago){hi}"
     mid = format_duration(pred.p50 - now, "compact")
     if pred.runs > 1:
-        lo = format_duration(pred.p10 - now, "compact") if pred.p10 is not None else "?"
+        lo = format_duration(max(pred.p10 - now, 0.0), "compact") if pred.p10 is not None else "?"
         hi = format_duration(pred.p90 - now, "compact") if pred.p90 is not None else "later"
         if lo != hi:
             return f"predicted start in ~{mid} ({lo} - {hi})"

@@ -53,7 +53,8 @@ def run_whatif(twin: Twin, gate: WhatIfGate, body: WhatIfIn, *, html: bool, who:
     try:
         with gate.enter(who), gate.turn():
             out = twin.whatif(wanted, horizon_s=body.horizon_h * 3600.0, runs=body.runs, html=html,
-                              budget_s=gate.budget_s, hard_limit_s=gate.hard_limit_s())
+                              budget_s=gate.budget_s, hard_limit_s=gate.hard_limit_s(),
+                              arrivals=body.arrivals == "history")
     except TooLong:
         log.warning("a what-if of %s was stopped after %g s without one run of each scenario", who,
                     gate.hard_limit_s())

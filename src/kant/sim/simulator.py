@@ -97,6 +97,8 @@ class Simulator:
         # incremental: its store starts empty and each job joins it when it arrives, as in a live
         # service (rows stay table rows: the table must be in submit order, with no held rows).
         self.incremental = incremental
+        self._watch: npt.NDArray[np.bool_] | None = None  # run(watch=...): rows that end the run once started
+        self._watch_left = 0
         if incremental and (len(held) or np.any(np.diff(jobs.submit) < 0)):
             raise KantError("an incremental simulation needs a table sorted by submit time and no held rows")
         store = JobStore.from_table(jobs, 0 if incremental else None)
@@ -251,6 +253,8 @@ class Simulator:
     def _started(self, job: int, now: float, placement: Placement) -> None:
         rec = self.recorder
         restart = self.execution.restart_cost_s if rec.runs.item(job) > 0 else 0.0
+        if self._watch is not None and rec.runs.item(job) == 0 and self._watch[job]:
+            self._watch_left -= 1
         rec.job_started(job, now, placement, self.cluster)
         if self.gate is not None and rec.runs.item(job) == 1:
             self._dep_outcome(job, Outcome.STARTED, now)
@@ -311,8 +315,17 @@ class Simulator:
         self.instant.wake(now)
 
     # --- main loop ---------------------------------------------------------------------------
-    def run(self, until: float | None = None) -> SimResult:
+    def run(self, until: float | None = None, *,
+            watch: Sequence[int] | npt.NDArray[np.int64] | None = None) -> SimResult:
+        """Run until nothing more can happen, or ``until``; with ``watch`` (rows), also stop at the
+        first cycle after which every one of them has started (the digital twin's predictions need
+        no more: :mod:`kant.twin.forward`)."""
         wall0 = _time.perf_counter()
+        if watch is not None:
+            rows = np.asarray(watch, dtype=np.int64)
+            self._watch = np.zeros(len(self.jobs), dtype=bool)
+            self._watch[rows] = True
+            self._watch_left = int(np.count_nonzero(self._watch & (self.recorder.runs == 0)))
         jobs, sched, rec, kernel = self.jobs, self.scheduler, self.recorder, self.kernel
         order = np.argsort(jobs.submit, kind="stable")
         if self.held.any():
@@ -335,6 +348,7 @@ class Simulator:
         wakeups = instant.wakeups
         gate = self.gate
         inf = math.inf
+        watched = False  # stopped because every watched row started
         # the instant rule (kant.instant): what is due, in this order, then at most one cycle
         while True:
             t_arrival = arrival_times[ptr]
@@ -384,9 +398,13 @@ class Simulator:
                         self._resized(job, now, before, after)
                 if self.check_every and sched.cycles % self.check_every == 0:
                     state.check()
+                if self._watch is not None and self._watch_left <= 0:
+                    sample(now, state, len(queue), queue.pending_gpus)
+                    watched = True
+                    break
             sample(now, state, len(queue), queue.pending_gpus)
         end_time = now if until is None else max(now, min(until, now) if math.isinf(until) else until)
-        if until is None:
+        if until is None and not watched:
             # nothing more can happen: whatever still waits can never start
             for job in list(sched.queue):
                 rec.job_unschedulable(job, f"never started; last reason: {sched.why_pending(job)}")

@@ -47,10 +47,15 @@ def whatif_on_file(snapshot: Path, body: Mapping[str, Any], html: Path | None = 
     scenarios = [_scenario(sc) for sc in body["scenarios"]]
     horizon_s = float(body["horizon_h"]) * 3600.0
     t0 = time.perf_counter()
-    results = compare(snap, scenarios, horizon_s=horizon_s, runs=int(body["runs"]))
+    arrivals = body.get("arrivals", "history")
+    if arrivals not in ("history", "none"):
+        raise KantError(f"arrivals: {arrivals!r} is not 'history' or 'none'")
+    results = compare(snap, scenarios, horizon_s=horizon_s, runs=int(body["runs"]), arrivals=arrivals == "history")
     if html is not None:
         from kant.twin.report import write_whatif_html
 
         write_whatif_html(html, snap, results)
     return {"as_of": snap.now, "horizon_s": horizon_s, "runs": int(results[0].prediction.starts.shape[0]),
+            "arrivals": arrivals, "state_version": snap.info.get("state_version"),
+            "band_covers": results[0].prediction.covers if results else "",
             "scenarios": [r.to_dict() for r in results], "seconds": time.perf_counter() - t0}

@@ -25,6 +25,21 @@ def _when(t: float | None, now: float) -> str:
     return "not within the horizon" if t is None else f"+{format_duration(t - now)}"
 
 
+def _span(x: float | None) -> str:
+    return "-" if x is None else format_duration(x)
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.1f}"
+
+
+def _wait(cell: dict[str, object], q: str) -> str:
+    if not cell or not cell.get("jobs"):
+        return "-"
+    v = cell.get(q)
+    return "> horizon" if v is None else format_duration(float(v))  # type: ignore[arg-type]
+
+
 def whatif_html(snap: TwinSnapshot, results: Sequence[ScenarioResult]) -> str:
     import matplotlib
 
@@ -33,15 +48,22 @@ def whatif_html(snap: TwinSnapshot, results: Sequence[ScenarioResult]) -> str:
     names = [r.name for r in results]
     head = [
         ["policy", *(r.policy for r in results)],
-        ["changes", *(", ".join(f"{k}={v}" for k, v in r.changes.items()) or "-" for r in results)],
+        ["changes", *(r.changes_text for r in results)],
         ["GAR over the horizon", *(format_percent(r.gar) for r in results)],
         ["GFR (nodes) over the horizon", *(format_percent(r.gfr_nodes) for r in results)],
         ["pending now", *(f"{r.waits['pending']:,}" for r in results)],
         ["start within the horizon", *(f"{r.waits['started']:,}" for r in results)],
-        ["predicted wait P50", *(format_duration(r.waits["p50"]) for r in results)],
-        ["predicted wait P90", *(format_duration(r.waits["p90"]) for r in results)],
-        ["predicted wait max", *(format_duration(r.waits["max"]) for r in results)],
+        ["predicted start P50, from now", *(_span(r.waits.get("from_now_p50")) for r in results)],
+        ["predicted start P90, from now", *(_span(r.waits.get("from_now_p90")) for r in results)],
+        ["last predicted start, from now", *(_span(r.waits.get("from_now_max")) for r in results)],
     ]
+    if any(r.capacity for r in results):
+        head += [
+            ["arrivals sampled (mean per run)", *(f"{r.capacity.get('arrivals_sampled', 0):,.0f}" for r in results)],
+            ["queue length (mean)", *(_num(r.capacity.get("queue_mean")) for r in results)],
+            ["wait P50 (every job in the horizon)", *(_wait(r.capacity.get("wait_all", {}), "p50") for r in results)],
+            ["wait P90 (every job in the horizon)", *(_wait(r.capacity.get("wait_all", {}), "p90") for r in results)],
+        ]
     fig = new_figure()
     ax = fig.add_subplot()
     for r in results:
@@ -66,8 +88,8 @@ def whatif_html(snap: TwinSnapshot, results: Sequence[ScenarioResult]) -> str:
     runs = results[0].prediction.starts.shape[0] if results else 0
     body = [
         f'<p class="note">Snapshot at {now:,.0f} s; {len(snap.nodes):,} nodes, {len(pending):,} pending and '
-        f"{len(snap.sched.running):,} running jobs; {runs} sampled run(s) per scenario; jobs that arrive later "
-        "are not simulated.</p>",
+        f"{len(snap.sched.running):,} running jobs; {runs} sampled run(s) per scenario; the band covers "
+        f"{results[0].prediction.covers if results else '-'}.</p>",
         "<h2>Headline</h2>",
         table(["", *names], head),
         "<h2>GAR over time</h2>",

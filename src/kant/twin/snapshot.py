@@ -60,6 +60,9 @@ class TwinSnapshot:
     info: Mapping[str, Any] = field(default_factory=dict)
     planned: tuple[float, ...] = ()  # the planned run time of each ratio's job (empty: not known)
     tenants: tuple[str, ...] = ()  # the scheduler's tenants, with or without active jobs (quotas name them)
+    #: recent arrivals, columns by kant.twin.arrivals.ARRIVAL_COLUMNS (empty: none known): the arrival model's
+    #: history
+    arrivals: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.planned and len(self.planned) != len(self.ratios):
@@ -76,7 +79,8 @@ class TwinSnapshot:
     @classmethod
     def capture(cls, sched: Scheduler, now: float, *, ids: Sequence[int] | None = None,
                 ratios: Sequence[float] = (), planned: Sequence[float] = (), policy: Policy | None = None,
-                info: Mapping[str, Any] | None = None) -> TwinSnapshot:
+                info: Mapping[str, Any] | None = None,
+                arrivals: Mapping[str, Sequence[Any]] | None = None) -> TwinSnapshot:
         """The state of ``sched`` at ``now``: its pending and running jobs only (rows renumbered in
         their order), the estimate it plans each with (``env.estimate``: a runtime estimator's
         prediction where the policy has one). ``ids`` maps the scheduler's rows to outside ids
@@ -112,7 +116,8 @@ class TwinSnapshot:
                       for i in range(cluster.n_nodes))
         out_ids = tuple(rows if ids is None else (int(ids[r]) for r in rows))
         return cls(nodes, cols, out_ids, moved, policy or sched.policy, tuple(float(r) for r in ratios),
-                   sched.seed, dict(info or {}), tuple(float(x) for x in planned), tuple(tenants))
+                   sched.seed, dict(info or {}), tuple(float(x) for x in planned), tuple(tenants),
+                   {c: tuple(v) for c, v in (arrivals or {}).items()})
 
     # --- using one ------------------------------------------------------------------------------
     def cluster(self) -> Cluster:
@@ -166,6 +171,7 @@ class TwinSnapshot:
             "ratios": list(self.ratios),
             "planned": list(self.planned),
             "tenants": list(self.tenants),
+            "arrivals": {c: list(v) for c, v in self.arrivals.items()},
             "seed": self.seed,
             "info": dict(self.info),
         }
@@ -256,6 +262,40 @@ def _parse(data: Any, source: str) -> TwinSnapshot:
     if not all(isinstance(t, str) for t in tenants):
         raise SnapshotError(f"{source}.tenants: tenant names must be strings")
     info = data.get("info", {})
+    arrivals = _arrivals(data.get("arrivals") or {}, f"{source}.arrivals")
     return TwinSnapshot(tuple(nodes), cols, tuple(int(i) for i in ids), sched, policy,
                         tuple(float(r) for r in ratios), int(data.get("seed", 0)),
-                        info if isinstance(info, dict) else {}, tuple(float(x) for x in planned), tuple(tenants))
+                        info if isinstance(info, dict) else {}, tuple(float(x) for x in planned), tuple(tenants),
+                        arrivals)
+
+
+def _arrivals(raw: Any, where: str) -> dict[str, tuple[Any, ...]]:
+    """The arrival history's columns (kant.twin.arrivals.ARRIVAL_COLUMNS), checked."""
+    from kant.twin.arrivals import ARRIVAL_COLUMNS
+
+    if not isinstance(raw, Mapping):
+        raise SnapshotError(f"{where}: expected an object of columns")
+    if not raw:
+        return {}
+    n = None
+    out: dict[str, tuple[Any, ...]] = {}
+    for col in ARRIVAL_COLUMNS:
+        values = _need(raw, col, list, where)
+        if n is None:
+            n = len(values)
+        elif len(values) != n:
+            raise SnapshotError(f"{where}.{col}: {len(values)} values for {n} arrivals")
+        for k, v in enumerate(values):
+            if col in ("tenant", "user"):
+                ok = isinstance(v, str)
+            elif col == "gpu_type":
+                ok = v is None or isinstance(v, str)
+            elif col in ("submit", "estimate"):
+                ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                      and (col == "submit" or v >= 0))
+            else:
+                ok = isinstance(v, int) and not isinstance(v, bool)
+            if not ok:
+                raise SnapshotError(f"{where}.{col}[{k}]: {v!r} is not a valid value")
+        out[col] = tuple(values)
+    return out

@@ -16,6 +16,7 @@ from kant.service.errors import NotFound
 from kant.service.live.state import Active, LiveState, describe_nodes
 from kant.service.live.view import NodeView
 from kant.stamp import Stamped
+from kant.twin.arrivals import ARRIVAL_COLUMNS
 from kant.twin.snapshot import TwinSnapshot
 
 __all__ = ["Reads"]
@@ -113,11 +114,15 @@ class Reads:
                 out[job_id] = parked[1].reason(parked[0])
         return out
 
-    def twin_snapshot(self, now: float) -> TwinSnapshot:
-        """The live state for the digital twin."""
+    def twin_snapshot(self, now: float, resolution_s: float = 1.0) -> TwinSnapshot:
+        """The live state for the digital twin (``resolution_s``: how late a start can be on the
+        service clock, kept in its info: the band is at least that wide)."""
         live = self.live
+        cols = list(zip(*live.arrival_log, strict=True)) if live.arrival_log else []
+        arrivals = dict(zip(ARRIVAL_COLUMNS, cols, strict=True)) if cols else {}
         return TwinSnapshot.capture(live.sched, now, ids=live.ids, ratios=[r for _, r in live.ratios],
-                                    planned=[p for p, _ in live.ratios], info={"state_version": live.state_version})
+                                    planned=[p for p, _ in live.ratios], arrivals=arrivals,
+                                    info={"state_version": live.state_version, "resolution_s": resolution_s})
 
     def node_views(self) -> list[NodeView]:
         """Every node as the API lists it (a draining node with nothing left on it shows as drained)."""

@@ -46,7 +46,10 @@ from kant.service.live.changes import TurnChanges
 from kant.service.live.deps import HeldJob, LiveDeps
 from kant.text import format_duration
 
-__all__ = ["Arrival", "Active", "LiveState", "gang_bucket", "describe_nodes"]
+__all__ = ["Arrival", "Active", "LiveState", "gang_bucket", "describe_nodes", "ARRIVAL_HISTORY"]
+
+#: submitted jobs the twin's arrival model learns from (the last ones; kant.twin.arrivals uses a week of them)
+ARRIVAL_HISTORY = 20_000
 
 
 def gang_bucket(total_gpus: int) -> str:
@@ -134,6 +137,8 @@ class LiveState:
         self.deadlines: list[tuple[float, int, int]] = []
         #: (planned run time, actual / planned) of the last finished jobs (the twin's error distribution)
         self.ratios: deque[tuple[float, float]] = deque(maxlen=ratio_history)
+        #: the last submitted training jobs, as the twin's arrival model reads them (kant.twin.arrivals)
+        self.arrival_log: deque[tuple[Any, ...]] = deque(maxlen=ARRIVAL_HISTORY)
         #: bumped by every change of state (arrivals, and every turn that writes a job or node change):
         #: the twin's staleness test
         self.state_version = 0
@@ -300,11 +305,30 @@ class LiveState:
         if any(a.job.dependency for a in new):
             new = [a for a in new if not a.job.dependency or not self._held(a, now)]
         self._queue(new, now)
+        if submitted:
+            self._log_arrivals(new)
         if n:
             self.state_version += 1  # (the writer logged the submits: this turn may write nothing)
         if self.metrics is not None and submitted:
             self.metrics.submitted.inc(n)
         return n
+
+    def _log_arrivals(self, new: Sequence[Arrival]) -> None:
+        """Keep the submitted training jobs for the twin's arrival model: columns of
+        :data:`kant.twin.arrivals.ARRIVAL_COLUMNS` (``estimate``: the run time the scheduler plans
+        with: the estimate, else the default, within the time limit)."""
+        for a in new:
+            job = a.job
+            if job.service_id is not None or job.kind != int(JobKind.TRAINING):
+                continue
+            est = self.default_estimate if job.estimate_s is None else job.estimate_s
+            if job.time_limit_s is not None:
+                est = min(est, job.time_limit_s)
+            if not math.isfinite(est) or est < 0:
+                continue
+            self.arrival_log.append((a.submit_time, job.tenant, job.user if job.user is not None else job.tenant,
+                                     job.workers, job.gpus_per_worker, job.gpu_milli, job.cpu_milli, job.memory_mib,
+                                     job.gpu_type, job.priority, int(job.kind), float(est)))
 
     def _queue(self, new: list[Arrival], now: float) -> None:
         """Arrived jobs (no dependency left to wait for) join the store and the queue, or end

@@ -1,0 +1,192 @@
+"""The twin's arrival model (kant.twin.arrivals) and what it feeds: rates by hour of the day and
+bootstrapped jobs from the history, deterministic draws, predictions whose band covers future
+arrivals and says so, one answer from predict and what-if, capacity figures by gang size, and the
+band's resolution."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kant.config import load_policy
+from kant.model.job import JobTable, JobTableBuilder
+from kant.sim import Simulator
+from kant.traces import load_cluster
+from kant.twin import SnapshotError, TwinSnapshot, predict
+from kant.twin.arrivals import ARRIVAL_COLUMNS, MIN_ARRIVALS, ArrivalModel
+from kant.twin.whatif import Scenario, compare
+
+HOUR = 3600.0
+
+
+def history(submits: list[float], gpus: int = 8, estimate: float = 3600.0, tenant: str = "t") -> dict[str, tuple]:
+    n = len(submits)
+    cols: dict[str, Any] = {"submit": submits, "tenant": [tenant] * n, "user": [tenant] * n, "workers": [1] * n,
+                            "gpus_per_worker": [gpus] * n, "gpu_milli": [0] * n, "cpu_milli": [0] * n,
+                            "memory_mib": [0] * n, "gpu_type": [None] * n, "priority": [0] * n, "kind": [0] * n,
+                            "estimate": [estimate] * n}
+    return {c: tuple(cols[c]) for c in ARRIVAL_COLUMNS}
+
+
+def test_the_rate_follows_the_hour_of_the_day_and_jobs_come_from_that_hour() -> None:
+    # two days: a burst of 30 one-GPU jobs in hour 3 each day, and one 8-GPU job at noon
+    sub, gpus = [], []
+    for day in range(2):
+        sub += [day * 86400 + 3 * HOUR + 60 * i for i in range(30)]
+        gpus += [1] * 30
+        sub.append(day * 86400 + 12 * HOUR)
+        gpus.append(8)
+    hist = history(sub)
+    hist["gpus_per_worker"] = tuple(gpus)
+    model = ArrivalModel.learn(hist, now=2 * 86400.0)
+    assert model is not None
+    assert model.rate[3] > 10 * model.rate[12] > 0  # per hour: about 15 against 0.5
+    # hour 3: 60 arrivals in 2 h of exposure, shrunk by one hour at the overall rate (62 in the 45 h from
+    # the first arrival)
+    assert model.rate[3] * HOUR == pytest.approx((60 + 62 / 45) / 3)
+    # a day from midnight: the draws of hour 3 copy the one-GPU jobs of hour 3
+    arr = model.sample(np.random.default_rng(1), 86400.0)
+    hours = ((arr.submit % 86400) // HOUR).astype(int)
+    picked = np.asarray(hist["gpus_per_worker"])[arr.rows]
+    assert (picked[hours == 3] == 1).all() and (hours == 3).sum() > 10
+    assert np.all(np.diff(arr.submit) >= 0) and arr.submit.min() >= 2 * 86400.0
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(MIN_ARRIVALS, 200), horizon_h=st.floats(0.5, 72))
+def test_draws_are_deterministic_and_a_longer_horizon_draws_the_same_first_arrivals(
+        seed: int, n: int, horizon_h: float) -> None:
+    rng = np.random.default_rng(seed)
+    model = ArrivalModel.learn(history(sorted(rng.uniform(0, 3 * 86400, n).tolist())), now=3 * 86400.0)
+    assert model is not None
+    a = model.sample(np.random.default_rng([seed, 1]), horizon_h * HOUR)
+    b = model.sample(np.random.default_rng([seed, 1]), horizon_h * HOUR)
+    assert np.array_equal(a.submit, b.submit) and np.array_equal(a.rows, b.rows)
+    # whole hours of a shorter draw are a prefix of a longer one's
+    whole = np.floor(horizon_h) * HOUR
+    c = model.sample(np.random.default_rng([seed, 1]), whole + 7 * HOUR)
+    k = int((a.submit < model.now + whole).sum())
+    assert np.array_equal(a.submit[:k], c.submit[:k]) and np.array_equal(a.rows[:k], c.rows[:k])
+
+
+def test_too_little_history_is_no_model() -> None:
+    assert ArrivalModel.learn(history([float(i) for i in range(MIN_ARRIVALS - 1)]), now=86400.0) is None
+    assert ArrivalModel.learn(history([float(i) for i in range(100)]), now=100.0) is None  # (under an hour)
+
+
+def busy(policy: str = "fifo-strict") -> tuple[JobTable, TwinSnapshot]:
+    """One 8-GPU node: a job running (1 h), two pending (1 h each); a history of 8-GPU jobs every
+    30 minutes for two days."""
+    b = JobTableBuilder(source="test")
+    for i in range(3):
+        b.add(f"j{i}", submit=0, duration=HOUR, gpus_per_worker=8, estimate=HOUR)
+    jobs = b.build()
+    sim = Simulator(load_cluster("1x8:V100"), jobs, load_policy(policy))
+    sim.run(until=10.0)
+    hist = history([10.0 - 86400 * 2 + 1800 * i for i in range(96)], estimate=1800.0)
+    snap = TwinSnapshot.capture(sim.scheduler, 10.0, arrivals=hist)
+    return jobs, snap
+
+
+def test_arrivals_delay_the_pending_jobs_and_the_answer_says_what_the_band_covers() -> None:
+    _, snap = busy()
+    without = predict(snap, runs=10, arrivals=False)
+    assert without.starts.shape[0] == 1  # (nothing uncertain: one run)
+    assert [j["p50"] for j in without.pending()] == [HOUR, 2 * HOUR]
+    assert "nothing" in without.covers
+    fifo = predict(snap, runs=10)
+    assert fifo.covers.startswith("future arrivals only")
+    # fifo: later arrivals queue behind, so the pending jobs' starts do not move
+    assert [j["p50"] for j in fifo.pending()] == [HOUR, 2 * HOUR]
+    # under k8s-default (no blocking) a later 8-GPU job may take the node first: starts can only be later
+    k8s = predict(snap, runs=10, policy=load_policy("k8s-default"))
+    assert np.all(k8s.starts >= without.starts[0][None, :] - 1e-9)
+    again = predict(TwinSnapshot.from_dict(json.loads(json.dumps(snap.to_dict()))), runs=10,
+                    policy=load_policy("k8s-default"))
+    assert np.array_equal(k8s.starts, again.starts, equal_nan=True)  # same snapshot, same bits
+
+
+def test_predict_and_whatif_give_one_answer_and_capacity_by_gang_size() -> None:
+    _, snap = busy("k8s-default")
+    pred = predict(snap, runs=6)
+    now, more = compare(snap, [Scenario("more", add_nodes=1)], horizon_s=24 * HOUR, runs=6, arrivals=True)
+    assert np.array_equal(now.prediction.starts, pred.starts, equal_nan=True)
+    assert now.changes_text == "as it is" and more.changes_text == "+1 node of 8 x V100"
+    assert now.capacity["arrivals_sampled"] > 20
+    gangs = {g["gang"]: g for g in now.capacity["wait_by_gang"]}
+    assert set(gangs) == {"5-8"}
+    assert more.capacity["queue_mean"] <= now.capacity["queue_mean"]
+    # one node for a job of 30 minutes every 30 minutes and a backlog: a tenth wait past the horizon
+    # ("> horizon": None); a second node keeps up
+    assert now.capacity["wait_all"]["p90"] is None and more.capacity["wait_all"]["p90"] < 2 * HOUR
+    out = json.loads(json.dumps(now.to_dict()))
+    assert out["band_covers"] == "future arrivals only (no job has finished yet: estimates taken as exact)"
+    assert out["waits"]["from_now_p50"] == pytest.approx(out["waits"]["p50"] - 10.0 + 0.0, abs=1e-6)
+
+
+def test_the_band_is_at_least_the_clock_resolution_wide() -> None:
+    _, snap = busy()
+    exact = predict(TwinSnapshot.from_dict({**snap.to_dict(), "arrivals": {}, "info": {"resolution_s": 30.0}}))
+    for job in exact.pending():
+        assert job["p90"] - job["p10"] == 30.0 and job["p10"] == job["p50"] and job["reason"] is None
+
+
+def test_bad_arrivals_in_a_snapshot_are_named() -> None:
+    _, snap = busy()
+    data = snap.to_dict()
+    data["arrivals"]["workers"][3] = "x"
+    with pytest.raises(SnapshotError, match=r"arrivals.workers\[3\]"):
+        TwinSnapshot.from_dict(data)
+    data = snap.to_dict()
+    data["arrivals"]["tenant"].pop()
+    with pytest.raises(SnapshotError, match=r"arrivals\.tenant: 95 values for 96 arrivals"):
+        TwinSnapshot.from_dict(data)
+
+
+# --- the band calibrated on the twin's own past errors ------------------------------------------------
+def test_calibration_widens_the_band_to_past_errors_by_lead_time() -> None:
+    from kant.twin.calibrate import MIN_RESIDUALS, Calibration
+
+    cal = Calibration()
+    jobs = [{"id": i, "p50": 100.0 + i, "p10": 100.0 + i, "p90": 100.0 + i} for i in range(2 * MIN_RESIDUALS)]
+    assert not cal.apply(0.0, [dict(j) for j in jobs])  # nothing learned yet: unchanged
+    cal.observe(0.0, jobs)
+    # every job started 60 s after its P50 (even ids) or 30 s before (odd); job 0 was cancelled
+    starts = {i: 100.0 + i + (60.0 if i % 2 == 0 else -30.0) for i in range(1, 2 * MIN_RESIDUALS)}
+    cal.started(starts, pending=[])
+    assert len(cal) == 2 * MIN_RESIDUALS - 1
+    new = [{"id": 999, "p50": 1100.0, "p10": 1090.0, "p90": 1105.0}, {"id": 998, "p50": None, "p10": None,
+                                                                      "p90": None}]
+    assert cal.apply(1000.0, new)
+    assert new[0] == {"id": 999, "p50": 1100.0, "p10": 1070.0, "p90": 1160.0}  # the union of both bands
+    assert new[1]["p10"] is None
+    assert "widened to the twin's own errors on 99 past predictions" in cal.covers("run-time error only")
+
+
+@pytest.mark.parametrize("policy", ["kant", "k8s-default", "slurm-backfill", "fifo-strict"])
+def test_stopping_once_every_pending_job_started_changes_no_start(policy: str) -> None:
+    _, snap = busy(policy)
+    full = predict(snap, runs=4, until_started=False)
+    short = predict(snap, runs=4)
+    assert np.array_equal(full.starts, short.starts, equal_nan=True)
+    assert all(s.end_time <= f.end_time for s, f in zip(short.runs, full.runs, strict=True))
+
+
+def test_jobs_still_waiting_count_as_censored_errors() -> None:
+    from kant.twin.calibrate import MIN_RESIDUALS, Calibration
+
+    cal = Calibration()
+    early = [{"id": i, "p50": 100.0} for i in range(MIN_RESIDUALS)]
+    late = [{"id": 1000 + i, "p50": 100.0} for i in range(MIN_RESIDUALS)]
+    cal.observe(0.0, early + late)
+    # the early half started 30 s before its P50; the late half still waits at 1,100 s (1,000 s late)
+    cal.started({i: 70.0 for i in range(MIN_RESIDUALS)}, pending=[j["id"] for j in late])
+    job = {"id": 5000, "p50": 1200.0, "p10": 1200.0, "p90": 1200.0}
+    assert cal.apply(1100.0, [job])
+    # the observed errors alone say "30 s early"; the waiting jobs say "at least 1,000 s late" for half
+    assert job["p10"] == 1170.0 and job["p90"] == 2200.0
