@@ -1,14 +1,14 @@
 """``kant load SERVICE --trace TRACE``: replay an inference trace's requests against a service's
 request route (``/v1/services/{service}/serve/...``) and report what came back.
 
-Each request of the trace is sent at its arrival time divided by ``--speed`` (from the trace's
-first request, or ``--start`` seconds into it), with its token counts in the JSON body
-(``prompt_tokens``, ``max_tokens``), over one pooled ``httpx.AsyncClient``. The replay is bounded:
-it stops sending at ``--duration`` wall seconds or after ``--max-requests`` requests, keeps at most
-``--concurrency`` requests open (a request due while the cap is reached goes when one ends: its
-lateness is recorded), waits at most ``--timeout`` for each answer, and sends only to a loopback
-address unless ``--allow-remote``. It prints the latency percentiles, throughput, status codes and
-SLO attainment, and writes one Parquet row per request with ``--out`` (docs/cli.md). The replay
+Each request of the trace is sent at its arrival time divided by ``--speed`` (from the trace's first
+request, or ``--start`` seconds into it), with its token counts in the JSON body (``prompt_tokens``,
+``max_tokens``), over kept-alive connections (:class:`~kant.service.serving.upstream.Upstreams`). The
+replay is bounded: it stops sending at ``--duration`` wall seconds or after ``--max-requests`` requests,
+keeps at most ``--concurrency`` requests open (a request due while the cap is reached goes when one
+ends: its lateness is recorded), waits at most ``--timeout`` for each answer, and sends only to a
+loopback address unless ``--allow-remote``. It prints the latency percentiles, throughput, status codes
+and SLO attainment, and writes one Parquet row per request with ``--out`` (docs/cli.md). The replay
 itself is :mod:`kant.service.serving.replay` (also the traffic of ``kant serve --demo unified``).
 """
 
