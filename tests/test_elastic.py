@@ -377,13 +377,13 @@ def test_shrink_returns_lent_capacity_to_the_head(jobs: JobTable, gpus: int, cos
     sim.run()
 
 
-def test_a_resize_then_an_eviction_in_one_cycle_is_an_eviction() -> None:
+def test_a_resize_then_an_eviction_in_one_cycle_is_an_eviction(monkeypatch: pytest.MonkeyPatch) -> None:
     """An elastic job resized and then evicted whole in the same cycle: the simulator sees only the
     eviction (no finish of the resized run left behind), and a binder hears only the eviction."""
     from kant.actions.common import evict_job, resize_job
     from kant.actions.elastic import shrink_placement
+    from kant.framework import registry
     from kant.framework.action import Action
-    from kant.framework.registry import register_action
     from kant.framework.statement import Statement
     from kant.model.state import ClusterState, Placement
 
@@ -399,7 +399,8 @@ def test_a_resize_then_an_eviction_in_one_cycle_is_an_eviction() -> None:
             resize_job(ctx, fw, 0, shrink_placement(p, p.nodes[-1]))
             evict_job(ctx, fw, 0)
 
-    register_action(ResizeThenEvict)
+    registry.action_names()  # (the built-ins first; then this one for this test only, never left behind)
+    monkeypatch.setitem(registry._ACTIONS, ResizeThenEvict.NAME, ResizeThenEvict)
     b = JobTableBuilder()
     b.add("e", submit=0, duration=100, workers=2, min_workers=1, max_workers=2)
     b.add("tick", submit=10, duration=1, workers=1, gpus_per_worker=1)  # an event at 10: a cycle
