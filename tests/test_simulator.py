@@ -160,3 +160,19 @@ def test_kernel_orders_ties_and_refuses_the_past() -> None:
     assert seen == ["a", "b", "c"]
     with pytest.raises(ValueError, match="before now"):
         k.schedule(4, 0, seen.append, "x")
+
+
+@pytest.mark.parametrize("policy", ["kant", "tiresias", "drf"])
+@given(cluster=clusters(), jobs=workloads())
+def test_a_run_in_pieces_is_the_run_in_one(policy: str, cluster: Cluster, jobs: JobTable) -> None:
+    """``run(until=...)`` and then ``run()`` again go on from where the first stopped: every job is
+    submitted once, and the starts and ends are those of one whole run (a second run used to submit
+    every arrival again from the first)."""
+    whole = Simulator(cluster, jobs, load_policy(policy)).run()
+    sim = Simulator(cluster, jobs, load_policy(policy))
+    mid = float(np.median(jobs.submit)) if len(jobs) else 0.0
+    sim.run(until=mid)
+    sim.run(until=mid + 1.0)
+    pieces = sim.run()
+    for name in ("first_start", "end", "gpu_seconds", "status", "preemptions"):
+        assert np.array_equal(getattr(whole, name), getattr(pieces, name), equal_nan=True), name

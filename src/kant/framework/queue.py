@@ -398,20 +398,8 @@ class PendingQueue:
                     k[i] = v
                 return tuple(k)
 
-        def first(lst: deque[int], i: int) -> int:
-            """The first index from ``i`` of a pending job (a list may hold a job pushed twice, whose
-            second copy is stale once it left: a simulation resumed with ``run`` again)."""
-            while i < len(lst) and lst[i] not in keys:
-                i += 1
-            return i
-
-        heap = []
+        heap = [(head(by_shape[s][0], s), s) for s in shapes if by_shape[s]]
         pos: dict[int, int] = {}
-        for s in shapes:
-            i = first(by_shape[s], 0)
-            if i < len(by_shape[s]):
-                pos[s] = i
-                heap.append((head(by_shape[s][i], s), s))
         heapq.heapify(heap)
         while heap:
             _, shape = heapq.heappop(heap)
@@ -428,7 +416,7 @@ class PendingQueue:
                 continue
             if job in keys:  # still pending: move past it
                 i += 1
-            i = pos[shape] = first(lst, i)
+            pos[shape] = i
             if i < len(lst):
                 heapq.heappush(heap, (head(lst[i], shape), shape))
 

@@ -21,7 +21,7 @@ from kant.model.cluster import Cluster
 from kant.model.job import JobTable
 from kant.model.state import ClusterState, Placement
 
-__all__ = ["JobStatus", "Recorder", "SimResult", "SERIES"]
+__all__ = ["Closed", "JobStatus", "Recorder", "SimResult", "SERIES"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -48,6 +48,15 @@ SERIES = (
     "pending_gpus",  # GPUs those jobs ask for
     "running_jobs",
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """What :meth:`Recorder.close` gives a run's result: per job, as of the run's end."""
+
+    gpu_seconds: FloatArray
+    run_seconds: FloatArray
+    status: IntArray
 
 
 @dataclass
@@ -158,12 +167,16 @@ class Recorder:
         times.append(now)
         self._down_nodes.append(down_nodes(state))
 
-    def close(self, now: float, state: ClusterState) -> None:
-        """End of run: account GPU-seconds of jobs still running and mark them RUNNING."""
+    def close(self, now: float, state: ClusterState) -> Closed:
+        """End of a run at ``now``: the GPU-seconds, run seconds and status of every job as of then
+        (copies; jobs still running accrued to ``now`` and marked RUNNING). The recorder itself is
+        left as it was, so a later ``Simulator.run`` goes on from here without counting twice."""
+        gpu_seconds, run_seconds, status = self.gpu_seconds.copy(), self.run_seconds.copy(), self.status.copy()
         for job, placement in state.allocations.items():
-            self.gpu_seconds[job] += (now - self.last_start[job]) * placement.total_gpus
-            self.run_seconds[job] += now - self.last_start[job]
-            self.status[job] = JobStatus.RUNNING
+            gpu_seconds[job] += (now - self.last_start[job]) * placement.total_gpus
+            run_seconds[job] += now - self.last_start[job]
+            status[job] = JobStatus.RUNNING
+        return Closed(gpu_seconds, run_seconds, status)
 
     def times(self) -> FloatArray:
         return np.frombuffer(self._times, dtype=np.float64).copy() if self._times else np.zeros(0)
@@ -221,24 +234,27 @@ class SimResult:
 
     @classmethod
     def from_recorder(
-        cls, rec: Recorder, *, policy: str, cluster: Cluster, jobs: JobTable, end_time: float, **extra: object
+        cls, rec: Recorder, closed: Closed, *, policy: str, cluster: Cluster, jobs: JobTable, end_time: float,
+        **extra: object
     ) -> SimResult:
+        """The result of a run that ended at ``end_time`` (``closed``: :meth:`Recorder.close`'s figures
+        then); its arrays are copies, so a run that goes on later does not change it."""
         down_times, down = rec.down_node_changes()
         return cls(
             policy=policy,
             cluster=cluster,
             jobs=jobs,
-            first_start=rec.first_start,
-            end=rec.end,
-            status=rec.status,
-            runs=rec.runs,
-            preemptions=rec.preemptions,
-            resizes=rec.resizes,
-            gpu_seconds=rec.gpu_seconds,
-            run_seconds=rec.run_seconds,
-            span_nodes=rec.span_nodes,
-            span_leaves=rec.span_leaves,
-            span_spines=rec.span_spines,
+            first_start=rec.first_start.copy(),
+            end=rec.end.copy(),
+            status=closed.status,
+            runs=rec.runs.copy(),
+            preemptions=rec.preemptions.copy(),
+            resizes=rec.resizes.copy(),
+            gpu_seconds=closed.gpu_seconds,
+            run_seconds=closed.run_seconds,
+            span_nodes=rec.span_nodes.copy(),
+            span_leaves=rec.span_leaves.copy(),
+            span_spines=rec.span_spines.copy(),
             reasons=dict(rec.reasons),
             times=rec.times(),
             series=rec.series(),

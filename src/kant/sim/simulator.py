@@ -99,6 +99,7 @@ class Simulator:
         self.incremental = incremental
         self._watch: npt.NDArray[np.bool_] | None = None  # run(watch=...): rows that end the run once started
         self._watch_left = 0
+        self._arrived = 0  # arrivals submitted so far, in submit order: a later run() goes on from there
         if incremental and (len(held) or np.any(np.diff(jobs.submit) < 0)):
             raise KantError("an incremental simulation needs a table sorted by submit time and no held rows")
         store = JobStore.from_table(jobs, 0 if incremental else None)
@@ -335,7 +336,7 @@ class Simulator:
         n = len(order_list)
         for f in self.failures:
             kernel.schedule(max(f.time, kernel.now), _NODE, self._on_node, (f.node, True, f.repair_s))
-        ptr = 0
+        ptr = self._arrived
         step = max(n // 200, 1)
         now = kernel.now
         arrival_times = arrivals.tolist()
@@ -403,6 +404,7 @@ class Simulator:
                     watched = True
                     break
             sample(now, state, len(queue), queue.pending_gpus)
+        self._arrived = ptr
         end_time = now if until is None else max(now, min(until, now) if math.isinf(until) else until)
         if until is None and not watched:
             # nothing more can happen: whatever still waits can never start
@@ -413,11 +415,12 @@ class Simulator:
                     rec.job_unschedulable(job, f"never started; {gate.why(job)}")
         # held rows no process ever submitted (spare inference replicas) did not wait for anything
         rec.status[self.held & (rec.status == JobStatus.PENDING) & (rec.runs == 0)] = JobStatus.STOPPED
-        rec.close(end_time, sched.state)
+        closed = rec.close(end_time, sched.state)
         if self.progress is not None:
             self.progress(n, n)
         return SimResult.from_recorder(
             rec,
+            closed,
             policy=self.policy.name,
             cluster=self.cluster,
             jobs=jobs,
