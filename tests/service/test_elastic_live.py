@@ -77,6 +77,13 @@ def _grow_shrink_restart(tmp_path: Path, url: str) -> None:
         job = eventually(lambda: (j := job_of(srv, e))["runs"] == 3 and j, "the elastic job grows back",
                          detail=srv.log_text)
         assert len(job["placement"]) == 8 and job["state"] == "running"
+        # accounting counts each run at its own size: 8, then 4, then 8 GPUs (not the 2 workers asked for)
+        starts = [ev["time"] for ev in job_of(srv, e)["events"] if ev["kind"] == "started"]
+        acct = srv.admin.get("/v1/accounting/jobs").json()
+        row = next(dict(zip(acct["columns"], r, strict=True)) if isinstance(r, list) else r
+                   for r in acct["jobs"] if (r["id"] if isinstance(r, dict) else r[0]) == e)
+        want = 8 * (starts[1] - starts[0]) + 4 * (starts[2] - starts[1]) + 8 * (acct["now"] - starts[2])
+        assert len(starts) == 3 and row["gpus"] == 8 and abs(row["gpu_seconds"] - want) < 1e-6, (starts, row, want)
     # a restart on the same database: the bounds come back from it, the job keeps its 8 workers
     with running_server(tmp_path / "again", url, cluster="1x8:V100", policy="elastic") as srv:
         job = job_of(srv, e)

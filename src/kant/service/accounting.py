@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 from kant.metrics.summary import Dist
 from kant.service.db.database import Database
-from kant.service.db.runs import RunRow
+from kant.service.db.runs import RunRow, run_gpus
 from kant.service.db.schema import ACTIVE_STATES, jobs
 
 __all__ = ["JOB_COLUMNS", "USAGE_COLUMNS", "Window", "job_rows", "usage_rows"]
@@ -114,7 +114,8 @@ def _runs(db: Database, w: Window, tenant: str | None) -> list[_Run]:
     ]
     for j in _jobs(db, Window(None, None, w.now), tenant, ["running"]):
         if j.start_time is not None and j.start_time < w.hi:
-            out.append(_Run(j.id, j.tenant, j.user, j.start_time, w.now, j.workers * j.gpus_per_worker, j.gpu_milli))
+            out.append(_Run(j.id, j.tenant, j.user, j.start_time, w.now,
+                            run_gpus(j.placement, j.workers, j.gpus_per_worker), j.gpu_milli))
     return out
 
 
@@ -218,7 +219,7 @@ def job_rows(
                 "end_time": j.end_time if j.state in ENDED else None,
                 "wait_s": None if j.first_start_time is None else j.first_start_time - j.submit_time,
                 "runs": j.runs,
-                "gpus": j.workers * j.gpus_per_worker,
+                "gpus": run_gpus(j.placement, j.workers, j.gpus_per_worker),
                 "gpu_milli": j.gpu_milli,
                 "gpu_seconds": gpu_s.get(j.id, 0.0),
                 "exit_code": j.exit_code,

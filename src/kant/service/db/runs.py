@@ -27,7 +27,7 @@ from kant.service.db.events import NewEvent
 from kant.service.db.jobs import JobUpdate
 from kant.service.db.schema import UNSET, job_runs, jobs
 
-__all__ = ["RunRepo", "RunRow"]
+__all__ = ["RunRepo", "RunRow", "run_gpus"]
 
 _RUN_COLUMNS = (
     "job_id",
@@ -44,6 +44,12 @@ _RUN_COLUMNS = (
     "reason",
     "exit_code",
 )
+
+
+def run_gpus(placement: Sequence[str] | None, workers: int, gpus_per_worker: int) -> int:
+    """The GPUs a run holds: one placement entry per worker, times GPUs per worker (an elastic job's
+    run may have another size than the job asked for); the asked size where no placement is known."""
+    return (len(placement) if placement else workers) * gpus_per_worker
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +85,8 @@ class _Open:
     tenant: str
     user: str
     submit_time: float
-    gpus: int
+    workers: int
+    gpus_per_worker: int
     gpu_milli: int
     run: int
     start: float | None
@@ -119,7 +126,8 @@ class RunRepo:
                 tenant,
                 user,
                 submit,
-                workers * gpw,
+                workers,
+                gpw,
                 milli,
                 runs,
                 start,
@@ -156,7 +164,7 @@ class RunRepo:
                         job.start,
                         float(end),
                         list(job.nodes),
-                        job.gpus,
+                        run_gpus(job.nodes, job.workers, job.gpus_per_worker),
                         job.gpu_milli,
                         by.kind if by is not None else u.state,
                         u.reason if isinstance(u.reason, str) else None,
