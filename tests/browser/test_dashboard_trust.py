@@ -167,13 +167,26 @@ def test_the_queue_says_what_starts_next(ctx: Any, srv: Server, artifacts: Path)
 def test_a_phone_gets_cards_and_one_line_of_navigation(browser: Any, srv: Server, artifacts: Path) -> None:
     context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True)
     try:
-        for route in ("queue", "cluster", "tenants", "charts"):
-            page = open_page(context, srv, srv.admin_token, route)
+        for route in ("queue", "cluster", "tenants", "services", "charts", "results"):
+            page = open_page(context, srv, srv.admin_token, "queue" if route == "results" else route)
+            if route == "results":  # (a page that asks for no token: reached by its link, logged in)
+                page.click("nav a[data-view='results']")
+                page.wait_for_selector("#view[data-ready='results']", timeout=TIMEOUT_MS)
             if route == "charts":
                 page.wait_for_selector("#chart-ratios .uplot", timeout=TIMEOUT_MS)
             width = page.evaluate("document.documentElement.scrollWidth")
             assert width <= 390, (route, width)
             assert page.evaluate("document.querySelector('header').offsetHeight") < 60
+            # every entry of the navigation wholly on screen, the navigation not scrolling sideways
+            boxes = page.eval_on_selector_all("header a, header button:not([hidden])", "els => els.map(e => "
+                                              "{ const r = e.getBoundingClientRect(); "
+                                              "return [e.textContent.trim(), r.left, r.right, r.top]; })")
+            assert len(boxes) == 8, boxes  # the brand, six pages, log out
+            for label, left, right, top in boxes:
+                assert label and left >= 0 and right <= 390, (route, label, left, right)
+            assert len({round(b[3] / 10) for b in boxes[1:7]}) == 1, boxes  # one line
+            assert page.evaluate("(() => { const n = document.querySelector('nav'); "
+                                 "return n.scrollWidth <= n.clientWidth; })()"), route
             if route == "queue":
                 assert page.evaluate("getComputedStyle(document.querySelector('#jobs tbody tr')).display") == "block"
             shot(page, artifacts, f"trust-phone-{route}")
