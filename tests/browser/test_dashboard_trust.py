@@ -140,6 +140,15 @@ def test_the_queue_says_what_starts_next(ctx: Any, srv: Server, artifacts: Path)
     assert sum(chips) == len(rows)
     assert all(t.strip() for t in page.eval_on_selector_all("#jobs tbody [data-col=reason]",
                                                             "els => els.map(e => e.textContent)"))
+    # what a prediction's band covers: the twin's words, as `kant why`'s prediction gives them
+    predicted = page.eval_on_selector_all("#jobs tbody tr[data-job]", "els => els.map(e => [+e.dataset.job, "
+                                          "e.querySelector('[data-col=predicted]').getAttribute('title')])")
+    said = [(j, t) for j, t in predicted if t]
+    assert said, "no predicted start says what its band covers"
+    for job_id, title in said[:3]:
+        covers = srv.admin.get(f"/v1/jobs/{job_id}/why").json()["prediction"]["covers"]
+        assert covers and title == f"the band covers: {covers}", (job_id, title, covers)
+        assert f"The band covers: {covers}." == page.text_content("[data-testid='band-covers']")
     shot(page, artifacts, "trust-queue")
     # stable: nothing changed, the page is read again: no row moves
     renders = int(page.get_attribute("#view", "data-renders") or "0")
@@ -182,7 +191,7 @@ def test_a_phone_gets_cards_and_one_line_of_navigation(browser: Any, srv: Server
                                               "{ const r = e.getBoundingClientRect(); "
                                               "return [e.textContent.trim(), r.left, r.right, r.top]; })")
             assert len(boxes) == 8, boxes  # the brand, six pages, log out
-            for label, left, right, top in boxes:
+            for label, left, right, _top in boxes:
                 assert label and left >= 0 and right <= 390, (route, label, left, right)
             assert len({round(b[3] / 10) for b in boxes[1:7]}) == 1, boxes  # one line
             assert page.evaluate("(() => { const n = document.querySelector('nav'); "

@@ -32,7 +32,7 @@ from kant.service.dashboard.models import (
     TenantsOut,
     WhoOut,
 )
-from kant.service.dashboard.queue import MAX_ROWS, queue_rows
+from kant.service.dashboard.queue import MAX_ROWS, QueueCache
 from kant.service.dashboard.services import service_rows
 from kant.service.errors import NotLeader
 from kant.service.server import Service
@@ -95,11 +95,15 @@ def tenants(p: Who, response: Response, svc: Svc, cache: Cache) -> TenantsOut:
 
 
 @router.get("/queue", response_model=QueueOut)
-def queue(p: Who, svc: Svc, tenant: Annotated[str | None, Query(max_length=256)] = None,
+def queue(p: Who, svc: Svc, request: Request, response: Response,
+          tenant: Annotated[str | None, Query(max_length=256)] = None,
           limit: Annotated[int, Query(ge=1, le=MAX_ROWS)] = 200) -> QueueOut:
     """What starts next: the pending jobs the caller may see in the scheduler's order, with their
     place, reason and predicted start, and the reasons counted."""
-    return queue_rows(svc, p, tenant, limit)
+    cache: QueueCache = request.app.state.queue
+    out, fresh = cache.rows(svc, p, tenant, limit)
+    response.headers["Server-Timing"] = cache.timing(fresh)
+    return out
 
 
 @router.get("/services", response_model=ServicesOut)
@@ -180,6 +184,7 @@ def mount(app: FastAPI, svc: Service) -> None:
     """Serve the page at ``/``, its assets and the ``/v1/dashboard`` routes on ``app``, the API of
     ``svc`` (:func:`kant.service.api.create_app`)."""
     app.state.layout = LayoutCache(svc)
+    app.state.queue = QueueCache(svc)
     app.include_router(router)
     app.add_api_route("/", index, methods=["GET"], include_in_schema=False)
     app.mount("/dashboard/static", StaticFiles(directory=STATIC), name="dashboard-static")

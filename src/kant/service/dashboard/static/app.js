@@ -480,11 +480,13 @@ async function pendingView(tenant, stateSel, tenantSel) {
   const shown = d.rows.filter((r) => (!S.queueReason || reasonKind(r.reason) === S.queueReason)
     && (!text || `${r.id} ${r.name} ${r.tenant} ${r.reason}`.toLowerCase().includes(text)));
   const headRow = d.rows.find((r) => r.head);
+  // what the predictions' bands cover (the twin's words, as kant why's prediction gives them)
+  const covers = [...new Set(d.rows.map((r) => r.covers).filter(Boolean))];
   const rows = sortRows(shown, QUEUE_COLS, sort).map((r) => `<tr data-job="${r.id}"${r.head ? ` class="head"` : ""}>
       <td class="num" data-col="pos" data-label="#">${r.position + 1}</td><td class="num" data-label="job"><a href="#/job/${r.id}">${r.id}</a></td>
       <td class="name" data-col="name" data-label="name" title="${esc(r.name)}">${esc(r.name)}</td><td data-col="tenant" data-label="tenant">${esc(r.tenant)}</td>
       <td class="num" data-col="gpus" data-label="GPUs">${gpusText(r)}</td><td class="num" data-col="wait" data-label="waited">${dur(now - r.submit_time)}</td>
-      <td class="nowrap" data-col="predicted" data-label="predicted start" data-p50="${r.p50 ?? ""}">${predictedText(r, now)}</td>
+      <td class="nowrap" data-col="predicted" data-label="predicted start" data-p50="${r.p50 ?? ""}"${r.covers ? ` title="the band covers: ${esc(r.covers)}"` : ""}>${predictedText(r, now)}</td>
       <td data-col="reason" data-label="why">${r.head && d.behind_head ? `<b data-testid="head-blocks">first: ${d.behind_head} job(s) wait behind it</b> · ` : ""}${esc(r.reason)}</td></tr>`).join("");
   const chips = d.reasons.map((c) => `<button type="button" class="chip${S.queueReason === c.reason ? " on" : ""}" data-reason="${esc(c.reason)}" title="${esc(c.reason)}"><b>${c.jobs}</b> ${esc(c.reason.length > 90 ? `${c.reason.slice(0, 88)}…` : c.reason)}</button>`).join("");
   const next = headRow ? `<div class="next" data-testid="next">Next to start: <a href="#/job/${headRow.id}">job ${headRow.id}</a> ${esc(headRow.name)}
@@ -498,7 +500,8 @@ async function pendingView(tenant, stateSel, tenantSel) {
     <tbody>${rows || `<tr><td colspan="8" class="muted">no jobs</td></tr>`}</tbody></table>
     <div class="pager"><span class="muted" data-testid="shown">${shown.length} shown${d.matching > d.rows.length ? ` (the first ${d.rows.length} in order)` : ""}</span></div>
     <p class="muted">#: place in the order the scheduler's next cycle walks the queue (1: first); predicted start: the digital twin's
-      median start from now and its P10–P90 band (docs/twin.md); waited: since submission.</p>`;
+      median start from now and its P10–P90 band (docs/twin.md); waited: since submission.</p>
+    ${covers.length ? `<p class="muted" data-testid="band-covers">The band covers: ${covers.map(esc).join("; ")}.</p>` : ""}`;
 }
 const reasonKind = (r) => r.split("; back in the queue after:")[0].replace(/\d+(?:\.\d+)?/g, "N");
 async function jobsView(q, filter, tenant, stateSel, tenantSel) {
