@@ -378,17 +378,28 @@ def write_html(path: str | Path, result: SimResult, metrics: Metrics) -> Path:
 
 
 # --- comparison --------------------------------------------------------------------------------
-#: the comparison's first table: (label, dotted key, format, +1 when more is better / -1 when less is)
-_COMPARE_ROWS: tuple[tuple[str, str, str, int], ...] = (
+#: the metric rows of a comparison, one source for kant compare's page and the dashboard's results
+#: page (which reads them as JSON in its page: :func:`metric_rows_json`): (label, dotted key in a
+#: result's metrics, format: pct, dur, int or num, +1 when more is better / -1 when less is / 0 when
+#: neither)
+METRIC_ROWS: tuple[tuple[str, str, str, int], ...] = (
     ("GAR (window)", "gar.window", "pct", 1), ("GAR while jobs wait", "gar.busy", "pct", 1),
     ("GAR (whole run)", "gar.run", "pct", 1), ("SOR", "sor", "pct", 1),
     ("GFR (nodes)", "gfr.nodes", "pct", -1), ("GFR (GPUs)", "gfr.gpus", "pct", -1),
     ("JWTD P50", "jwtd.overall.p50", "dur", -1), ("JWTD P90", "jwtd.overall.p90", "dur", -1),
     ("JWTD P99", "jwtd.overall.p99", "dur", -1), ("Queued in total P99", "queued.overall.p99", "dur", -1),
     ("JCT mean", "jct.overall.mean", "dur", -1), ("JCT P99", "jct.overall.p99", "dur", -1),
-    ("Queue length mean", "queue.mean_len", "num", -1), ("Finished", "counts.finished", "int", 1),
-    ("Unschedulable", "counts.unschedulable", "int", -1), ("Preemptions", "counts.preemptions", "int", -1),
+    ("Queue length mean", "queue.mean_len", "num", -1), ("Queue length max", "queue.max_len", "int", -1),
+    ("Finished", "counts.finished", "int", 1), ("Unschedulable", "counts.unschedulable", "int", -1),
+    ("Jobs", "counts.jobs", "int", 0), ("Preemptions", "counts.preemptions", "int", -1),
+    ("Cross-leaf share of multi-node gangs", "topology.cross_leaf_share", "pct", -1),
 )
+
+
+def metric_rows_json() -> str:
+    """:data:`METRIC_ROWS` as JSON objects (label, key, format, better), safe inside an HTML ``<script>``."""
+    rows = [{"label": label, "key": key, "format": kind, "better": better} for label, key, kind, better in METRIC_ROWS]
+    return json.dumps(rows).replace("<", "\\u003c")
 
 
 def _cell(value: Any, kind: str) -> str:
@@ -409,10 +420,10 @@ def _best_table(names: list[str], dicts: list[dict[str, Any]]) -> str:
     head = "".join(f'<th><span class="swatch" style="background:{POLICY_COLORS[i % len(POLICY_COLORS)]}"></span>'
                    f"{html.escape(n)}</th>" for i, n in enumerate(names))
     lines = ['<table class="best">', f"<tr><th>metric</th>{head}</tr>"]
-    for label, key, kind, better in _COMPARE_ROWS:
+    for label, key, kind, better in METRIC_ROWS:
         vals = [lookup(d, key) for d in dicts]
         known = [v for v in vals if v is not None]
-        best = (max(known) if better > 0 else min(known)) if len(set(known)) > 1 else None
+        best = (max(known) if better > 0 else min(known)) if better and len(set(known)) > 1 else None
         cells = "".join(f'<td class="best" title="best">{_cell(v, kind)}</td>' if best is not None and v == best
                         else f"<td>{_cell(v, kind)}</td>" for v in vals)
         lines.append(f'<tr data-key="{key}"><td>{html.escape(label)}</td>{cells}</tr>')

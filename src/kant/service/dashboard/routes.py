@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
-from fastapi.responses import FileResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 
+from kant.metrics.report import metric_rows_json
 from kant.service.api.deps import Svc, Who
 from kant.service.dashboard.layout import LayoutCache, tenant_rows
 from kant.service.dashboard.models import (
@@ -176,8 +177,14 @@ async def stream(p: Who, svc: Svc, after: Annotated[int, Query(ge=0)] = 0) -> St
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-def index() -> FileResponse:
-    return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+def index_html() -> str:
+    """The page, with the metric rows of the results page (kant.metrics.report.METRIC_ROWS: one source
+    with kant compare's page) written into it as JSON."""
+    return (STATIC / "index.html").read_text().replace("__METRIC_ROWS__", metric_rows_json())
+
+
+def index(request: Request) -> HTMLResponse:
+    return HTMLResponse(request.app.state.index_html, headers={"Cache-Control": "no-cache"})
 
 
 def mount(app: FastAPI, svc: Service) -> None:
@@ -185,6 +192,7 @@ def mount(app: FastAPI, svc: Service) -> None:
     ``svc`` (:func:`kant.service.api.create_app`)."""
     app.state.layout = LayoutCache(svc)
     app.state.queue = QueueCache(svc)
+    app.state.index_html = index_html()
     app.include_router(router)
     app.add_api_route("/", index, methods=["GET"], include_in_schema=False)
     app.mount("/dashboard/static", StaticFiles(directory=STATIC), name="dashboard-static")

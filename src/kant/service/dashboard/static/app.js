@@ -766,16 +766,11 @@ function showLatest(u) {
 
 // --- simulation results ---------------------------------------------------------------------------
 // what the results pages show of a result.json (its metrics, docs/metrics.md): label, dotted key,
-// format, and whether more is better (for the side-by-side's best value)
-const RESULT_ROWS = [
-  ["GAR (window)", "gar.window", pct, 1], ["GAR while jobs wait", "gar.busy", pct, 1], ["GAR (whole run)", "gar.run", pct, 1],
-  ["SOR", "sor", pct, 1], ["GFR (nodes)", "gfr.nodes", pct, -1], ["GFR (GPUs)", "gfr.gpus", pct, -1],
-  ["JWTD P50", "jwtd.overall.p50", dur, -1], ["JWTD P90", "jwtd.overall.p90", dur, -1], ["JWTD P99", "jwtd.overall.p99", dur, -1],
-  ["Queued in total P99", "queued.overall.p99", dur, -1], ["JCT mean", "jct.overall.mean", dur, -1], ["JCT P99", "jct.overall.p99", dur, -1],
-  ["Queue length mean", "queue.mean_len", (v) => num(v), -1], ["Queue length max", "queue.max_len", int, -1],
-  ["Finished", "counts.finished", int, 1], ["Unschedulable", "counts.unschedulable", int, -1], ["Jobs", "counts.jobs", int, 0],
-  ["Preemptions", "counts.preemptions", int, -1], ["Cross-leaf share of multi-node gangs", "topology.cross_leaf_share", pct, -1],
-];
+// format, and whether more is better (for the side-by-side's best value); the service writes them into
+// the page from kant.metrics.report.METRIC_ROWS, the rows of kant compare's page too
+const FORMATS = { pct, dur, int, num: (v) => num(v) };
+const RESULT_ROWS = JSON.parse(document.getElementById("metric-rows").textContent)
+  .map((r) => [r.label, r.key, FORMATS[r.format], r.better]);
 function parseResults(text, fileName) {
   let data;
   try { data = JSON.parse(text); } catch (e) { throw new Error(`${fileName}: not JSON (${e.message})`); }
