@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from kant.metrics.columns import flatten, lookup
 from kant.metrics.html import page, table, write_page
+from kant.metrics.palette import PALETTE
 from kant.metrics.recorder import SimResult
 from kant.metrics.summary import (
     BUCKETS,
@@ -61,9 +62,7 @@ CDF_POINTS = 400
 Comparison = Sequence[tuple[str, SimResult, Metrics]]
 
 #: each policy's colour in a comparison, in order (the dashboard's palette: static/format.js, the same list)
-POLICY_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00",
-                 "#332288", "#117733", "#882255", "#44AA99", "#999933", "#AA4499", "#88CCEE", "#661100", "#BBCC33",
-                 "#F0E442")
+POLICY_COLORS = PALETTE
 
 #: a bin of a GFR plot is a gap when GFR is undefined (no free GPU, no node up) for more of its time than this
 GFR_MIN_DEFINED = 0.5
