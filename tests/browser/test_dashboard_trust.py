@@ -226,3 +226,32 @@ def test_charts_follow_the_window_and_show_the_latest_values(ctx: Any, srv: Serv
     assert step % 60 == 0 and all(s % step == 0 for s in splits), splits
     assert all(t.startswith("day ") or (len(t) == 5 and t[2] == ":") for t in ticks), ticks
     shot(page, artifacts, "trust-charts")
+
+
+def test_the_queue_is_read_once_per_queue_state(srv: Server) -> None:
+    # the queue is read on the loop's thread when it may have changed, and from QueueCache until then
+    # (Server-Timing says which): a job in or out is seen at once
+    def read() -> tuple[dict[str, Any], str]:
+        r = srv.admin.get("/v1/dashboard/queue", params={"limit": 500})
+        assert r.status_code == 200, r.text
+        return r.json(), r.headers["server-timing"]
+
+    before, _ = read()
+    again, timing = read()
+    assert timing.startswith("cache") and again == before
+    tenant = before["rows"][0]["tenant"]
+    job = srv.admin.post("/v1/jobs", json={"tenant": tenant, "workers": 16, "gpus_per_worker": 8,
+                                           "duration_s": 60.0, "name": "too-big"})
+    assert job.status_code in (200, 201), job.text
+    job_id = job.json()["id"]
+    try:
+        got, timing = read()
+        assert timing.startswith("loop") and got["queue_len"] == before["queue_len"] + 1
+        assert job_id in [r["id"] for r in got["rows"]]
+        mine = srv.admin.get("/v1/dashboard/queue", params={"tenant": tenant, "limit": 500}).json()
+        assert {r["tenant"] for r in mine["rows"]} == {tenant} and job_id in [r["id"] for r in mine["rows"]]
+    finally:
+        assert srv.admin.post(f"/v1/jobs/{job_id}/cancel").status_code == 200
+    after, timing = read()
+    assert timing.startswith("loop") and job_id not in [r["id"] for r in after["rows"]]
+    assert after["queue_len"] == before["queue_len"]
