@@ -95,6 +95,8 @@ def routes(client: httpx.Client, repeat: int) -> None:
         ("/v1/dashboard/map", True),
         (f"/v1/dashboard/map?leaf={leaf}", True),
         ("/v1/dashboard/tenants", True),
+        ("/v1/dashboard/queue", True),
+        ("/v1/dashboard/queue?limit=500", True),
         ("/v1/dashboard/series", False),
         ("/v1/jobs?state=pending&limit=100", False),
         (f"/v1/dashboard/predictions?ids={ids}", False),
@@ -116,10 +118,13 @@ def routes(client: httpx.Client, repeat: int) -> None:
         shown = path if len(path) < 44 else path[:40] + "..."
         c = f"{1000 * statistics.median(cold):9.1f}" if cold else f"{'':>9}"
         split = ""
-        if parts:
+        if parts and all(any(k in d for d in parts) for k in ("loop", "copy-cpu", "build", "build-cpu")):
             med = {k: statistics.median(d[k] for d in parts if k in d) for k in ("loop", "copy-cpu", "build",
                                                                                 "build-cpu")}
             split = f"   {med['loop']:.0f} ({med['copy-cpu']:.0f}) / {med['build']:.0f} ({med['build-cpu']:.0f})"
+        elif parts and any("loop-cpu" in d for d in parts):  # (the queue: read on the loop's thread, no build)
+            split = (f"   {statistics.median(d['loop'] for d in parts if 'loop' in d):.0f} "
+                     f"({statistics.median(d['loop-cpu'] for d in parts if 'loop-cpu' in d):.0f}) / -")
         print(f"{shown:<44} {size:>10,} {c} {1000 * statistics.median(warm):9.1f}{split}")
 
 

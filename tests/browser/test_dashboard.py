@@ -446,6 +446,14 @@ def test_simulation_results_and_a_side_by_side(ctx: Any, srv: Server, tmp_path: 
                 v = v[part]
             vals.append(v)
         assert len(got) == 2 and all(close(g, v) for g, v in zip(got, vals, strict=True)), key
+    # the rows are kant compare's (kant.metrics.report.METRIC_ROWS, written into the page as JSON)
+    from kant.metrics.report import METRIC_ROWS
+
+    rows = page.eval_on_selector_all("#result-table tr[data-key]",
+                                     "els => els.map(e => [e.querySelector('td').textContent, e.dataset.key])")
+    assert rows == [[label, key] for label, key, _, _ in METRIC_ROWS]
+    assert page.evaluate("JSON.parse(document.getElementById('metric-rows').textContent)") == [
+        {"label": label, "key": key, "format": kind, "better": better} for label, key, kind, better in METRIC_ROWS]
     page.wait_for_selector("#chart-daily .uplot", timeout=TIMEOUT_MS)
     shot(page, artifacts, "results")
     page.set_input_files("#results-file", files=[{"name": "x.json", "mimeType": "application/json",

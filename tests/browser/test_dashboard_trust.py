@@ -140,6 +140,15 @@ def test_the_queue_says_what_starts_next(ctx: Any, srv: Server, artifacts: Path)
     assert sum(chips) == len(rows)
     assert all(t.strip() for t in page.eval_on_selector_all("#jobs tbody [data-col=reason]",
                                                             "els => els.map(e => e.textContent)"))
+    # what a prediction's band covers: the twin's words, as `kant why`'s prediction gives them
+    predicted = page.eval_on_selector_all("#jobs tbody tr[data-job]", "els => els.map(e => [+e.dataset.job, "
+                                          "e.querySelector('[data-col=predicted]').getAttribute('title')])")
+    said = [(j, t) for j, t in predicted if t]
+    assert said, "no predicted start says what its band covers"
+    for job_id, title in said[:3]:
+        covers = srv.admin.get(f"/v1/jobs/{job_id}/why").json()["prediction"]["covers"]
+        assert covers and title == f"the band covers: {covers}", (job_id, title, covers)
+        assert f"The band covers: {covers}." == page.text_content("[data-testid='band-covers']")
     shot(page, artifacts, "trust-queue")
     # stable: nothing changed, the page is read again: no row moves
     renders = int(page.get_attribute("#view", "data-renders") or "0")
@@ -167,13 +176,26 @@ def test_the_queue_says_what_starts_next(ctx: Any, srv: Server, artifacts: Path)
 def test_a_phone_gets_cards_and_one_line_of_navigation(browser: Any, srv: Server, artifacts: Path) -> None:
     context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True)
     try:
-        for route in ("queue", "cluster", "tenants", "charts"):
-            page = open_page(context, srv, srv.admin_token, route)
+        for route in ("queue", "cluster", "tenants", "services", "charts", "results"):
+            page = open_page(context, srv, srv.admin_token, "queue" if route == "results" else route)
+            if route == "results":  # (a page that asks for no token: reached by its link, logged in)
+                page.click("nav a[data-view='results']")
+                page.wait_for_selector("#view[data-ready='results']", timeout=TIMEOUT_MS)
             if route == "charts":
                 page.wait_for_selector("#chart-ratios .uplot", timeout=TIMEOUT_MS)
             width = page.evaluate("document.documentElement.scrollWidth")
             assert width <= 390, (route, width)
             assert page.evaluate("document.querySelector('header').offsetHeight") < 60
+            # every entry of the navigation wholly on screen, the navigation not scrolling sideways
+            boxes = page.eval_on_selector_all("header a, header button:not([hidden])", "els => els.map(e => "
+                                              "{ const r = e.getBoundingClientRect(); "
+                                              "return [e.textContent.trim(), r.left, r.right, r.top]; })")
+            assert len(boxes) == 8, boxes  # the brand, six pages, log out
+            for label, left, right, _top in boxes:
+                assert label and left >= 0 and right <= 390, (route, label, left, right)
+            assert len({round(b[3] / 10) for b in boxes[1:7]}) == 1, boxes  # one line
+            assert page.evaluate("(() => { const n = document.querySelector('nav'); "
+                                 "return n.scrollWidth <= n.clientWidth; })()"), route
             if route == "queue":
                 assert page.evaluate("getComputedStyle(document.querySelector('#jobs tbody tr')).display") == "block"
             shot(page, artifacts, f"trust-phone-{route}")
@@ -204,3 +226,32 @@ def test_charts_follow_the_window_and_show_the_latest_values(ctx: Any, srv: Serv
     assert step % 60 == 0 and all(s % step == 0 for s in splits), splits
     assert all(t.startswith("day ") or (len(t) == 5 and t[2] == ":") for t in ticks), ticks
     shot(page, artifacts, "trust-charts")
+
+
+def test_the_queue_is_read_once_per_queue_state(srv: Server) -> None:
+    # the queue is read on the loop's thread when it may have changed, and from QueueCache until then
+    # (Server-Timing says which): a job in or out is seen at once
+    def read() -> tuple[dict[str, Any], str]:
+        r = srv.admin.get("/v1/dashboard/queue", params={"limit": 500})
+        assert r.status_code == 200, r.text
+        return r.json(), r.headers["server-timing"]
+
+    before, _ = read()
+    again, timing = read()
+    assert timing.startswith("cache") and again == before
+    tenant = before["rows"][0]["tenant"]
+    job = srv.admin.post("/v1/jobs", json={"tenant": tenant, "workers": 16, "gpus_per_worker": 8,
+                                           "duration_s": 60.0, "name": "too-big"})
+    assert job.status_code in (200, 201), job.text
+    job_id = job.json()["id"]
+    try:
+        got, timing = read()
+        assert timing.startswith("loop") and got["queue_len"] == before["queue_len"] + 1
+        assert job_id in [r["id"] for r in got["rows"]]
+        mine = srv.admin.get("/v1/dashboard/queue", params={"tenant": tenant, "limit": 500}).json()
+        assert {r["tenant"] for r in mine["rows"]} == {tenant} and job_id in [r["id"] for r in mine["rows"]]
+    finally:
+        assert srv.admin.post(f"/v1/jobs/{job_id}/cancel").status_code == 200
+    after, timing = read()
+    assert timing.startswith("loop") and job_id not in [r["id"] for r in after["rows"]]
+    assert after["queue_len"] == before["queue_len"]

@@ -63,7 +63,7 @@ def _runs(n_jobs: int, source: str) -> list[tuple[str, Any, Any]]:
 def test_compare_writes_the_same_interactive_page(browser: Any, tmp_path: Path, artifacts: Path) -> None:
     """kant compare's page: uPlot like a run's report, trace and cluster named (no path of this
     machine), the best value of each row marked, the policies in the dashboard's colours."""
-    from kant.metrics.report import POLICY_COLORS, write_comparison_html
+    from kant.metrics.report import METRIC_ROWS, POLICY_COLORS, write_comparison_html
 
     source = str(tmp_path / "traces" / "small.csv")  # an absolute path: the page names the file only
     path = write_comparison_html(tmp_path / "comparison.html", _runs(30, source))
@@ -79,6 +79,9 @@ def test_compare_writes_the_same_interactive_page(browser: Any, tmp_path: Path, 
                                      "[...e.querySelectorAll('td')].slice(1).map(c => c.classList.contains('best'))])")
     assert any(any(marks) for _, marks in best)
     assert all(sum(marks) <= 2 for _, marks in best)
+    # the rows of METRIC_ROWS, the dashboard's results page's too (test_dashboard's side by side)
+    assert [k for k, _ in best] == [row[1] for row in METRIC_ROWS]
+    assert not any(dict(best)["counts.jobs"])  # (neither more nor less is better)
     strokes = page.evaluate("JSON.parse(document.getElementById('kant-plots').textContent)[0].colors")
     assert strokes == list(POLICY_COLORS[:2])
     # the dashboard's palette is the same list

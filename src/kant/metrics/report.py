@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from kant.metrics.columns import flatten, lookup
 from kant.metrics.html import page, table, write_page
+from kant.metrics.palette import PALETTE
 from kant.metrics.recorder import SimResult
 from kant.metrics.summary import (
     BUCKETS,
@@ -61,9 +62,7 @@ CDF_POINTS = 400
 Comparison = Sequence[tuple[str, SimResult, Metrics]]
 
 #: each policy's colour in a comparison, in order (the dashboard's palette: static/format.js, the same list)
-POLICY_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00",
-                 "#332288", "#117733", "#882255", "#44AA99", "#999933", "#AA4499", "#88CCEE", "#661100", "#BBCC33",
-                 "#F0E442")
+POLICY_COLORS = PALETTE
 
 #: a bin of a GFR plot is a gap when GFR is undefined (no free GPU, no node up) for more of its time than this
 GFR_MIN_DEFINED = 0.5
@@ -378,17 +377,28 @@ def write_html(path: str | Path, result: SimResult, metrics: Metrics) -> Path:
 
 
 # --- comparison --------------------------------------------------------------------------------
-#: the comparison's first table: (label, dotted key, format, +1 when more is better / -1 when less is)
-_COMPARE_ROWS: tuple[tuple[str, str, str, int], ...] = (
+#: the metric rows of a comparison, one source for kant compare's page and the dashboard's results
+#: page (which reads them as JSON in its page: :func:`metric_rows_json`): (label, dotted key in a
+#: result's metrics, format: pct, dur, int or num, +1 when more is better / -1 when less is / 0 when
+#: neither)
+METRIC_ROWS: tuple[tuple[str, str, str, int], ...] = (
     ("GAR (window)", "gar.window", "pct", 1), ("GAR while jobs wait", "gar.busy", "pct", 1),
     ("GAR (whole run)", "gar.run", "pct", 1), ("SOR", "sor", "pct", 1),
     ("GFR (nodes)", "gfr.nodes", "pct", -1), ("GFR (GPUs)", "gfr.gpus", "pct", -1),
     ("JWTD P50", "jwtd.overall.p50", "dur", -1), ("JWTD P90", "jwtd.overall.p90", "dur", -1),
     ("JWTD P99", "jwtd.overall.p99", "dur", -1), ("Queued in total P99", "queued.overall.p99", "dur", -1),
     ("JCT mean", "jct.overall.mean", "dur", -1), ("JCT P99", "jct.overall.p99", "dur", -1),
-    ("Queue length mean", "queue.mean_len", "num", -1), ("Finished", "counts.finished", "int", 1),
-    ("Unschedulable", "counts.unschedulable", "int", -1), ("Preemptions", "counts.preemptions", "int", -1),
+    ("Queue length mean", "queue.mean_len", "num", -1), ("Queue length max", "queue.max_len", "int", -1),
+    ("Finished", "counts.finished", "int", 1), ("Unschedulable", "counts.unschedulable", "int", -1),
+    ("Jobs", "counts.jobs", "int", 0), ("Preemptions", "counts.preemptions", "int", -1),
+    ("Cross-leaf share of multi-node gangs", "topology.cross_leaf_share", "pct", -1),
 )
+
+
+def metric_rows_json() -> str:
+    """:data:`METRIC_ROWS` as JSON objects (label, key, format, better), safe inside an HTML ``<script>``."""
+    rows = [{"label": label, "key": key, "format": kind, "better": better} for label, key, kind, better in METRIC_ROWS]
+    return json.dumps(rows).replace("<", "\\u003c")
 
 
 def _cell(value: Any, kind: str) -> str:
@@ -409,10 +419,10 @@ def _best_table(names: list[str], dicts: list[dict[str, Any]]) -> str:
     head = "".join(f'<th><span class="swatch" style="background:{POLICY_COLORS[i % len(POLICY_COLORS)]}"></span>'
                    f"{html.escape(n)}</th>" for i, n in enumerate(names))
     lines = ['<table class="best">', f"<tr><th>metric</th>{head}</tr>"]
-    for label, key, kind, better in _COMPARE_ROWS:
+    for label, key, kind, better in METRIC_ROWS:
         vals = [lookup(d, key) for d in dicts]
         known = [v for v in vals if v is not None]
-        best = (max(known) if better > 0 else min(known)) if len(set(known)) > 1 else None
+        best = (max(known) if better > 0 else min(known)) if better and len(set(known)) > 1 else None
         cells = "".join(f'<td class="best" title="best">{_cell(v, kind)}</td>' if best is not None and v == best
                         else f"<td>{_cell(v, kind)}</td>" for v in vals)
         lines.append(f'<tr data-key="{key}"><td>{html.escape(label)}</td>{cells}</tr>')

@@ -119,6 +119,8 @@ class QueueRow(BaseModel):
     p90: float | None = None
     as_of: float | None = Field(default=None, description="service time of the twin's run that predicted it")
     runs: int | None = None
+    covers: str | None = Field(default=None, description="what the band covers, as `kant why`'s prediction says "
+                                                         "(kant.twin.predict.covers)")
 
 
 class ReasonCount(BaseModel):

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
-from fastapi.responses import FileResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 
+from kant.metrics.report import metric_rows_json
 from kant.service.api.deps import Svc, Who
 from kant.service.dashboard.layout import LayoutCache, tenant_rows
 from kant.service.dashboard.models import (
@@ -32,7 +33,7 @@ from kant.service.dashboard.models import (
     TenantsOut,
     WhoOut,
 )
-from kant.service.dashboard.queue import MAX_ROWS, queue_rows
+from kant.service.dashboard.queue import MAX_ROWS, QueueCache
 from kant.service.dashboard.services import service_rows
 from kant.service.errors import NotLeader
 from kant.service.server import Service
@@ -95,11 +96,15 @@ def tenants(p: Who, response: Response, svc: Svc, cache: Cache) -> TenantsOut:
 
 
 @router.get("/queue", response_model=QueueOut)
-def queue(p: Who, svc: Svc, tenant: Annotated[str | None, Query(max_length=256)] = None,
+def queue(p: Who, svc: Svc, request: Request, response: Response,
+          tenant: Annotated[str | None, Query(max_length=256)] = None,
           limit: Annotated[int, Query(ge=1, le=MAX_ROWS)] = 200) -> QueueOut:
     """What starts next: the pending jobs the caller may see in the scheduler's order, with their
     place, reason and predicted start, and the reasons counted."""
-    return queue_rows(svc, p, tenant, limit)
+    cache: QueueCache = request.app.state.queue
+    out, fresh = cache.rows(svc, p, tenant, limit)
+    response.headers["Server-Timing"] = cache.timing(fresh)
+    return out
 
 
 @router.get("/services", response_model=ServicesOut)
@@ -172,14 +177,22 @@ async def stream(p: Who, svc: Svc, after: Annotated[int, Query(ge=0)] = 0) -> St
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-def index() -> FileResponse:
-    return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+def index_html() -> str:
+    """The page, with the metric rows of the results page (kant.metrics.report.METRIC_ROWS: one source
+    with kant compare's page) written into it as JSON."""
+    return (STATIC / "index.html").read_text().replace("__METRIC_ROWS__", metric_rows_json())
+
+
+def index(request: Request) -> HTMLResponse:
+    return HTMLResponse(request.app.state.index_html, headers={"Cache-Control": "no-cache"})
 
 
 def mount(app: FastAPI, svc: Service) -> None:
     """Serve the page at ``/``, its assets and the ``/v1/dashboard`` routes on ``app``, the API of
     ``svc`` (:func:`kant.service.api.create_app`)."""
     app.state.layout = LayoutCache(svc)
+    app.state.queue = QueueCache(svc)
+    app.state.index_html = index_html()
     app.include_router(router)
     app.add_api_route("/", index, methods=["GET"], include_in_schema=False)
     app.mount("/dashboard/static", StaticFiles(directory=STATIC), name="dashboard-static")

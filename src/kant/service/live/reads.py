@@ -34,10 +34,17 @@ class Reads:
         self.live = live
         self._head: Stamped[int | None] = Stamped(None)  # the first pending job (see first_pending)
 
+    def queue_stamp(self) -> tuple[int, int, int]:
+        """What the queue's order and its reasons were read at: the state's version, the scheduler's
+        cycles and the queue's length (with the scheduler, by identity: a rebuild makes a new one).
+        Plain reads of counters, so another thread may take it to check a copy is still fresh."""
+        sched = self.live.sched
+        return (self.live.state_version, sched.cycles, len(sched.queue))
+
     def first_pending(self, now: float) -> int | None:
         """The first pending job's row in queue order, remembered until the state changes."""
         sched = self.live.sched
-        stamp = (self.live.state_version, sched.cycles, len(sched.queue))  # (a rebuild makes a new sched)
+        stamp = self.queue_stamp()
         head = self._head
         if not head.fresh(sched, stamp):
             head.keep(sched, stamp, sched.queue.head(sched.framework.dynamic_key(now)))

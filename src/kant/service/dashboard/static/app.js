@@ -480,11 +480,13 @@ async function pendingView(tenant, stateSel, tenantSel) {
   const shown = d.rows.filter((r) => (!S.queueReason || reasonKind(r.reason) === S.queueReason)
     && (!text || `${r.id} ${r.name} ${r.tenant} ${r.reason}`.toLowerCase().includes(text)));
   const headRow = d.rows.find((r) => r.head);
+  // what the predictions' bands cover (the twin's words, as kant why's prediction gives them)
+  const covers = [...new Set(d.rows.map((r) => r.covers).filter(Boolean))];
   const rows = sortRows(shown, QUEUE_COLS, sort).map((r) => `<tr data-job="${r.id}"${r.head ? ` class="head"` : ""}>
       <td class="num" data-col="pos" data-label="#">${r.position + 1}</td><td class="num" data-label="job"><a href="#/job/${r.id}">${r.id}</a></td>
       <td class="name" data-col="name" data-label="name" title="${esc(r.name)}">${esc(r.name)}</td><td data-col="tenant" data-label="tenant">${esc(r.tenant)}</td>
       <td class="num" data-col="gpus" data-label="GPUs">${gpusText(r)}</td><td class="num" data-col="wait" data-label="waited">${dur(now - r.submit_time)}</td>
-      <td class="nowrap" data-col="predicted" data-label="predicted start" data-p50="${r.p50 ?? ""}">${predictedText(r, now)}</td>
+      <td class="nowrap" data-col="predicted" data-label="predicted start" data-p50="${r.p50 ?? ""}"${r.covers ? ` title="the band covers: ${esc(r.covers)}"` : ""}>${predictedText(r, now)}</td>
       <td data-col="reason" data-label="why">${r.head && d.behind_head ? `<b data-testid="head-blocks">first: ${d.behind_head} job(s) wait behind it</b> · ` : ""}${esc(r.reason)}</td></tr>`).join("");
   const chips = d.reasons.map((c) => `<button type="button" class="chip${S.queueReason === c.reason ? " on" : ""}" data-reason="${esc(c.reason)}" title="${esc(c.reason)}"><b>${c.jobs}</b> ${esc(c.reason.length > 90 ? `${c.reason.slice(0, 88)}…` : c.reason)}</button>`).join("");
   const next = headRow ? `<div class="next" data-testid="next">Next to start: <a href="#/job/${headRow.id}">job ${headRow.id}</a> ${esc(headRow.name)}
@@ -498,7 +500,8 @@ async function pendingView(tenant, stateSel, tenantSel) {
     <tbody>${rows || `<tr><td colspan="8" class="muted">no jobs</td></tr>`}</tbody></table>
     <div class="pager"><span class="muted" data-testid="shown">${shown.length} shown${d.matching > d.rows.length ? ` (the first ${d.rows.length} in order)` : ""}</span></div>
     <p class="muted">#: place in the order the scheduler's next cycle walks the queue (1: first); predicted start: the digital twin's
-      median start from now and its P10–P90 band (docs/twin.md); waited: since submission.</p>`;
+      median start from now and its P10–P90 band (docs/twin.md); waited: since submission.</p>
+    ${covers.length ? `<p class="muted" data-testid="band-covers">The band covers: ${covers.map(esc).join("; ")}.</p>` : ""}`;
 }
 const reasonKind = (r) => r.split("; back in the queue after:")[0].replace(/\d+(?:\.\d+)?/g, "N");
 async function jobsView(q, filter, tenant, stateSel, tenantSel) {
@@ -763,16 +766,11 @@ function showLatest(u) {
 
 // --- simulation results ---------------------------------------------------------------------------
 // what the results pages show of a result.json (its metrics, docs/metrics.md): label, dotted key,
-// format, and whether more is better (for the side-by-side's best value)
-const RESULT_ROWS = [
-  ["GAR (window)", "gar.window", pct, 1], ["GAR while jobs wait", "gar.busy", pct, 1], ["GAR (whole run)", "gar.run", pct, 1],
-  ["SOR", "sor", pct, 1], ["GFR (nodes)", "gfr.nodes", pct, -1], ["GFR (GPUs)", "gfr.gpus", pct, -1],
-  ["JWTD P50", "jwtd.overall.p50", dur, -1], ["JWTD P90", "jwtd.overall.p90", dur, -1], ["JWTD P99", "jwtd.overall.p99", dur, -1],
-  ["Queued in total P99", "queued.overall.p99", dur, -1], ["JCT mean", "jct.overall.mean", dur, -1], ["JCT P99", "jct.overall.p99", dur, -1],
-  ["Queue length mean", "queue.mean_len", (v) => num(v), -1], ["Queue length max", "queue.max_len", int, -1],
-  ["Finished", "counts.finished", int, 1], ["Unschedulable", "counts.unschedulable", int, -1], ["Jobs", "counts.jobs", int, 0],
-  ["Preemptions", "counts.preemptions", int, -1], ["Cross-leaf share of multi-node gangs", "topology.cross_leaf_share", pct, -1],
-];
+// format, and whether more is better (for the side-by-side's best value); the service writes them into
+// the page from kant.metrics.report.METRIC_ROWS, the rows of kant compare's page too
+const FORMATS = { pct, dur, int, num: (v) => num(v) };
+const RESULT_ROWS = JSON.parse(document.getElementById("metric-rows").textContent)
+  .map((r) => [r.label, r.key, FORMATS[r.format], r.better]);
 function parseResults(text, fileName) {
   let data;
   try { data = JSON.parse(text); } catch (e) { throw new Error(`${fileName}: not JSON (${e.message})`); }

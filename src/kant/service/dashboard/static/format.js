@@ -27,11 +27,11 @@
     return `day ${Math.floor(s / 86400)} ${pad2(Math.floor((s % 86400) / 3600))}:${pad2(Math.floor((s % 3600) / 60))}`;
   }
   const pct = (x) => (x == null ? "n/a" : `${(100 * x).toFixed(1)}%`);
-  // Okabe and Ito's colour-blind-safe eight (less black), then Paul Tol's muted and two of his light: tenants
-  // on the map (the Philly trace's 15 fit), policies in the reports (kant.metrics.report.POLICY_COLORS)
-  // (Okabe and Ito's yellow last: it reads poorly on white)
-  const PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00",
-    "#332288", "#117733", "#882255", "#44AA99", "#999933", "#AA4499", "#88CCEE", "#661100", "#BBCC33", "#F0E442"];
+  // tenants on the map, policies in the reports: kant.metrics.palette.PALETTE (colour-blind-safe colours of
+  // Okabe and Ito and of Paul Tol, each next the farthest by CIEDE2000 from those before it: the first n
+  // given to n tenants are far apart for any n; tests/test_palette.py checks this copy is the same)
+  const PALETTE = ["#0072B2", "#BBCC33", "#EE6677", "#117733", "#882255", "#66CCEE", "#D55E00", "#44BB99",
+    "#332288", "#E69F00", "#EE8866", "#AA4499", "#CC79A7", "#999933", "#77AADD", "#DDCC77"];
   // round steps for a time axis (s): ticks fall on whole seconds, minutes, hours, days
   const TIME_INCRS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
     172800, 604800, 1209600, 2592000];
