@@ -37,6 +37,7 @@ Everything is deterministic (fixed seeds). Figures, never asserts. Pin with ``ta
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -111,6 +112,7 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
 
     out = Replay(policy, regime)
     cal = Calibration()  # (as the service's twin does: bands widened to its own past errors)
+    dump: list[Any] | None = [] if os.environ.get("KANT_CAL_DUMP") else None
     t_wall = time.perf_counter()
     submit = jobs.submit.tolist()
     duration = jobs.duration.tolist()
@@ -143,6 +145,11 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
             # ended, is left out, so that the table of those predictions checks the replay itself)
             pred = predict(snap, runs=runs, arrivals=arrivals and not draining)
             jobs_pred = pred.pending()
+            if dump is not None:  # (KANT_CAL_DUMP: the calibrator's inputs, for offline study)
+                ids = snap.ids
+                dump.append((snap.now, {ids[r]: run.start for r, run in snap.sched.running.items()},
+                             [ids[r] for r in snap.sched.pending], [dict(p) for p in jobs_pred],
+                             {p["id"]: row_of[p["id"]] for p in jobs_pred}, draining))
             if calibrate:
                 cal.calibrate(snap, jobs_pred)
             out.predict_s += time.perf_counter() - t0
@@ -195,6 +202,10 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
                 out.actual[row_of[job.id]] = job.first_start_time
             after = page[-1].id
         db.close()
+    if dump is not None:
+        import pickle
+        with open(f"{os.environ['KANT_CAL_DUMP']}-{policy}-{regime}.pkl", "wb") as fh:
+            pickle.dump({"ticks": dump, "actual": out.actual, "arrival_preds": out.arrival_preds}, fh)
     out.wall_s = time.perf_counter() - t_wall
     return out
 
@@ -566,9 +577,20 @@ def capacity(args: argparse.Namespace) -> dict[str, Any]:
     adds = [0, *(a for a in (args.capacity_add or [8, 16]) if a)]
     scen = [Scenario(f"+{a}", add_nodes=a) for a in adds if a]
     print(f"Philly slice: {len(jobs):,} jobs from day {args.start_day:g}; {policy} on {args.cluster}; snapshot at "
-          f"{args.capacity_at_h:g} h ({len(snap.sched.pending):,} pending, {len(snap.sched.running):,} running, "
+          f"{args.capacity_at_h:g} h ({len(snap.sched.pending):,} pending, "
+          f"{len(snap.sched.running):,} running, "
           f"{len(snap.arrivals.get('submit', ())):,} arrivals of history); horizon {args.capacity_horizon_h:g} h; "
           f"{args.capacity_regime} estimates; {args.runs} runs (built in {time.perf_counter() - t0:.1f} s)")
+    if args.capacity_history_d:
+        # a service that had run for longer: the trace's submits of the days before the slice join the
+        # snapshot's arrival history (the cluster's state is the slice's, as without them)
+        before = philly_slice(args.start_day - args.capacity_history_d, args.jobs * 10)
+        keep = np.flatnonzero(before.submit < float(jobs.submit[0]))
+        est_before = noisy_estimates(before, args.sigma, args.seed + 1) if args.capacity_regime == "noisy" else \
+            np.asarray(before.duration, dtype=np.float64)
+        old = _arrival_cols(before, keep, est_before)
+        snap = dataclasses.replace(snap, arrivals={c: old[c] + tuple(snap.arrivals[c]) for c in ARRIVAL_COLUMNS})
+        print(f"arrival history: {keep.size:,} submits of the {args.capacity_history_d:g} days before the slice added")
     model = ArrivalModel.learn(snap.arrivals, snap.now)
     if model is not None:
         print(f"arrival model: {model.describe()}")
@@ -577,18 +599,8 @@ def capacity(args: argparse.Namespace) -> dict[str, Any]:
     t_pred = time.perf_counter() - t0
     # the real future: the slice's arrivals in (at, at + horizon], every job with its true run time
     later = np.flatnonzero((jobs.submit > at) & (jobs.submit <= at + horizon))
-    names = {c: i for i, c in enumerate(ARRIVAL_COLUMNS)}
-    real_cols: dict[str, tuple[Any, ...]] = {c: () for c in names}
-    tn = jobs.tenant_names
-    real_cols = {
-        "submit": tuple(float(jobs.submit[r]) for r in later), "tenant": tuple(tn[int(jobs.tenant[r])] for r in later),
-        "user": tuple(tn[int(jobs.tenant[r])] for r in later), "workers": tuple(int(jobs.workers[r]) for r in later),
-        "gpus_per_worker": tuple(int(jobs.gpus_per_worker[r]) for r in later),
-        "gpu_milli": tuple(0 for _ in later), "cpu_milli": tuple(0 for _ in later),
-        "memory_mib": tuple(0 for _ in later), "gpu_type": tuple(None for _ in later),
-        "priority": tuple(0 for _ in later), "kind": tuple(0 for _ in later),
-        "estimate": tuple(float(est[r]) if est[r] > 0 else 86400.0 for r in later)}
-    real = ArrivalModel(real_cols, np.zeros(24), tuple(np.zeros(0, dtype=np.int64) for _ in range(24)), at, at)
+    real_cols = _arrival_cols(jobs, later, est)
+    real = ArrivalModel(real_cols, np.zeros(24), at, at)
     drawn = Drawn(np.asarray(real_cols["submit"]), np.arange(later.size, dtype=np.int64))
     true_active = np.asarray([float(jobs.duration[row_of[i]]) for i in snap.ids])
     true_later = np.asarray([float(jobs.duration[r]) for r in later])
@@ -616,6 +628,19 @@ def capacity(args: argparse.Namespace) -> dict[str, Any]:
           f"group: the largest of its buckets' P90s; '>h': later than the horizon; twin {t_pred:.1f} s, "
           f"simulator {t_real:.1f} s)")
     return out
+
+
+def _arrival_cols(jobs: JobTable, rows: np.ndarray, est: np.ndarray) -> dict[str, tuple[Any, ...]]:
+    """Slice rows as an arrival history (kant.twin.arrivals.ARRIVAL_COLUMNS), planned at ``est``."""
+    tn = jobs.tenant_names
+    return {
+        "submit": tuple(float(jobs.submit[r]) for r in rows), "tenant": tuple(tn[int(jobs.tenant[r])] for r in rows),
+        "user": tuple(tn[int(jobs.tenant[r])] for r in rows), "workers": tuple(int(jobs.workers[r]) for r in rows),
+        "gpus_per_worker": tuple(int(jobs.gpus_per_worker[r]) for r in rows),
+        "gpu_milli": tuple(0 for _ in rows), "cpu_milli": tuple(0 for _ in rows),
+        "memory_mib": tuple(0 for _ in rows), "gpu_type": tuple(None for _ in rows),
+        "priority": tuple(0 for _ in rows), "kind": tuple(0 for _ in rows),
+        "estimate": tuple(float(est[r]) if est[r] > 0 else 86400.0 for r in rows)}
 
 
 def _h(x: float | None) -> str:
@@ -802,6 +827,8 @@ def main() -> None:
     ap.add_argument("--capacity-horizon-h", type=float, default=48.0, help="--capacity: what-if horizon")
     ap.add_argument("--capacity-add", type=int, action="append",
                     help="--capacity: nodes added (default 8 and 16; +0 always)")
+    ap.add_argument("--capacity-history-d", type=float, default=0.0,
+                    help="--capacity: replay this many days of the trace before the slice (arrival history)")
     ap.add_argument("--capacity-regime", choices=REGIMES, default="noisy")
     ap.add_argument("--no-calibration", action="store_true",
                     help="accuracy (in-process): the runs' band only (not widened to the twin's past errors)")

@@ -33,7 +33,7 @@ def history(submits: list[float], gpus: int = 8, estimate: float = 3600.0, tenan
     return {c: tuple(cols[c]) for c in ARRIVAL_COLUMNS}
 
 
-def test_the_rate_follows_the_hour_of_the_day_and_jobs_come_from_that_hour() -> None:
+def test_the_rate_follows_the_hour_of_the_day_and_jobs_come_from_the_whole_history() -> None:
     # two days: a burst of 30 one-GPU jobs in hour 3 each day, and one 8-GPU job at noon
     sub, gpus = [], []
     for day in range(2):
@@ -45,16 +45,31 @@ def test_the_rate_follows_the_hour_of_the_day_and_jobs_come_from_that_hour() -> 
     hist["gpus_per_worker"] = tuple(gpus)
     model = ArrivalModel.learn(hist, now=2 * 86400.0)
     assert model is not None
-    assert model.rate[3] > 10 * model.rate[12] > 0  # per hour: about 15 against 0.5
-    # hour 3: 60 arrivals in 2 h of exposure, shrunk by one hour at the overall rate (62 in the 45 h from
+    assert model.rate[3] > 10 * model.rate[12] > 0  # per hour: about 12 against 0.8
+    # hour 3: 60 arrivals in 2 h of exposure, shrunk by two hours at the overall rate (62 in the 45 h from
     # the first arrival)
-    assert model.rate[3] * HOUR == pytest.approx((60 + 62 / 45) / 3)
-    # a day from midnight: the draws of hour 3 copy the one-GPU jobs of hour 3
-    arr = model.sample(np.random.default_rng(1), 86400.0)
-    hours = ((arr.submit % 86400) // HOUR).astype(int)
+    assert model.rate[3] * HOUR == pytest.approx((60 + 2 * 62 / 45) / 4)
+    assert model.rate[12] * HOUR == pytest.approx((2 + 2 * 62 / 45) / 4)
+    # the rare 8-GPU job is drawn at its share of the whole history (2 of 62), in any hour
+    arr = model.sample(np.random.default_rng(1), 60 * 86400.0)
     picked = np.asarray(hist["gpus_per_worker"])[arr.rows]
-    assert (picked[hours == 3] == 1).all() and (hours == 3).sum() > 10
+    hours = ((arr.submit % 86400) // HOUR).astype(int)
+    assert (picked[hours == 3] == 8).any()
+    assert (picked == 8).mean() == pytest.approx(2 / 62, abs=0.01)  # (of about 1,900 draws)
+    assert model.describe()["largest_gang"] == 8
     assert np.all(np.diff(arr.submit) >= 0) and arr.submit.min() >= 2 * 86400.0
+
+
+def test_one_busy_day_among_quiet_ones_is_averaged_out() -> None:
+    # six quiet days of 24 jobs (one an hour) and a last day of 240: the rate is near the week's mean
+    # ((6 x 24 + 240) / 7 days: 2.3 an hour), not the last day's 10 an hour
+    sub = [d * 86400 + h * HOUR + 1800 for d in range(6) for h in range(24)]
+    sub += [6 * 86400 + i * 360.0 for i in range(240)]
+    model = ArrivalModel.learn(history(sub), now=7 * 86400.0)
+    assert model is not None
+    per_hour = model.rate * HOUR
+    assert np.all(per_hour > 1.0) and np.all(per_hour < 3.5)
+    assert model.expected(86400.0) == pytest.approx((6 * 24 + 240) / 7, rel=0.05)
 
 
 @settings(max_examples=25, deadline=None)
