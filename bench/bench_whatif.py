@@ -482,6 +482,7 @@ def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
     estimates = {"exact": np.asarray(jobs.duration, dtype=np.float64),
                  "noisy": noisy_estimates(jobs, args.sigma, args.seed)}
     summaries, raw = [], []
+    episodes: list[tuple[tuple[str, str], Replay]] = []
     t_all = time.perf_counter()
     for regime in args.regime or REGIMES:
         for policy in args.policy or ACCURACY_POLICIES:
@@ -501,6 +502,7 @@ def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
                            calibrate=not args.no_calibration)
                 s = summarise(r)
                 s["drain"] = summarise(r, drain=True)
+                episodes.append(((policy, regime), r))
                 print(f"  {policy} / {regime}: {r.ticks} ticks, {len(r.preds):,} predictions, "
                       f"{r.wall_s:.1f} s wall ({r.predict_s:.1f} s predicting)", flush=True)
             summaries.append(s)
@@ -509,6 +511,18 @@ def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
                         "actual": {str(k): v for k, v in sorted(r.actual.items())}})
     print()
     print_accuracy(summaries)
+    if not args.live:  # the median signed error before and after hour 30 of the predictions (two queueing episodes)
+        for (policy, regime), r in episodes:
+            rows = [((t - r.preds[0][1]) / HOUR, (q50 - r.actual[row]) / HOUR)
+                    for row, t, _, q50, _, _, _, _ in r.preds[:r.arrival_preds]
+                    if q50 is not None and r.actual.get(row) is not None]
+            e = np.asarray(rows, dtype=np.float64).reshape(-1, 2)
+            parts = []
+            for name, m in (("before 30 h", e[:, 0] < 30), ("from 30 h", e[:, 0] >= 30)):
+                if m.any():
+                    parts.append(f"{name}: {int(m.sum()):,} predictions ({m.mean():.0%}), bias "
+                                 f"{np.median(e[m, 1]):+.2f} h, {np.mean(e[m, 1] < 0):.0%} start after P50")
+            print(f"  {policy} / {regime}: " + "; ".join(parts))
     print(f"\nwall time, all replays: {time.perf_counter() - t_all:.1f} s")
     if args.json:
         p = Path(args.json)
@@ -628,6 +642,31 @@ def capacity(args: argparse.Namespace) -> dict[str, Any]:
           f"group: the largest of its buckets' P90s; '>h': later than the horizon; twin {t_pred:.1f} s, "
           f"simulator {t_real:.1f} s)")
     return out
+
+
+def work_check(args: argparse.Namespace) -> None:
+    """The work the twin samples (20 draws of :func:`sample_durations`) against the true run times, for
+    the running jobs' remaining time and the pending jobs, in GPU-hours, at each ``--work-check`` hour."""
+    from kant.twin.predict import RatioModel, sample_durations
+
+    jobs = philly_slice(args.start_day, args.jobs)
+    est = noisy_estimates(jobs, args.sigma, args.seed)
+    for h in args.work_check:
+        snap, row_of = snapshot_after(jobs, est, "kant", args.cluster, float(jobs.submit[0]) + h * HOUR)
+        model = RatioModel.fit(snap)
+        gpus = np.asarray(snap.jobs["workers"], dtype=np.float64) * np.asarray(snap.jobs["gpus_per_worker"])
+        true = np.asarray([float(jobs.duration[row_of[i]]) for i in snap.ids])
+        draws = np.asarray([sample_durations(snap, np.random.default_rng([args.seed, k]), model) for k in range(20)])
+        run = list(snap.sched.running)
+        pend = list(snap.sched.pending)
+        elapsed = np.asarray([snap.now - snap.sched.running[r].start for r in run])
+        left = np.maximum(draws[:, run] - elapsed, 0).mean(0)
+        print(f"{h:g} h: {len(run)} running, GPU-hours left sampled {np.sum(left * gpus[run]) / HOUR:,.0f}, true "
+              f"{np.sum(np.maximum(true[run] - elapsed, 0) * gpus[run]) / HOUR:,.0f}; {len(pend)} pending, GPU-hours "
+              f"sampled {np.sum(draws[:, pend].mean(0) * gpus[pend]) / HOUR:,.0f}, true "
+              f"{np.sum(true[pend] * gpus[pend]) / HOUR:,.0f}, planned "
+              f"{np.sum(np.asarray(snap.jobs['estimate'], dtype=np.float64)[pend] * gpus[pend]) / HOUR:,.0f}",
+              flush=True)
 
 
 def _arrival_cols(jobs: JobTable, rows: np.ndarray, est: np.ndarray) -> dict[str, tuple[Any, ...]]:
@@ -842,15 +881,19 @@ def main() -> None:
     ap.add_argument("--live-predict-every", type=float, default=1.0, help="--live: kant serve --predict-every")
     ap.add_argument("--live-drain-wall", type=float, default=300.0,
                     help="--live: wall seconds to wait after the last arrival for the polled jobs to start")
+    ap.add_argument("--work-check", type=float, action="append", metavar="H",
+                    help="the twin's sampled work against the true one, H hours into the slice (kant, noisy)")
     ap.add_argument("--nodes", type=int, default=10_000)
     ap.add_argument("--running", type=int, default=8_000)
     ap.add_argument("--pending", type=int, default=10_000)
     ap.add_argument("--speed-policy", action="append")
     args = ap.parse_args()
-    if not (args.accuracy or args.speed or args.sweep or args.capacity or args.ratio_check):
+    if not (args.accuracy or args.speed or args.sweep or args.capacity or args.ratio_check or args.work_check):
         ap.error("give --accuracy, --speed, --capacity, --ratio-check and/or --sweep")
     if args.ratio_check:
         ratio_check(args)
+    if args.work_check:
+        work_check(args)
     if args.capacity:
         capacity(args)
     if args.sweep:
