@@ -513,9 +513,9 @@ def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
     print_accuracy(summaries)
     if not args.live:  # the median signed error before and after hour 30 of the predictions (two queueing episodes)
         for (policy, regime), r in episodes:
-            rows = [((t - r.preds[0][1]) / HOUR, (q50 - r.actual[row]) / HOUR)
+            rows = [((t - r.preds[0][1]) / HOUR, (q50 - a) / HOUR)
                     for row, t, _, q50, _, _, _, _ in r.preds[:r.arrival_preds]
-                    if q50 is not None and r.actual.get(row) is not None]
+                    if q50 is not None and (a := r.actual.get(row)) is not None]
             e = np.asarray(rows, dtype=np.float64).reshape(-1, 2)
             parts = []
             for name, m in (("before 30 h", e[:, 0] < 30), ("from 30 h", e[:, 0] >= 30)):
