@@ -37,6 +37,7 @@ Everything is deterministic (fixed seeds). Figures, never asserts. Pin with ``ta
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -111,6 +112,7 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
 
     out = Replay(policy, regime)
     cal = Calibration()  # (as the service's twin does: bands widened to its own past errors)
+    dump: list[Any] | None = [] if os.environ.get("KANT_CAL_DUMP") else None
     t_wall = time.perf_counter()
     submit = jobs.submit.tolist()
     duration = jobs.duration.tolist()
@@ -143,6 +145,11 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
             # ended, is left out, so that the table of those predictions checks the replay itself)
             pred = predict(snap, runs=runs, arrivals=arrivals and not draining)
             jobs_pred = pred.pending()
+            if dump is not None:  # (KANT_CAL_DUMP: the calibrator's inputs, for offline study)
+                ids = snap.ids
+                dump.append((snap.now, {ids[r]: run.start for r, run in snap.sched.running.items()},
+                             [ids[r] for r in snap.sched.pending], [dict(p) for p in jobs_pred],
+                             {p["id"]: row_of[p["id"]] for p in jobs_pred}, draining))
             if calibrate:
                 cal.calibrate(snap, jobs_pred)
             out.predict_s += time.perf_counter() - t0
@@ -195,6 +202,10 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
                 out.actual[row_of[job.id]] = job.first_start_time
             after = page[-1].id
         db.close()
+    if dump is not None:
+        import pickle
+        with open(f"{os.environ['KANT_CAL_DUMP']}-{policy}-{regime}.pkl", "wb") as fh:
+            pickle.dump({"ticks": dump, "actual": out.actual, "arrival_preds": out.arrival_preds}, fh)
     out.wall_s = time.perf_counter() - t_wall
     return out
 
@@ -471,6 +482,7 @@ def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
     estimates = {"exact": np.asarray(jobs.duration, dtype=np.float64),
                  "noisy": noisy_estimates(jobs, args.sigma, args.seed)}
     summaries, raw = [], []
+    episodes: list[tuple[tuple[str, str], Replay]] = []
     t_all = time.perf_counter()
     for regime in args.regime or REGIMES:
         for policy in args.policy or ACCURACY_POLICIES:
@@ -490,6 +502,7 @@ def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
                            calibrate=not args.no_calibration)
                 s = summarise(r)
                 s["drain"] = summarise(r, drain=True)
+                episodes.append(((policy, regime), r))
                 print(f"  {policy} / {regime}: {r.ticks} ticks, {len(r.preds):,} predictions, "
                       f"{r.wall_s:.1f} s wall ({r.predict_s:.1f} s predicting)", flush=True)
             summaries.append(s)
@@ -498,6 +511,18 @@ def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
                         "actual": {str(k): v for k, v in sorted(r.actual.items())}})
     print()
     print_accuracy(summaries)
+    if not args.live:  # the median signed error before and after hour 30 of the predictions (two queueing episodes)
+        for (policy, regime), r in episodes:
+            rows = [((t - r.preds[0][1]) / HOUR, (q50 - a) / HOUR)
+                    for row, t, _, q50, _, _, _, _ in r.preds[:r.arrival_preds]
+                    if q50 is not None and (a := r.actual.get(row)) is not None]
+            e = np.asarray(rows, dtype=np.float64).reshape(-1, 2)
+            parts = []
+            for name, m in (("before 30 h", e[:, 0] < 30), ("from 30 h", e[:, 0] >= 30)):
+                if m.any():
+                    parts.append(f"{name}: {int(m.sum()):,} predictions ({m.mean():.0%}), bias "
+                                 f"{np.median(e[m, 1]):+.2f} h, {np.mean(e[m, 1] < 0):.0%} start after P50")
+            print(f"  {policy} / {regime}: " + "; ".join(parts))
     print(f"\nwall time, all replays: {time.perf_counter() - t_all:.1f} s")
     if args.json:
         p = Path(args.json)
@@ -566,9 +591,20 @@ def capacity(args: argparse.Namespace) -> dict[str, Any]:
     adds = [0, *(a for a in (args.capacity_add or [8, 16]) if a)]
     scen = [Scenario(f"+{a}", add_nodes=a) for a in adds if a]
     print(f"Philly slice: {len(jobs):,} jobs from day {args.start_day:g}; {policy} on {args.cluster}; snapshot at "
-          f"{args.capacity_at_h:g} h ({len(snap.sched.pending):,} pending, {len(snap.sched.running):,} running, "
+          f"{args.capacity_at_h:g} h ({len(snap.sched.pending):,} pending, "
+          f"{len(snap.sched.running):,} running, "
           f"{len(snap.arrivals.get('submit', ())):,} arrivals of history); horizon {args.capacity_horizon_h:g} h; "
           f"{args.capacity_regime} estimates; {args.runs} runs (built in {time.perf_counter() - t0:.1f} s)")
+    if args.capacity_history_d:
+        # a service that had run for longer: the trace's submits of the days before the slice join the
+        # snapshot's arrival history (the cluster's state is the slice's, as without them)
+        before = philly_slice(args.start_day - args.capacity_history_d, args.jobs * 10)
+        keep = np.flatnonzero(before.submit < float(jobs.submit[0]))
+        est_before = noisy_estimates(before, args.sigma, args.seed + 1) if args.capacity_regime == "noisy" else \
+            np.asarray(before.duration, dtype=np.float64)
+        old = _arrival_cols(before, keep, est_before)
+        snap = dataclasses.replace(snap, arrivals={c: old[c] + tuple(snap.arrivals[c]) for c in ARRIVAL_COLUMNS})
+        print(f"arrival history: {keep.size:,} submits of the {args.capacity_history_d:g} days before the slice added")
     model = ArrivalModel.learn(snap.arrivals, snap.now)
     if model is not None:
         print(f"arrival model: {model.describe()}")
@@ -577,18 +613,8 @@ def capacity(args: argparse.Namespace) -> dict[str, Any]:
     t_pred = time.perf_counter() - t0
     # the real future: the slice's arrivals in (at, at + horizon], every job with its true run time
     later = np.flatnonzero((jobs.submit > at) & (jobs.submit <= at + horizon))
-    names = {c: i for i, c in enumerate(ARRIVAL_COLUMNS)}
-    real_cols: dict[str, tuple[Any, ...]] = {c: () for c in names}
-    tn = jobs.tenant_names
-    real_cols = {
-        "submit": tuple(float(jobs.submit[r]) for r in later), "tenant": tuple(tn[int(jobs.tenant[r])] for r in later),
-        "user": tuple(tn[int(jobs.tenant[r])] for r in later), "workers": tuple(int(jobs.workers[r]) for r in later),
-        "gpus_per_worker": tuple(int(jobs.gpus_per_worker[r]) for r in later),
-        "gpu_milli": tuple(0 for _ in later), "cpu_milli": tuple(0 for _ in later),
-        "memory_mib": tuple(0 for _ in later), "gpu_type": tuple(None for _ in later),
-        "priority": tuple(0 for _ in later), "kind": tuple(0 for _ in later),
-        "estimate": tuple(float(est[r]) if est[r] > 0 else 86400.0 for r in later)}
-    real = ArrivalModel(real_cols, np.zeros(24), tuple(np.zeros(0, dtype=np.int64) for _ in range(24)), at, at)
+    real_cols = _arrival_cols(jobs, later, est)
+    real = ArrivalModel(real_cols, np.zeros(24), at, at)
     drawn = Drawn(np.asarray(real_cols["submit"]), np.arange(later.size, dtype=np.int64))
     true_active = np.asarray([float(jobs.duration[row_of[i]]) for i in snap.ids])
     true_later = np.asarray([float(jobs.duration[r]) for r in later])
@@ -616,6 +642,44 @@ def capacity(args: argparse.Namespace) -> dict[str, Any]:
           f"group: the largest of its buckets' P90s; '>h': later than the horizon; twin {t_pred:.1f} s, "
           f"simulator {t_real:.1f} s)")
     return out
+
+
+def work_check(args: argparse.Namespace) -> None:
+    """The work the twin samples (20 draws of :func:`sample_durations`) against the true run times, for
+    the running jobs' remaining time and the pending jobs, in GPU-hours, at each ``--work-check`` hour."""
+    from kant.twin.predict import RatioModel, sample_durations
+
+    jobs = philly_slice(args.start_day, args.jobs)
+    est = noisy_estimates(jobs, args.sigma, args.seed)
+    for h in args.work_check:
+        snap, row_of = snapshot_after(jobs, est, "kant", args.cluster, float(jobs.submit[0]) + h * HOUR)
+        model = RatioModel.fit(snap)
+        gpus = np.asarray(snap.jobs["workers"], dtype=np.float64) * np.asarray(snap.jobs["gpus_per_worker"])
+        true = np.asarray([float(jobs.duration[row_of[i]]) for i in snap.ids])
+        draws = np.asarray([sample_durations(snap, np.random.default_rng([args.seed, k]), model) for k in range(20)])
+        run = list(snap.sched.running)
+        pend = list(snap.sched.pending)
+        elapsed = np.asarray([snap.now - snap.sched.running[r].start for r in run])
+        left = np.maximum(draws[:, run] - elapsed, 0).mean(0)
+        print(f"{h:g} h: {len(run)} running, GPU-hours left sampled {np.sum(left * gpus[run]) / HOUR:,.0f}, true "
+              f"{np.sum(np.maximum(true[run] - elapsed, 0) * gpus[run]) / HOUR:,.0f}; {len(pend)} pending, GPU-hours "
+              f"sampled {np.sum(draws[:, pend].mean(0) * gpus[pend]) / HOUR:,.0f}, true "
+              f"{np.sum(true[pend] * gpus[pend]) / HOUR:,.0f}, planned "
+              f"{np.sum(np.asarray(snap.jobs['estimate'], dtype=np.float64)[pend] * gpus[pend]) / HOUR:,.0f}",
+              flush=True)
+
+
+def _arrival_cols(jobs: JobTable, rows: np.ndarray, est: np.ndarray) -> dict[str, tuple[Any, ...]]:
+    """Slice rows as an arrival history (kant.twin.arrivals.ARRIVAL_COLUMNS), planned at ``est``."""
+    tn = jobs.tenant_names
+    return {
+        "submit": tuple(float(jobs.submit[r]) for r in rows), "tenant": tuple(tn[int(jobs.tenant[r])] for r in rows),
+        "user": tuple(tn[int(jobs.tenant[r])] for r in rows), "workers": tuple(int(jobs.workers[r]) for r in rows),
+        "gpus_per_worker": tuple(int(jobs.gpus_per_worker[r]) for r in rows),
+        "gpu_milli": tuple(0 for _ in rows), "cpu_milli": tuple(0 for _ in rows),
+        "memory_mib": tuple(0 for _ in rows), "gpu_type": tuple(None for _ in rows),
+        "priority": tuple(0 for _ in rows), "kind": tuple(0 for _ in rows),
+        "estimate": tuple(float(est[r]) if est[r] > 0 else 86400.0 for r in rows)}
 
 
 def _h(x: float | None) -> str:
@@ -802,6 +866,8 @@ def main() -> None:
     ap.add_argument("--capacity-horizon-h", type=float, default=48.0, help="--capacity: what-if horizon")
     ap.add_argument("--capacity-add", type=int, action="append",
                     help="--capacity: nodes added (default 8 and 16; +0 always)")
+    ap.add_argument("--capacity-history-d", type=float, default=0.0,
+                    help="--capacity: replay this many days of the trace before the slice (arrival history)")
     ap.add_argument("--capacity-regime", choices=REGIMES, default="noisy")
     ap.add_argument("--no-calibration", action="store_true",
                     help="accuracy (in-process): the runs' band only (not widened to the twin's past errors)")
@@ -815,15 +881,19 @@ def main() -> None:
     ap.add_argument("--live-predict-every", type=float, default=1.0, help="--live: kant serve --predict-every")
     ap.add_argument("--live-drain-wall", type=float, default=300.0,
                     help="--live: wall seconds to wait after the last arrival for the polled jobs to start")
+    ap.add_argument("--work-check", type=float, action="append", metavar="H",
+                    help="the twin's sampled work against the true one, H hours into the slice (kant, noisy)")
     ap.add_argument("--nodes", type=int, default=10_000)
     ap.add_argument("--running", type=int, default=8_000)
     ap.add_argument("--pending", type=int, default=10_000)
     ap.add_argument("--speed-policy", action="append")
     args = ap.parse_args()
-    if not (args.accuracy or args.speed or args.sweep or args.capacity or args.ratio_check):
+    if not (args.accuracy or args.speed or args.sweep or args.capacity or args.ratio_check or args.work_check):
         ap.error("give --accuracy, --speed, --capacity, --ratio-check and/or --sweep")
     if args.ratio_check:
         ratio_check(args)
+    if args.work_check:
+        work_check(args)
     if args.capacity:
         capacity(args)
     if args.sweep:

@@ -33,7 +33,7 @@ def history(submits: list[float], gpus: int = 8, estimate: float = 3600.0, tenan
     return {c: tuple(cols[c]) for c in ARRIVAL_COLUMNS}
 
 
-def test_the_rate_follows_the_hour_of_the_day_and_jobs_come_from_that_hour() -> None:
+def test_the_rate_follows_the_hour_of_the_day_and_jobs_come_from_the_whole_history() -> None:
     # two days: a burst of 30 one-GPU jobs in hour 3 each day, and one 8-GPU job at noon
     sub, gpus = [], []
     for day in range(2):
@@ -45,16 +45,31 @@ def test_the_rate_follows_the_hour_of_the_day_and_jobs_come_from_that_hour() -> 
     hist["gpus_per_worker"] = tuple(gpus)
     model = ArrivalModel.learn(hist, now=2 * 86400.0)
     assert model is not None
-    assert model.rate[3] > 10 * model.rate[12] > 0  # per hour: about 15 against 0.5
-    # hour 3: 60 arrivals in 2 h of exposure, shrunk by one hour at the overall rate (62 in the 45 h from
+    assert model.rate[3] > 10 * model.rate[12] > 0  # per hour: about 12 against 0.8
+    # hour 3: 60 arrivals in 2 h of exposure, shrunk by two hours at the overall rate (62 in the 45 h from
     # the first arrival)
-    assert model.rate[3] * HOUR == pytest.approx((60 + 62 / 45) / 3)
-    # a day from midnight: the draws of hour 3 copy the one-GPU jobs of hour 3
-    arr = model.sample(np.random.default_rng(1), 86400.0)
-    hours = ((arr.submit % 86400) // HOUR).astype(int)
+    assert model.rate[3] * HOUR == pytest.approx((60 + 2 * 62 / 45) / 4)
+    assert model.rate[12] * HOUR == pytest.approx((2 + 2 * 62 / 45) / 4)
+    # the rare 8-GPU job is drawn at its share of the whole history (2 of 62), in any hour
+    arr = model.sample(np.random.default_rng(1), 60 * 86400.0)
     picked = np.asarray(hist["gpus_per_worker"])[arr.rows]
-    assert (picked[hours == 3] == 1).all() and (hours == 3).sum() > 10
+    hours = ((arr.submit % 86400) // HOUR).astype(int)
+    assert (picked[hours == 3] == 8).any()
+    assert (picked == 8).mean() == pytest.approx(2 / 62, abs=0.01)  # (of about 1,900 draws)
+    assert model.describe()["largest_gang"] == 8
     assert np.all(np.diff(arr.submit) >= 0) and arr.submit.min() >= 2 * 86400.0
+
+
+def test_one_busy_day_among_quiet_ones_is_averaged_out() -> None:
+    # six quiet days of 24 jobs (one an hour) and a last day of 240: the rate is near the week's mean
+    # ((6 x 24 + 240) / 7 days: 2.3 an hour), not the last day's 10 an hour
+    sub = [d * 86400 + h * HOUR + 1800 for d in range(6) for h in range(24)]
+    sub += [6 * 86400 + i * 360.0 for i in range(240)]
+    model = ArrivalModel.learn(history(sub), now=7 * 86400.0)
+    assert model is not None
+    per_hour = model.rate * HOUR
+    assert np.all(per_hour > 1.0) and np.all(per_hour < 3.5)
+    assert model.expected(86400.0) == pytest.approx((6 * 24 + 240) / 7, rel=0.05)
 
 
 @settings(max_examples=25, deadline=None)
@@ -149,23 +164,47 @@ def test_bad_arrivals_in_a_snapshot_are_named() -> None:
 
 
 # --- the band calibrated on the twin's own past errors ------------------------------------------------
-def test_calibration_widens_the_band_to_past_errors_by_lead_time() -> None:
-    from kant.twin.calibrate import MIN_RESIDUALS, Calibration
+def test_calibration_widens_the_band_by_past_errors_scaled_to_the_lead_time() -> None:
+    from kant.twin.calibrate import MIN_RESIDUALS, SCALE_S, Calibration
 
     cal = Calibration()
-    jobs = [{"id": i, "p50": 100.0 + i, "p10": 100.0 + i, "p90": 100.0 + i} for i in range(2 * MIN_RESIDUALS)]
+    lead = 3600.0 - SCALE_S  # (errors are scaled by lead + SCALE_S: one hour here)
+    jobs = [{"id": i, "p50": lead, "p10": lead, "p90": lead} for i in range(2 * MIN_RESIDUALS)]
     assert not cal.apply(0.0, [dict(j) for j in jobs])  # nothing learned yet: unchanged
     cal.observe(0.0, jobs)
-    # every job started 60 s after its P50 (even ids) or 30 s before (odd); job 0 was cancelled
-    starts = {i: 100.0 + i + (60.0 if i % 2 == 0 else -30.0) for i in range(1, 2 * MIN_RESIDUALS)}
+    # every job started 360 s after its P90 (even ids) or 180 s before its P10 (odd); job 0 was cancelled
+    starts = {i: lead + (360.0 if i % 2 == 0 else -180.0) for i in range(1, 2 * MIN_RESIDUALS)}
     cal.started(starts, pending=[])
     assert len(cal) == 2 * MIN_RESIDUALS - 1
-    new = [{"id": 999, "p50": 1100.0, "p10": 1090.0, "p90": 1105.0}, {"id": 998, "p50": None, "p10": None,
-                                                                      "p90": None}]
+    new = [{"id": 999, "p50": 1000.0 + lead, "p10": 990.0 + lead, "p90": 1005.0 + lead},
+           {"id": 998, "p50": None, "p10": None, "p90": None},
+           {"id": 997, "p50": 1000.0 + 3 * 3600.0 - SCALE_S, "p10": 1000.0 + 3 * 3600.0 - SCALE_S, "p90": None}]
     assert cal.apply(1000.0, new)
-    assert new[0] == {"id": 999, "p50": 1100.0, "p10": 1070.0, "p90": 1160.0}  # the union of both bands
+    # the runs' band widened by -0.05 h / +0.1 h per hour of lead + SCALE_S
+    assert new[0]["p10"] == pytest.approx(990.0 + lead - 180.0)
+    assert new[0]["p90"] == pytest.approx(1005.0 + lead + 360.0)
     assert new[1]["p10"] is None
+    assert new[2]["p10"] == pytest.approx(1000.0 + 3 * 3600.0 - SCALE_S - 3 * 180.0) and new[2]["p90"] is None
     assert "widened to the twin's own errors on 99 past predictions" in cal.covers("run-time error only")
+
+
+def test_calibration_follows_the_recent_errors() -> None:
+    from kant.twin.calibrate import SCALE_S, Calibration
+
+    cal = Calibration()
+    lead = 3600.0 - SCALE_S
+    # 100 predictions two days ago started an hour late; 100 made 10 minutes ago started on time
+    old = [{"id": i, "p50": lead, "p10": lead, "p90": lead} for i in range(100)]
+    recent = [{"id": 100 + i, "p50": 48 * 3600.0 + lead, "p10": 48 * 3600.0 + lead, "p90": 48 * 3600.0 + lead}
+              for i in range(100)]
+    cal.observe(0.0, old)
+    cal.observe(48 * 3600.0, recent)
+    cal.started({**{i: lead + 3600.0 for i in range(100)}, **{100 + i: 48 * 3600.0 + lead for i in range(100)}}, [])
+    now = 48 * 3600.0 + 600.0
+    job = {"id": 5000, "p50": now + lead, "p10": now + lead, "p90": now + lead}
+    assert cal.apply(now, [job])
+    # half the errors were an hour late, but those are 8 half-lives old: the band follows the recent ones
+    assert job["p90"] == pytest.approx(now + lead)
 
 
 @pytest.mark.parametrize("policy", ["kant", "k8s-default", "slurm-backfill", "fifo-strict"])
@@ -189,4 +228,5 @@ def test_jobs_still_waiting_count_as_censored_errors() -> None:
     job = {"id": 5000, "p50": 1200.0, "p10": 1200.0, "p90": 1200.0}
     assert cal.apply(1100.0, [job])
     # the observed errors alone say "30 s early"; the waiting jobs say "at least 1,000 s late" for half
-    assert job["p10"] == 1170.0 and job["p90"] == 2200.0
+    # (both leads are 100 s: the scaled errors carry over as they are)
+    assert job["p10"] == pytest.approx(1170.0) and job["p90"] == pytest.approx(2200.0)

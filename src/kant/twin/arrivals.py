@@ -4,21 +4,24 @@ A live service keeps its recent arrivals (each job's submit time, tenant, user, 
 time; :attr:`TwinSnapshot.arrivals`). :class:`ArrivalModel` turns them into a sampler of future
 arrivals for the forward runs:
 
-- **Rate by time of day.** The history covers ``[first, now]``. For each hour of the day ``h`` it has
-  ``E_h`` seconds of exposure (how much of the window fell in that hour of the day) and ``C_h``
-  arrivals. The hour's rate is ``(C_h + A x r) / (E_h + A)``, with ``r`` the overall rate
-  ``C / (now - first)`` and ``A`` one hour: an hour of the day seen for a day or more is its own,
-  one not seen yet (a history shorter than a day) falls back to the overall rate.
+- **Rate by time of day, across days.** The history covers ``[first, now]`` (up to ``window_s``,
+  default 7 days). For each hour of the day ``h`` it has ``E_h`` seconds of exposure (how much of the
+  window fell in that hour of the day, summed over the days) and ``C_h`` arrivals. The hour's rate
+  is ``(C_h + A x r) / (E_h + A)``, with ``r`` the overall rate ``C / (now - first)`` over the whole
+  window and ``A`` :data:`SHRINK_S` (two hours): an hour of the day seen on one day gets a third of
+  its own rate and two thirds of the overall one; seen on every day of a week, 7/9 of its own. One
+  busy day is then read as "a busy day", not as "every day is like this", and the rate averages over
+  every day the history holds.
 - **Which jobs.** Each sampled arrival is a copy of a past arrival (tenant, user, shape, GPU type,
   priority and planned run time together: the bootstrap keeps who asks for what, and how long
-  they say it runs), drawn uniformly among the past arrivals of the same hour of the day (all of
-  them when that hour has none).
+  they say it runs), drawn uniformly among every past arrival of the window, whatever its hour: a
+  rare shape (a 32-GPU gang seen twice in a week) is sampled at its rate in the whole history, not
+  only when the same hour of the day happened to have one.
 - **When.** Arrivals in each hour segment of ``[now, now + horizon)`` are Poisson with the hour's
   rate, placed uniformly in it.
 
-Only the last ``window_s`` (default 7 days) of history is used. With fewer than
-:data:`MIN_ARRIVALS` arrivals, or less than an hour of history, there is no model: the forward runs
-are "if nothing else arrives" and the answer says so.
+With fewer than :data:`MIN_ARRIVALS` arrivals, or less than an hour of history, there is no model:
+the forward runs are "if nothing else arrives" and the answer says so.
 
 Sampling is deterministic: :meth:`ArrivalModel.sample` takes the generator of the forward run.
 """
@@ -41,6 +44,8 @@ DAY = 86400.0
 MIN_ARRIVALS = 20
 #: how far back the history is used
 DEFAULT_WINDOW_S = 7 * DAY
+#: the shrinkage of an hour of the day's rate towards the overall rate: this much exposure at that rate
+SHRINK_S = 2 * HOUR
 #: one past arrival: its columns (as a snapshot's job columns, without ``name`` and ``estimate``'s
 #: user meaning: ``estimate`` is the run time the scheduler planned it with)
 ARRIVAL_COLUMNS = ("submit", "tenant", "user", "workers", "gpus_per_worker", "gpu_milli", "cpu_milli",
@@ -68,7 +73,6 @@ class ArrivalModel:
 
     history: Mapping[str, tuple[Any, ...]]
     rate: FloatArray  # arrivals per second, by hour of the day (24)
-    by_hour: tuple[IntArray, ...]  # history rows submitted in each hour of the day
     first: float
     now: float
 
@@ -90,9 +94,8 @@ class ArrivalModel:
         counts = np.bincount(hour, minlength=24).astype(np.float64)
         exposure = _exposure(first, now)
         overall = keep.size / span
-        rate = (counts + HOUR * overall) / (exposure + HOUR)
-        by_hour = tuple(np.flatnonzero(hour == h) for h in range(24))
-        return cls(hist, rate, by_hour, first, now)
+        rate = (counts + SHRINK_S * overall) / (exposure + SHRINK_S)
+        return cls(hist, rate, first, now)
 
     def __len__(self) -> int:
         return len(self.history["submit"])
@@ -111,18 +114,19 @@ class ArrivalModel:
             if not k:
                 continue
             t = np.sort(a + (b - a) * rng.random(k))
-            pool = self.by_hour[h]
-            pick = pool[rng.integers(0, pool.size, size=k)] if pool.size else rng.integers(0, n_all, size=k)
             times.append(t)
-            rows.append(pick.astype(np.int64))
+            rows.append(rng.integers(0, n_all, size=k).astype(np.int64))
         if not times:
             return Arrivals(np.zeros(0), np.zeros(0, dtype=np.int64))
         return Arrivals(np.concatenate(times), np.concatenate(rows))
 
     def describe(self) -> dict[str, Any]:
         """What the model learned, for answers and docs: arrivals seen, hours of history, the mean
-        rate per hour and the busiest and quietest hour of the day."""
+        rate per hour, the busiest and quietest hour of the day and the largest gang seen (GPUs)."""
+        gangs = np.asarray(self.history["workers"], dtype=np.int64) * np.asarray(
+            self.history["gpus_per_worker"], dtype=np.int64)
         return {"arrivals": len(self), "history_h": round((self.now - self.first) / HOUR, 2),
+                "largest_gang": int(gangs.max()) if gangs.size else 0,
                 "per_hour": round(float(self.rate.mean()) * HOUR, 2),
                 "busiest_hour": int(np.argmax(self.rate)), "quietest_hour": int(np.argmin(self.rate))}
 
