@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 import math
 from abc import ABC, abstractmethod
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from itertools import chain
@@ -179,6 +179,11 @@ class PendingQueue:
         # what changed since mark(): jobs removed, and the smallest key pushed (None: no push)
         self._removed_since_mark = 0
         self._lowest_pushed: SortKey | None = None
+        # per shape, how many jobs left the front of its list (positions counted from the list's
+        # creation: a job keeps its position until a job ahead of it leaves other than at the front
+        # or one is inserted ahead of it), and the watchers told of such edits (see watch_edits)
+        self._front: dict[int, int] = {}
+        self._watchers: list[dict[int, int]] = []
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -241,6 +246,27 @@ class PendingQueue:
         the jobs pushed (None: none pushed)."""
         return self._removed_since_mark, self._lowest_pushed
 
+    def watch_edits(self) -> dict[int, int]:
+        """A dict the queue keeps, per shape, the lowest position (see :meth:`position_base`) at which
+        a job was inserted or removed since the caller last cleared that shape's entry (-1: the list
+        was emptied), except removals at the front and appends at the back, which move no other job.
+        The caller owns the clearing; positions below the entry (all, without one) at or after the
+        list's front hold the same jobs as when it was cleared."""
+        edits: dict[int, int] = {}
+        self._watchers.append(edits)
+        return edits
+
+    def position_base(self, shape: int) -> int:
+        """Jobs that left the front of ``shape``'s list so far: ``base + i`` is the position of the
+        list's ``i``-th job, stable while no edit below it is reported (see :meth:`watch_edits`)."""
+        return self._front.get(shape, 0)
+
+    def _edited(self, shape: int, at: int) -> None:
+        for edits in self._watchers:
+            low = edits.get(shape)
+            if low is None or at < low:
+                edits[shape] = at
+
     def push(self, job: int) -> None:
         key = self._static_key(job)
         keys = self._keys
@@ -258,7 +284,10 @@ class PendingQueue:
         if not lst or keys[lst[-1]] <= key:
             lst.append(job)
         else:
-            insort(lst, job, key=keys.__getitem__)
+            i = bisect_right(lst, key, key=keys.__getitem__)
+            lst.insert(i, job)
+            if self._watchers:
+                self._edited(shape, self._front.get(shape, 0) + i)
         self.pending_gpus += self._total_gpus[job]
         count = self._request_count.get(request, 0)
         if not count:
@@ -273,6 +302,7 @@ class PendingQueue:
         lst = self._by_shape[shape]
         if lst[0] == job:
             lst.popleft()
+            self._front[shape] = self._front.get(shape, 0) + 1
         else:
             try:  # most other removals are near the front (backfill, preemption of a recent arrival)
                 i = lst.index(job, 1, _NEAR)
@@ -281,7 +311,11 @@ class PendingQueue:
                 if lst[i] != job:  # pragma: no cover - keys end in the job row, so they are unique
                     i = lst.index(job)
             del lst[i]
+            if self._watchers:
+                self._edited(shape, self._front.get(shape, 0) + i)
         if not lst:
+            if self._watchers:
+                self._edited(shape, -1)
             del self._by_shape[shape]
             del self._shape_request[shape]
             self.shape_changes += 1

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_left
-from collections.abc import Container
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Container
 from typing import Protocol
 
 from kant.actions.backfill.host import Host
@@ -24,7 +24,7 @@ from kant.framework.status import Status
 from kant.model.fit import FULL_GPU_MILLI
 from kant.model.state import Placement
 
-__all__ = ["BLOCK", "LONG", "SKIP", "STARTED", "EasyCycle", "EasyHost", "QuietWalk"]
+__all__ = ["BLOCK", "LONG", "SKIP", "STARTED", "EasyCycle", "EasyHost", "LongRun", "QuietWalk"]
 
 # what one look at a job decided
 SKIP = 0  # not now, look at the next job of the shape
@@ -114,6 +114,31 @@ class QuietWalk:
         return True
 
 
+class LongRun:
+    """Jobs of one shape the walk passed over as long, kept between cycles: the jobs at consecutive
+    positions of the shape's list from ``start`` (see :meth:`PendingQueue.position_base`), their keys
+    and their smallest estimate. While the positions hold the same jobs (the queue reports edits,
+    :meth:`PendingQueue.watch_edits`) and ``now + min_est > shadow``, every one of them is still long,
+    so the walk passes over those ahead of the next shape's key in one step instead of one by one.
+
+    Only for static estimates (no runtime estimator): a job's estimate and key never change."""
+
+    __slots__ = ("jobs", "keys", "min_est", "start")
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.jobs: list[int] = []
+        self.keys: list[tuple[float, ...]] = []
+        self.min_est = math.inf
+
+    def cut(self, low: int, estimate: Callable[[int], float]) -> None:
+        """Positions from ``low`` on may hold other jobs now: forget them."""
+        keep = max(0, low - self.start)
+        if keep < len(self.jobs):
+            del self.jobs[keep:], self.keys[keep:]
+            self.min_est = min(map(estimate, self.jobs), default=math.inf)
+
+
 # --- the walk ----------------------------------------------------------------------------------
 class EasyCycle:
     """One EASY pass: look at queued jobs in order, find the head, then backfill behind it.
@@ -128,6 +153,11 @@ class EasyCycle:
         self.leftover = Leftover(bf.capacity, bf.long_blocked)
         self.long_blocked = bf.long_blocked.requests
         self.quiet = QuietWalk()
+        # long runs per shape (see LongRun), with the queue's report of the edits since
+        self.keep_runs = True  # off: every long job is passed over one by one (for the tests)
+        self.runs: dict[int, LongRun] = {}
+        self._edits: dict[int, int] = {}
+        self._watched: object = None  # the queue the edits are watched on
         self.reset(bf, ctx, fw)
 
     def reset(self, bf: EasyHost, ctx: CycleContext, fw: Framework) -> None:
@@ -150,6 +180,26 @@ class EasyCycle:
         self.leftover.reset()
         self.requests: list[int] = ctx.queue.request_of
         self.estimate = ctx.env.estimate if ctx.env.estimator is not None else ctx.env.default_estimates().__getitem__
+
+    def _run_of(self, shape: int) -> LongRun | None:
+        """``shape``'s long run, cut to the positions that still hold the same jobs."""
+        run = self.runs.get(shape)
+        low = self._edits.pop(shape, None)
+        if run is not None and low is not None:
+            run.cut(low, self.estimate)
+        return run
+
+    def _keep_run(self, shape: int, start: int, jobs: list[int], mn: float) -> None:
+        """The walk passed over ``jobs`` (all long) at positions from ``start``: extend or replace
+        ``shape``'s long run."""
+        run = self._run_of(shape)
+        if run is None or run.start + len(run.jobs) != start:
+            run = self.runs[shape] = LongRun(start)
+        run.jobs += jobs
+        key = self.ctx.queue.key_of
+        run.keys += map(key, jobs)
+        if mn < run.min_est:
+            run.min_est = mn
 
     def is_long(self, job: int) -> bool:
         return self.now + self.estimate(job) > self.shadow
@@ -299,6 +349,11 @@ class EasyCycle:
         if quiet_ok and quiet.repeats(self):
             return
         quiet.valid = False
+        keep_runs = self.keep_runs and self.env.estimator is None
+        if keep_runs and self._watched is not queue:
+            self._watched = queue
+            self._edits = queue.watch_edits()
+            self.runs.clear()
         before = (bf.backfilled, bf.failed.changes, bf.long_blocked.changes)
         max_jobs = bf.max_jobs
         key, shape_jobs, consider, is_long = queue.key_of, queue.shape_jobs, self.consider, self.is_long
@@ -368,6 +423,23 @@ class EasyCycle:
             if shape in short_only:  # skip long jobs, but only those ahead of every other shape's
                 top = heap[0][0] if heap else None
                 n = len(lst)
+                if keep_runs and i < n and looked < limit:
+                    # the long jobs passed over in earlier walks, at once (see LongRun)
+                    at = queue.position_base(shape) + i
+                    run = self._run_of(shape)
+                    if run is not None and now + run.min_est > shadow:
+                        off = at - run.start
+                        end = len(run.jobs)
+                        if 0 <= off < end:
+                            if top is not None:
+                                end = bisect_right(run.keys, top, off)
+                            t = min(end - off, limit - looked)
+                            if t > 0:
+                                i += t
+                                looked += t
+                                last = run.jobs[off + t - 1]
+                i0 = i
+                mn = math.inf
                 while i < n:
                     if looked >= limit:
                         if not exact:
@@ -384,9 +456,13 @@ class EasyCycle:
                         break
                     if top is not None and key(j) > top:
                         break
+                    if est < mn:
+                        mn = est
                     i += 1
                     looked += 1
                     last = j
+                if keep_runs and i > i0:
+                    self._keep_run(shape, queue.position_base(shape) + i0, [lst[k] for k in range(i0, i)], mn)
             pos[shape] = i
             if i < len(lst):
                 heappush(heap, (key(lst[i]), shape))
