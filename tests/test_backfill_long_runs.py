@@ -132,3 +132,41 @@ def test_long_runs_are_used_behind_a_blocked_head() -> None:
     # the 40 long jobs were passed over one by one once, then from the run
     walks = sum(1 for _, started, _ in kept_cycles if started)
     assert walks > 10 and used["n"] < 2 * 40
+
+
+@settings(max_examples=100, deadline=None)
+@given(ops=st.lists(st.tuples(st.booleans(), st.integers(0, 23), st.booleans()), max_size=80))
+def test_the_queue_reports_every_edit_and_keeps_each_shapes_head(ops: list[tuple[bool, int, bool]]) -> None:
+    """``watch_edits``: positions below the reported edit hold the same jobs as when the entry was
+    cleared; ``head_entries``: each shape's first key, after any pushes (out of key order: inserts
+    into the middle of a list) and removals (front, middle, back)."""
+    from cycle_helpers import make_ctx
+    from kant.plugins.fifo import Fifo
+
+    cluster = Cluster.uniform(2, 4, nodes_per_leaf=2, leaves_per_spine=2)
+    specs: list[dict[str, Any]] = [{"gpus_per_worker": 1 + i % 3} for i in range(24)]  # three shapes
+    ctx, _fw = make_ctx(cluster, specs, {}, [Fifo()])
+    queue = ctx.queue
+    edits = queue.watch_edits()
+    seen: dict[int, dict[int, int]] = {}  # per shape: position -> job when its entry was cleared
+
+    def snapshot(shape: int) -> None:
+        base = queue.position_base(shape)
+        seen[shape] = {base + i: job for i, job in enumerate(queue.shape_jobs(shape))}
+        edits.pop(shape, None)
+
+    for push, job, clear in ops:
+        if push and job not in queue:
+            queue.push(job)
+        elif not push and job in queue:
+            queue.remove(job)
+        for shape in {queue.shape_of[j] for j in range(24)}:
+            lst, base, low = queue.shape_jobs(shape), queue.position_base(shape), edits.get(shape)
+            for at, was in seen.get(shape, {}).items():
+                if at >= base and (low is None or at < low):
+                    assert at - base < len(lst) and lst[at - base] == was
+            if clear:
+                snapshot(shape)
+        assert dict(queue.head_entries()) == {
+            s: (queue.key(queue.shape_jobs(s)[0]), s) for s in queue.pending_shapes()}
+        assert queue.head() == min(queue, key=queue.key, default=None)

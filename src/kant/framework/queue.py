@@ -168,6 +168,9 @@ class PendingQueue:
         # per shape, its jobs in static-key order; a deque, so the usual removal (the shape's first
         # job starts) is O(1) however long the queue is
         self._by_shape: dict[int, deque[int]] = {}
+        # per shape, (the key of its first job, the shape): the walks' heap entries, kept as jobs come
+        # and go instead of rebuilt by each walk
+        self._heads: dict[int, tuple[SortKey, int]] = {}
         self._request_count: dict[int, int] = {}
         self._shape_request: dict[int, int] = {}  # every job of a shape has the same request
         self.pending_gpus = 0
@@ -222,6 +225,10 @@ class PendingQueue:
     def pending_shapes(self) -> list[int]:
         """Shape ids with at least one pending job (read only)."""
         return list(self._by_shape)
+
+    def head_entries(self) -> Mapping[int, tuple[SortKey, int]]:
+        """Per shape with pending jobs, (the static key of its first job, the shape) (read only)."""
+        return self._heads
 
     def key(self, job: int) -> SortKey:
         """The static sort key ``job`` was queued with."""
@@ -281,11 +288,16 @@ class PendingQueue:
             lst = self._by_shape[shape] = deque()
             self._shape_request[shape] = request
             self.shape_changes += 1
-        if not lst or keys[lst[-1]] <= key:
+        if not lst:
+            lst.append(job)
+            self._heads[shape] = (key, shape)
+        elif keys[lst[-1]] <= key:
             lst.append(job)
         else:
             i = bisect_right(lst, key, key=keys.__getitem__)
             lst.insert(i, job)
+            if not i:
+                self._heads[shape] = (key, shape)
             if self._watchers:
                 self._edited(shape, self._front.get(shape, 0) + i)
         self.pending_gpus += self._total_gpus[job]
@@ -303,6 +315,8 @@ class PendingQueue:
         if lst[0] == job:
             lst.popleft()
             self._front[shape] = self._front.get(shape, 0) + 1
+            if lst:
+                self._heads[shape] = (keys[lst[0]], shape)
         else:
             try:  # most other removals are near the front (backfill, preemption of a recent arrival)
                 i = lst.index(job, 1, _NEAR)
@@ -317,6 +331,7 @@ class PendingQueue:
             if self._watchers:
                 self._edited(shape, -1)
             del self._by_shape[shape]
+            del self._heads[shape]
             del self._shape_request[shape]
             self.shape_changes += 1
         del keys[job]
@@ -344,8 +359,8 @@ class PendingQueue:
         order, a scan for a dynamic one."""
         if dynamic_key is not None:
             return min(self._keys, key=dynamic_key, default=None)
-        keys = self._keys
-        return min((lst[0] for lst in self._by_shape.values() if lst), key=keys.__getitem__, default=None)
+        first = min(self._heads.values(), default=None)
+        return None if first is None else self._by_shape[first[1]][0]
 
     # --- one cycle's walk --------------------------------------------------------------------
     def block(self, shape: int) -> None:
@@ -378,8 +393,10 @@ class PendingQueue:
         heap: list[tuple[SortKey, int]]
         if start is None:
             pos: dict[int, int] = {}
-            heap = [(self._keys[lst[0]], s) for s, lst in self._by_shape.items()
-                    if shape_request[s] not in skip_requests]
+            if type(skip_requests) is tuple and not skip_requests:
+                heap = list(self._heads.values())
+            else:
+                heap = [e for s, e in self._heads.items() if shape_request[s] not in skip_requests]
         else:
             pos = dict(start)
             heap = [(self._keys[lst[pos.get(s, 0)]], s) for s, lst in self._by_shape.items()

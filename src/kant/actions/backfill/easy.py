@@ -314,22 +314,23 @@ class EasyCycle:
         fit it is the head, and a shape whose first job is known not to fit would only be looked at
         once and dropped: such shapes are left out."""
         queue, requests, failed = self.ctx.queue, self.requests, self.failed_keys
-        shapes = queue.pending_shapes()
-        if not shapes:
+        heads = queue.head_entries()  # (each shape's first key, the shape)
+        if not heads:
             return [], []
-        shape_jobs, key = queue.shape_jobs, queue.key_of
-        job0s = [shape_jobs(shape)[0] for shape in shapes]  # each shape's first job
-        keys = [key(job0) for job0 in job0s]
         left_out: list[tuple[float, ...]] = []
         heap: list[tuple[tuple[float, ...], int]]
-        first = job0s[keys.index(min(keys))]  # the queue's first job (keys are unique)
+        first = queue.shape_jobs(min(heads.values())[1])[0]  # the queue's first job (keys are unique)
         if requests[first] in failed and (not self.check_admit or self.fw.admit(self.ctx, first).ok):
             self.head = first
-            fails = [requests[job0] in failed for job0 in job0s]
-            heap = [(k, shape) for k, shape, f in zip(keys, shapes, fails, strict=True) if not f]
-            left_out = [k for k, f in zip(keys, fails, strict=True) if f]
+            shape_request = queue.shape_requests()  # a shape's jobs all have its request
+            heap = []
+            for entry in heads.values():
+                if shape_request[entry[1]] in failed:
+                    left_out.append(entry[0])
+                else:
+                    heap.append(entry)
         else:
-            heap = list(zip(keys, shapes, strict=True))
+            heap = list(heads.values())
         heapq.heapify(heap)
         return heap, left_out
 
