@@ -53,7 +53,7 @@ def _policy(placer: str, max_jobs: int) -> Any:
     })
 
 
-def _run(data: Data, pol: Any, keep_runs: bool) -> tuple[Any, list[Any], list[Any]]:
+def _run(data: Data, pol: Any, keep_runs: bool, min_run: int = 8) -> tuple[Any, list[Any], list[Any]]:
     """One run; also, after every cycle, its starts and reasons, and after every EASY walk what the
     walk left behind (the head, its shadow time, the longest short job, the QuietWalk's frontier:
     the last key the walk looked at)."""
@@ -75,6 +75,7 @@ def _run(data: Data, pol: Any, keep_runs: bool) -> tuple[Any, list[Any], list[An
 
     def walk(self: EasyCycle) -> None:
         self.keep_runs = keep_runs
+        self.min_run = min_run
         run_static(self)
         q = self.quiet
         walks.append((self.now, self.head, self.planned, self.shadow, self.max_short, q.valid,
@@ -89,10 +90,11 @@ def _run(data: Data, pol: Any, keep_runs: bool) -> tuple[Any, list[Any], list[An
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=long_queues(), max_jobs=st.integers(1, 70), placer=st.sampled_from(["binpack", "e-binpack"]))
-def test_long_runs_give_the_fresh_walk_at_every_cycle(data: Data, max_jobs: int, placer: str) -> None:
+@given(data=long_queues(), max_jobs=st.integers(1, 70), placer=st.sampled_from(["binpack", "e-binpack"]),
+       min_run=st.sampled_from([1, 2, 8]))
+def test_long_runs_give_the_fresh_walk_at_every_cycle(data: Data, max_jobs: int, placer: str, min_run: int) -> None:
     pol = _policy(placer, max_jobs)
-    kept, kept_cycles, kept_walks = _run(data, pol, True)
+    kept, kept_cycles, kept_walks = _run(data, pol, True, min_run)
     fresh, fresh_cycles, fresh_walks = _run(data, pol, False)
     assert kept_walks == fresh_walks
     assert kept_cycles == fresh_cycles
@@ -117,9 +119,9 @@ def test_long_runs_are_used_behind_a_blocked_head() -> None:
     used = {"n": 0}
     keep = EasyCycle._keep_run
 
-    def counting(self: EasyCycle, shape: int, start: int, jobs: list[int], mn: float) -> None:
+    def counting(self: EasyCycle, shape: int, start: int, jobs: list[int]) -> None:
         used["n"] += len(jobs)
-        keep(self, shape, start, jobs, mn)
+        keep(self, shape, start, jobs)
 
     EasyCycle._keep_run = counting  # type: ignore[method-assign]
     try:
