@@ -268,6 +268,10 @@ class PendingQueue:
         list's ``i``-th job, stable while no edit below it is reported (see :meth:`watch_edits`)."""
         return self._front.get(shape, 0)
 
+    def position_bases(self) -> Mapping[int, int]:
+        """:meth:`position_base` of every shape that has one other than 0 (read only; for hot loops)."""
+        return self._front
+
     def _edited(self, shape: int, at: int) -> None:
         for edits in self._watchers:
             low = edits.get(shape)

@@ -357,7 +357,8 @@ class EasyCycle:
             return
         quiet.valid = False
         keep_runs = self.keep_runs and self.env.estimator is None
-        runs, min_run = self.runs, self.min_run
+        runs, min_run, edits = self.runs, self.min_run, self._edits
+        bases = queue.position_bases()
         if keep_runs and self._watched is not queue:
             self._watched = queue
             self._edits = queue.watch_edits()
@@ -431,11 +432,13 @@ class EasyCycle:
             if shape in short_only:  # skip long jobs, but only those ahead of every other shape's
                 top = heap[0][0] if heap else None
                 n = len(lst)
-                if keep_runs and shape in runs and i < n and looked < limit:
+                run = runs.get(shape) if keep_runs else None
+                if run is not None and i < n and looked < limit:
                     # the long jobs passed over in earlier walks, at once (see LongRun)
-                    at = queue.position_base(shape) + i
-                    run = self._run_of(shape)
-                    if run is not None and now + run.min_est > shadow:
+                    at = bases.get(shape, 0) + i
+                    if shape in edits:  # cut to the positions that still hold the same jobs
+                        run.cut(edits.pop(shape), estimate)
+                    if now + run.min_est > shadow:
                         off = at - run.start
                         end = len(run.jobs)
                         if 0 <= off < end:
