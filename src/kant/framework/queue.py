@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 import math
 from abc import ABC, abstractmethod
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from itertools import chain
@@ -168,6 +168,9 @@ class PendingQueue:
         # per shape, its jobs in static-key order; a deque, so the usual removal (the shape's first
         # job starts) is O(1) however long the queue is
         self._by_shape: dict[int, deque[int]] = {}
+        # per shape, (the key of its first job, the shape): the walks' heap entries, kept as jobs come
+        # and go instead of rebuilt by each walk
+        self._heads: dict[int, tuple[SortKey, int]] = {}
         self._request_count: dict[int, int] = {}
         self._shape_request: dict[int, int] = {}  # every job of a shape has the same request
         self.pending_gpus = 0
@@ -179,6 +182,11 @@ class PendingQueue:
         # what changed since mark(): jobs removed, and the smallest key pushed (None: no push)
         self._removed_since_mark = 0
         self._lowest_pushed: SortKey | None = None
+        # per shape, how many jobs left the front of its list (positions counted from the list's
+        # creation: a job keeps its position until a job ahead of it leaves other than at the front
+        # or one is inserted ahead of it), and the watchers told of such edits (see watch_edits)
+        self._front: dict[int, int] = {}
+        self._watchers: list[dict[int, int]] = []
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -218,6 +226,10 @@ class PendingQueue:
         """Shape ids with at least one pending job (read only)."""
         return list(self._by_shape)
 
+    def head_entries(self) -> Mapping[int, tuple[SortKey, int]]:
+        """Per shape with pending jobs, (the static key of its first job, the shape) (read only)."""
+        return self._heads
+
     def key(self, job: int) -> SortKey:
         """The static sort key ``job`` was queued with."""
         return self._keys[job]
@@ -241,6 +253,31 @@ class PendingQueue:
         the jobs pushed (None: none pushed)."""
         return self._removed_since_mark, self._lowest_pushed
 
+    def watch_edits(self) -> dict[int, int]:
+        """A dict the queue keeps, per shape, the lowest position (see :meth:`position_base`) at which
+        a job was inserted or removed since the caller last cleared that shape's entry (-1: the list
+        was emptied), except removals at the front and appends at the back, which move no other job.
+        The caller owns the clearing; positions below the entry (all, without one) at or after the
+        list's front hold the same jobs as when it was cleared."""
+        edits: dict[int, int] = {}
+        self._watchers.append(edits)
+        return edits
+
+    def position_base(self, shape: int) -> int:
+        """Jobs that left the front of ``shape``'s list so far: ``base + i`` is the position of the
+        list's ``i``-th job, stable while no edit below it is reported (see :meth:`watch_edits`)."""
+        return self._front.get(shape, 0)
+
+    def position_bases(self) -> Mapping[int, int]:
+        """:meth:`position_base` of every shape that has one other than 0 (read only; for hot loops)."""
+        return self._front
+
+    def _edited(self, shape: int, at: int) -> None:
+        for edits in self._watchers:
+            low = edits.get(shape)
+            if low is None or at < low:
+                edits[shape] = at
+
     def push(self, job: int) -> None:
         key = self._static_key(job)
         keys = self._keys
@@ -255,10 +292,18 @@ class PendingQueue:
             lst = self._by_shape[shape] = deque()
             self._shape_request[shape] = request
             self.shape_changes += 1
-        if not lst or keys[lst[-1]] <= key:
+        if not lst:
+            lst.append(job)
+            self._heads[shape] = (key, shape)
+        elif keys[lst[-1]] <= key:
             lst.append(job)
         else:
-            insort(lst, job, key=keys.__getitem__)
+            i = bisect_right(lst, key, key=keys.__getitem__)
+            lst.insert(i, job)
+            if not i:
+                self._heads[shape] = (key, shape)
+            if self._watchers:
+                self._edited(shape, self._front.get(shape, 0) + i)
         self.pending_gpus += self._total_gpus[job]
         count = self._request_count.get(request, 0)
         if not count:
@@ -273,6 +318,9 @@ class PendingQueue:
         lst = self._by_shape[shape]
         if lst[0] == job:
             lst.popleft()
+            self._front[shape] = self._front.get(shape, 0) + 1
+            if lst:
+                self._heads[shape] = (keys[lst[0]], shape)
         else:
             try:  # most other removals are near the front (backfill, preemption of a recent arrival)
                 i = lst.index(job, 1, _NEAR)
@@ -281,8 +329,13 @@ class PendingQueue:
                 if lst[i] != job:  # pragma: no cover - keys end in the job row, so they are unique
                     i = lst.index(job)
             del lst[i]
+            if self._watchers:
+                self._edited(shape, self._front.get(shape, 0) + i)
         if not lst:
+            if self._watchers:
+                self._edited(shape, -1)
             del self._by_shape[shape]
+            del self._heads[shape]
             del self._shape_request[shape]
             self.shape_changes += 1
         del keys[job]
@@ -310,8 +363,8 @@ class PendingQueue:
         order, a scan for a dynamic one."""
         if dynamic_key is not None:
             return min(self._keys, key=dynamic_key, default=None)
-        keys = self._keys
-        return min((lst[0] for lst in self._by_shape.values() if lst), key=keys.__getitem__, default=None)
+        first = min(self._heads.values(), default=None)
+        return None if first is None else self._by_shape[first[1]][0]
 
     # --- one cycle's walk --------------------------------------------------------------------
     def block(self, shape: int) -> None:
@@ -344,8 +397,10 @@ class PendingQueue:
         heap: list[tuple[SortKey, int]]
         if start is None:
             pos: dict[int, int] = {}
-            heap = [(self._keys[lst[0]], s) for s, lst in self._by_shape.items()
-                    if shape_request[s] not in skip_requests]
+            if type(skip_requests) is tuple and not skip_requests:
+                heap = list(self._heads.values())
+            else:
+                heap = [e for s, e in self._heads.items() if shape_request[s] not in skip_requests]
         else:
             pos = dict(start)
             heap = [(self._keys[lst[pos.get(s, 0)]], s) for s, lst in self._by_shape.items()

@@ -1,0 +1,174 @@
+"""The EASY walk's long runs (``LongRun``: the long jobs it passed over one by one, kept between
+cycles and passed over again in one step while the queue reports no edit among them) change
+nothing: at every cycle the walk with them looks at the same jobs, stops at the same place, starts
+the same jobs and leaves the same "why pending" reasons as a fresh walk that passes over every long
+job one by one.
+
+Random runs with long queues of few shapes (many long jobs of one request behind a blocked head,
+short ones among them, so backfill starts jobs from the middle of a shape's list), arrivals over
+time (some of higher priority: pushed into the middle of a list), wrong estimates, node failures
+and a ``max_jobs`` from 1 to past the queue's length.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kant.actions.backfill.easy import EasyCycle
+from kant.config.policy import parse_policy
+from kant.model.cluster import Cluster
+from kant.model.job import JobTable, JobTableBuilder
+from kant.sim import NodeFailure, Simulator
+
+Data = tuple[Cluster, JobTable, list[NodeFailure]]
+
+
+@st.composite
+def long_queues(draw: st.DrawFn) -> Data:
+    n_nodes = draw(st.integers(2, 3))
+    cluster = Cluster.uniform(n_nodes, 4, nodes_per_leaf=2, leaves_per_spine=2)
+    b = JobTableBuilder()
+    shapes = draw(st.lists(st.tuples(st.integers(1, n_nodes), st.sampled_from([1, 2, 4])), min_size=1, max_size=3))
+    for i in range(draw(st.integers(10, 60))):
+        w, g = draw(st.sampled_from(shapes))
+        long = draw(st.booleans())
+        b.add(f"j{i}", submit=draw(st.integers(0, 300)),
+              duration=draw(st.integers(200, 900) if long else st.integers(1, 60)), workers=w,
+              gpus_per_worker=g, priority=draw(st.sampled_from([0, 0, 0, 1])),
+              estimate=draw(st.one_of(st.none(), st.integers(0, 1000).map(float))))
+    failures = [NodeFailure(float(draw(st.integers(0, 300))), draw(st.integers(0, n_nodes - 1)), 50.0)
+                for _ in range(draw(st.integers(0, 1)))]
+    return cluster, b.build(), failures
+
+
+def _policy(placer: str, max_jobs: int) -> Any:
+    return parse_policy({
+        "name": "bf", "plugins": [{"name": "priority"}, {"name": "fifo"}, {"name": placer}],
+        "actions": [{"name": "allocate", "args": {"blocking": True}},
+                    {"name": "backfill", "args": {"mode": "easy", "max_jobs": max_jobs}}],
+    })
+
+
+def _run(data: Data, pol: Any, keep_runs: bool, min_run: int = 8) -> tuple[Any, list[Any], list[Any]]:
+    """One run; also, after every cycle, its starts and reasons, and after every EASY walk what the
+    walk left behind (the head, its shadow time, the longest short job, the QuietWalk's frontier:
+    the last key the walk looked at)."""
+    cluster, jobs, failures = data
+    sim = Simulator(cluster, jobs, pol, failures=failures)
+    sched = sim.scheduler
+    cycles: list[Any] = []
+    walks: list[Any] = []
+    cycle = sched.cycle
+
+    def recorded(now: float):  # type: ignore[no-untyped-def]
+        result = cycle(now)
+        cycles.append((now, [(job, p.nodes) for job, p in result.started],
+                       {shape: str(status) for shape, status in sched._reasons.items()}))
+        return result
+
+    sched.cycle = recorded  # type: ignore[method-assign]
+    run_static = EasyCycle.run_static
+
+    def walk(self: EasyCycle) -> None:
+        self.keep_runs = keep_runs
+        self.min_run = min_run
+        run_static(self)
+        q = self.quiet
+        walks.append((self.now, self.head, self.planned, self.shadow, self.max_short, q.valid,
+                      q.frontier if q.valid else None))
+
+    EasyCycle.run_static = walk  # type: ignore[method-assign]
+    try:
+        res = sim.run()
+    finally:
+        EasyCycle.run_static = run_static  # type: ignore[method-assign]
+    return res, cycles, walks
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=long_queues(), max_jobs=st.integers(1, 70), placer=st.sampled_from(["binpack", "e-binpack"]),
+       min_run=st.sampled_from([1, 2, 8]))
+def test_long_runs_give_the_fresh_walk_at_every_cycle(data: Data, max_jobs: int, placer: str, min_run: int) -> None:
+    pol = _policy(placer, max_jobs)
+    kept, kept_cycles, kept_walks = _run(data, pol, True, min_run)
+    fresh, fresh_cycles, fresh_walks = _run(data, pol, False)
+    assert kept_walks == fresh_walks
+    assert kept_cycles == fresh_cycles
+    for col in ("first_start", "end", "status", "runs"):
+        np.testing.assert_array_equal(getattr(kept, col), getattr(fresh, col))
+
+
+def test_long_runs_are_used_behind_a_blocked_head() -> None:
+    """A blocked gang, then many long jobs of one request that cannot start in what its reservation
+    leaves, then short jobs arriving: later walks pass over the long jobs from the kept run (and
+    give the fresh walk's runs, as the property above checks on random runs)."""
+    cluster = Cluster.uniform(2, 4, nodes_per_leaf=2, leaves_per_spine=2)
+    b = JobTableBuilder()
+    b.add("a", submit=0, duration=500, workers=1, gpus_per_worker=2, estimate=500.0)
+    b.add("gang", submit=1, duration=10, workers=2, gpus_per_worker=4, estimate=10.0)
+    for i in range(40):
+        b.add(f"long{i}", submit=2, duration=1000, workers=1, gpus_per_worker=1, estimate=1000.0)
+    for i in range(20):
+        b.add(f"short{i}", submit=3 + 20 * i, duration=15, workers=1, gpus_per_worker=1, estimate=15.0)
+    data = (cluster, b.build(), [])
+    pol = _policy("binpack", 300)
+    used = {"n": 0}
+    keep = EasyCycle._keep_run
+
+    def counting(self: EasyCycle, shape: int, start: int, jobs: list[int]) -> None:
+        used["n"] += len(jobs)
+        keep(self, shape, start, jobs)
+
+    EasyCycle._keep_run = counting  # type: ignore[method-assign]
+    try:
+        kept, kept_cycles, _ = _run(data, pol, True)
+    finally:
+        EasyCycle._keep_run = keep  # type: ignore[method-assign]
+    fresh, fresh_cycles, _ = _run(data, pol, False)
+    assert kept_cycles == fresh_cycles
+    np.testing.assert_array_equal(kept.first_start, fresh.first_start)
+    # the 40 long jobs were passed over one by one once, then from the run
+    walks = sum(1 for _, started, _ in kept_cycles if started)
+    assert walks > 10 and used["n"] < 2 * 40
+
+
+@settings(max_examples=100, deadline=None)
+@given(ops=st.lists(st.tuples(st.booleans(), st.integers(0, 23), st.booleans()), max_size=80))
+def test_the_queue_reports_every_edit_and_keeps_each_shapes_head(ops: list[tuple[bool, int, bool]]) -> None:
+    """``watch_edits``: positions below the reported edit hold the same jobs as when the entry was
+    cleared; ``head_entries``: each shape's first key, after any pushes (out of key order: inserts
+    into the middle of a list) and removals (front, middle, back)."""
+    from cycle_helpers import make_ctx
+    from kant.plugins.fifo import Fifo
+
+    cluster = Cluster.uniform(2, 4, nodes_per_leaf=2, leaves_per_spine=2)
+    specs: list[dict[str, Any]] = [{"gpus_per_worker": 1 + i % 3} for i in range(24)]  # three shapes
+    ctx, _fw = make_ctx(cluster, specs, {}, [Fifo()])
+    queue = ctx.queue
+    edits = queue.watch_edits()
+    seen: dict[int, dict[int, int]] = {}  # per shape: position -> job when its entry was cleared
+
+    def snapshot(shape: int) -> None:
+        base = queue.position_base(shape)
+        seen[shape] = {base + i: job for i, job in enumerate(queue.shape_jobs(shape))}
+        edits.pop(shape, None)
+
+    for push, job, clear in ops:
+        if push and job not in queue:
+            queue.push(job)
+        elif not push and job in queue:
+            queue.remove(job)
+        for shape in {queue.shape_of[j] for j in range(24)}:
+            lst, base, low = queue.shape_jobs(shape), queue.position_base(shape), edits.get(shape)
+            for at, was in seen.get(shape, {}).items():
+                if at >= base and (low is None or at < low):
+                    assert at - base < len(lst) and lst[at - base] == was
+            if clear:
+                snapshot(shape)
+        assert dict(queue.head_entries()) == {
+            s: (queue.key(queue.shape_jobs(s)[0]), s) for s in queue.pending_shapes()}
+        assert queue.head() == min(queue, key=queue.key, default=None)
