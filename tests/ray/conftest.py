@@ -9,7 +9,6 @@ noticed within about a second (the GCS's health check is shortened).
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -20,9 +19,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kant_ray_cluster import RayNodes, raylets
+from kant_ray_cluster import RayNodes, kant_on_ray, raylets
 
-from service.serve_proc import Server, free_port
+from service.serve_proc import Server
 
 POLICY = Path(__file__).parent / "quota-policy.yaml"
 
@@ -43,25 +42,7 @@ def ray_nodes() -> Iterator[RayNodes]:
 
 @pytest.fixture(scope="module")
 def kant(ray_nodes: RayNodes, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """``kant serve --executor ray`` on the module's Ray cluster (nodes from Ray, wall clock, SQLite,
-    a policy with the quota plugin, gangs that cannot start within 5 s go back to the queue)."""
-    import os
-    import secrets
-
-    work = tmp_path_factory.mktemp("kant-ray")
-    port = free_port()
-    token = f"kant_test_{secrets.token_hex(16)}"
-    args = [sys.executable, "-m", "kant.cli.main", "serve", "--db", f"sqlite:///{work / 'kant.db'}", "--port",
-            str(port), "--executor", "ray", "--ray-address", ray_nodes.address, "--policy", str(POLICY),
-            "--clock", "wall", "--no-predict", "--ray-start-timeout", "5", "--log-dir", str(work / "logs"),
-            "--checkpoint-dir", str(work / "ckpt"), "--log-level", "warning"]
-    log = work / "serve.log"
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(args, cwd=work, env={**os.environ, "KANT_ADMIN_TOKEN": token, "PYTHONUNBUFFERED": "1"},
-                                stdout=out, stderr=subprocess.STDOUT)
-    server = Server(proc, port, token, log, args)
-    try:
-        server.wait_ready(120.0)
+    """``kant serve --executor ray`` on the module's Ray cluster with a policy with the quota plugin;
+    gangs that cannot start within 5 s go back to the queue."""
+    with kant_on_ray(ray_nodes, tmp_path_factory.mktemp("kant-ray"), str(POLICY), 5.0) as server:
         yield server
-    finally:
-        server.stop()

@@ -1,9 +1,18 @@
-"""The local multi-node Ray cluster of the Ray executor tests (Ray's ``cluster_utils.Cluster``)."""
+"""The local multi-node Ray cluster of the Ray executor tests (Ray's ``cluster_utils.Cluster``), and
+``kant serve --executor ray`` started on it (:func:`kant_on_ray`)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import secrets
 import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+from service.serve_proc import Server, free_port
 
 LEAVES = ("l0", "l0", "l1")
 
@@ -48,3 +57,25 @@ class RayNodes:
 
     def shutdown(self) -> None:
         self.cluster.shutdown()
+
+
+@contextlib.contextmanager
+def kant_on_ray(ray_nodes: RayNodes, work: Path, policy: str, start_timeout: float) -> Iterator[Server]:
+    """``kant serve --executor ray`` on ``ray_nodes`` (nodes from Ray, wall clock, SQLite in ``work``,
+    policy ``policy``; a gang that cannot start within ``start_timeout`` s goes back to the queue)."""
+    port = free_port()
+    token = f"kant_test_{secrets.token_hex(16)}"
+    args = [sys.executable, "-m", "kant.cli.main", "serve", "--db", f"sqlite:///{work / 'kant.db'}", "--port",
+            str(port), "--executor", "ray", "--ray-address", ray_nodes.address, "--policy", policy,
+            "--clock", "wall", "--no-predict", "--ray-start-timeout", f"{start_timeout:g}", "--log-dir",
+            str(work / "logs"), "--checkpoint-dir", str(work / "ckpt"), "--log-level", "warning"]
+    log = work / "serve.log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(args, cwd=work, env={**os.environ, "KANT_ADMIN_TOKEN": token, "PYTHONUNBUFFERED": "1"},
+                                stdout=out, stderr=subprocess.STDOUT)
+    server = Server(proc, port, token, log, args)
+    try:
+        server.wait_ready(120.0)
+        yield server
+    finally:
+        server.stop()

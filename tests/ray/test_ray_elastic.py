@@ -6,18 +6,14 @@ own ``RANK`` (docs/elastic.md, "Live")."""
 
 from __future__ import annotations
 
-import os
-import secrets
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kant_ray_cluster import RayNodes
+from kant_ray_cluster import RayNodes, kant_on_ray
 
-from service.serve_proc import Server, free_port
+from service.serve_proc import Server
 from service.serve_proc import job_of as job
 
 COMMAND = ('echo "WS $WORLD_SIZE RANK $RANK RUN $KANT_RUN RESTART $TORCHELASTIC_RESTART_COUNT '
@@ -26,23 +22,8 @@ COMMAND = ('echo "WS $WORLD_SIZE RANK $RANK RUN $KANT_RUN RESTART $TORCHELASTIC_
 
 @pytest.fixture(scope="module")
 def kant_elastic(ray_nodes: RayNodes, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    work = tmp_path_factory.mktemp("kant-ray-elastic")
-    port = free_port()
-    token = f"kant_test_{secrets.token_hex(16)}"
-    args = [sys.executable, "-m", "kant.cli.main", "serve", "--db", f"sqlite:///{work / 'kant.db'}", "--port",
-            str(port), "--executor", "ray", "--ray-address", ray_nodes.address, "--policy", "elastic",
-            "--clock", "wall", "--no-predict", "--ray-start-timeout", "20", "--log-dir", str(work / "logs"),
-            "--checkpoint-dir", str(work / "ckpt"), "--log-level", "warning"]
-    log = work / "serve.log"
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(args, cwd=work, env={**os.environ, "KANT_ADMIN_TOKEN": token, "PYTHONUNBUFFERED": "1"},
-                                stdout=out, stderr=subprocess.STDOUT)
-    server = Server(proc, port, token, log, args)
-    try:
-        server.wait_ready(120.0)
+    with kant_on_ray(ray_nodes, tmp_path_factory.mktemp("kant-ray-elastic"), "elastic", 20.0) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _submit(kant: Server, token: str, **body: Any) -> int:
