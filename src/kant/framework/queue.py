@@ -405,10 +405,18 @@ class PendingQueue:
             pos = dict(start)
             heap = [(self._keys[lst[pos.get(s, 0)]], s) for s, lst in self._by_shape.items()
                     if shape_request[s] not in skip_requests and pos.get(s, 0) < len(lst)]
+        yield from self._merge(heap, pos, None)
+
+    def _merge(self, heap: list[tuple[SortKey, int]], pos: dict[int, int],
+               head: Callable[[int, int], SortKey] | None) -> Iterator[int]:
+        """The walk's merge of the shapes' lists: ``heap`` holds each shape's next key, ``pos`` each
+        shape's index in its list; a shape blocked or emptied during the walk drops out. A list's next
+        key is its job's queue key, or ``head(job, shape)`` (a dynamic order keyed per shape)."""
+        by_shape, keys = self._by_shape, self._keys
         heapq.heapify(heap)
         while heap:
             _, shape = heapq.heappop(heap)
-            lst = self._by_shape.get(shape)
+            lst = by_shape.get(shape)
             if lst is None:
                 continue
             i = pos.get(shape, 0)
@@ -416,14 +424,15 @@ class PendingQueue:
             yield job
             if shape in self._blocked:
                 continue
-            lst = self._by_shape.get(shape)
+            lst = by_shape.get(shape)
             if lst is None:
                 continue
-            if job in self._keys:  # still pending: move past it
+            if job in keys:  # still pending: move past it
                 i += 1
             pos[shape] = i
             if i < len(lst):
-                heapq.heappush(heap, (self._keys[lst[i]], shape))
+                nxt = lst[i]
+                heapq.heappush(heap, (keys[nxt] if head is None else head(nxt, shape), shape))
 
     def _walk_shapes(self, order: QueueOrder, skip_requests: Container[int]) -> Iterator[int]:
         """Dynamic walk when the dynamic keys are equal within a shape (``order.shape_slots``): the
@@ -453,27 +462,7 @@ class PendingQueue:
                     k[i] = v
                 return tuple(k)
 
-        heap = [(head(by_shape[s][0], s), s) for s in shapes if by_shape[s]]
-        pos: dict[int, int] = {}
-        heapq.heapify(heap)
-        while heap:
-            _, shape = heapq.heappop(heap)
-            lst = by_shape.get(shape)
-            if lst is None:
-                continue
-            i = pos.get(shape, 0)
-            job = lst[i]
-            yield job
-            if shape in self._blocked:
-                continue
-            lst = by_shape.get(shape)
-            if lst is None:
-                continue
-            if job in keys:  # still pending: move past it
-                i += 1
-            pos[shape] = i
-            if i < len(lst):
-                heapq.heappush(heap, (head(lst[i], shape), shape))
+        yield from self._merge([(head(by_shape[s][0], s), s) for s in shapes if by_shape[s]], {}, head)
 
     def _walk_sorted(self, dynamic_key: Callable[[int], SortKey], skip_requests: Container[int]) -> Iterator[int]:
         """Dynamic walk for a plain key function (one sort in Python)."""
