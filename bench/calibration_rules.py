@@ -21,20 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from kant.twin.calibrate import Calibration
-
-
-def _km(vals: np.ndarray, seen: np.ndarray, w: np.ndarray, level: float) -> float | None:
-    """Weighted Kaplan-Meier quantile of right-censored values (largest value when not reached)."""
-    if not seen.any():
-        return None
-    o = np.lexsort((~seen, vals))
-    v, s, w = vals[o], seen[o], w[o]
-    at_risk = np.cumsum(w[::-1])[::-1]
-    hazard = np.divide(w, at_risk, out=np.zeros_like(w), where=(at_risk > 0) & s)
-    dist = 1.0 - np.cumprod(1.0 - hazard)
-    i = int(np.searchsorted(dist, level - 1e-12))
-    return float(v[i] if i < v.size else v[-1])
+from kant.twin.calibrate import Calibration, km_quantile
 
 
 class Rule:
@@ -97,7 +84,7 @@ class Rule:
             lo = min(max(i - k // 2, 0), len(a) - k)
             if lo not in cache:
                 sel = order[lo:lo + k]
-                ql, qh = _km(xl[sel], seen[sel], w[sel], 0.1), _km(xh[sel], seen[sel], w[sel], 0.9)
+                ql, qh = km_quantile(xl[sel], seen[sel], w[sel], 0.1), km_quantile(xh[sel], seen[sel], w[sel], 0.9)
                 cache[lo] = None if ql is None or qh is None else (ql, qh)
             band = cache[lo]
             if band is None:

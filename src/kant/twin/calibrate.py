@@ -46,7 +46,7 @@ import numpy.typing as npt
 if TYPE_CHECKING:
     from kant.twin.snapshot import TwinSnapshot
 
-__all__ = ["Calibration", "HALF_LIFE_S", "MIN_RESIDUALS", "SCALE_S"]
+__all__ = ["Calibration", "HALF_LIFE_S", "MIN_RESIDUALS", "SCALE_S", "km_quantile"]
 
 #: residuals needed before bands are calibrated
 MIN_RESIDUALS = 50
@@ -111,8 +111,8 @@ class Calibration:
         when, p10, p50, p90, start = np.asarray(rows, dtype=np.float64).reshape(-1, 5).T
         scale = np.maximum(p50 - when, 0.0) + SCALE_S
         weight = np.exp2(-np.maximum(as_of - when, 0.0) / HALF_LIFE_S)
-        q_lo = _km_quantile((start - p10) / scale, seen, weight, 0.1)
-        q_hi = _km_quantile((start - p90) / scale, seen, weight, 0.9)
+        q_lo = km_quantile((start - p10) / scale, seen, weight, 0.1)
+        q_hi = km_quantile((start - p90) / scale, seen, weight, 0.9)
         if q_lo is None or q_hi is None:
             return True
         for job in jobs:
@@ -144,7 +144,7 @@ class Calibration:
         return f"{covers}, widened to the twin's own errors on {len(self._done):,} past predictions"
 
 
-def _km_quantile(values: npt.NDArray[np.float64], seen: npt.NDArray[np.bool_], weight: npt.NDArray[np.float64],
+def km_quantile(values: npt.NDArray[np.float64], seen: npt.NDArray[np.bool_], weight: npt.NDArray[np.float64],
                  level: float) -> float | None:
     """The ``level`` quantile of weighted values, those not ``seen`` right-censored (only known to be
     above the value), by the weighted Kaplan-Meier estimate; a level the estimate does not reach is
