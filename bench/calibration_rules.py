@@ -12,11 +12,12 @@ arrived are scored as the bench scores them (in band: P10 <= actual <= P90).
 
 from __future__ import annotations
 
+import argparse
 import math
 import pickle
-import sys
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -122,14 +123,25 @@ def score(path: str, make: Callable[[], Any]) -> str:
             if a is not None and j.get("p50") is not None:
                 rows.append((a, -math.inf if j.get("p10") is None else j["p10"],
                              math.inf if j.get("p90") is None else j["p90"]))
+    if not rows:
+        return "no predictions while jobs still arrived (a longer slice, or a shorter --warmup-h)"
     act, lo, hi = np.asarray(rows, dtype=np.float64).T
     inside = np.mean((lo <= act) & (act <= hi))
     return (f"{len(act):,} predictions, in band {inside:.1%}, < P10 {np.mean(act < lo):.1%}, "
             f"> P90 {np.mean(act > hi):.1%}, median width {np.median(hi - lo) / 3600:.2f} h")
 
 
-if __name__ == "__main__":
-    for dump in sys.argv[1:]:
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dumps", nargs="+", type=Path, help="dumps written by bench_whatif.py under KANT_CAL_DUMP")
+    args = ap.parse_args()
+    for dump in args.dumps:
+        if not dump.is_file():
+            ap.error(f"{dump}: no such file (make one with KANT_CAL_DUMP=PREFIX bench/bench_whatif.py --accuracy)")
         print(dump)
         for name, make in RULES:
-            print(f"  {name:62s} {score(dump, make)}", flush=True)
+            print(f"  {name:62s} {score(str(dump), make)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
