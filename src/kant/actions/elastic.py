@@ -305,6 +305,7 @@ class ElasticShrink(_Elastic):
         self.shrinks += shrunk
         return True
 
+
 @register_action
 class ElasticGrow(_Elastic):
     NAME = "elastic-grow"
