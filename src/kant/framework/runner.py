@@ -10,6 +10,7 @@ held capacity and gets all of them or none.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import mul
 from typing import TypeVar
 
 import numpy as np
@@ -77,6 +78,7 @@ class Framework:
         # room_for's results for one state at one version, by (GPUs per worker, GPU type)
         #: room_for's answers per (GPUs per worker, type), while the state's free capacity is unchanged
         self._room: Stamped[dict[tuple[int, int], int]] = Stamped({})
+        self._slot_weights: dict[tuple[int, int, int], list[int]] = {}  # see _slot_counts
         for p in self.plugins:
             p.setup(env)
 
@@ -199,16 +201,25 @@ class Framework:
         room = rooms.value.get((g, t))
         if room is None:
             hist, width = state.hist_counts
-            codes = self.env.cluster_types_of(t) if t >= 0 else range(len(hist) // width)
-            room = 0
-            for code in codes:
-                base = code * width
-                for k in range(g, width):
-                    n = hist[base + k]
-                    if n:
-                        room += n * (k // g)  # gpu_slots(k, g): inlined, the hot path
+            if t < 0:  # every type: the whole histogram against the slot counts repeated per type
+                room = sum(map(mul, hist, self._slot_counts(g, width, len(hist) // width)))
+            else:
+                per = self._slot_counts(g, width, 1)
+                room = 0
+                for code in self.env.cluster_types_of(t):
+                    base = code * width
+                    room += sum(map(mul, hist[base:base + width], per))
             rooms.value[(g, t)] = room
         return room
+
+    def _slot_counts(self, g: int, width: int, types: int) -> list[int]:
+        """``gpu_slots(k, g)`` for ``k`` free GPUs, ``k`` = 0 .. ``width`` - 1, repeated ``types``
+        times: the weights of the free-GPU histogram's counts in :meth:`room_for` (made once)."""
+        key = (g, width, types)
+        counts = self._slot_weights.get(key)
+        if counts is None:
+            counts = self._slot_weights[key] = [gpu_slots(k, g) for k in range(width)] * types
+        return counts
 
     def _share_room(self, state: ClusterState, milli: int, t: int) -> int:
         """:meth:`room_for` of a GPU share of ``milli``: completely free GPUs of the allowed types and

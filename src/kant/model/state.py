@@ -83,6 +83,9 @@ class ClusterState:
         # taken since.
         self.release_log: list[tuple[int, int, int]] = []
         self.release_log_start = 0
+        #: how many capacity returns ever happened: ``release_log_start + len(release_log)``, kept as
+        #: the log grows (read every cycle by the failure memos)
+        self.release_count = 0
         # aggregates, maintained incrementally
         self.allocated_gpus = 0
         self.down_gpus = 0
@@ -301,14 +304,10 @@ class ClusterState:
         self._share_cpu_mem(placement, +1)
         self.version += 1
 
-    @property
-    def release_count(self) -> int:
-        """How many capacity returns ever happened (the end of the release log)."""
-        return self.release_log_start + len(self.release_log)
-
     def _log_release(self, node: int, before: int, after: int) -> None:
         log = self.release_log
         log.append((node, before, after))
+        self.release_count += 1
         if len(log) > 8192:
             del log[:4096]
             self.release_log_start += 4096
@@ -374,6 +373,8 @@ class ClusterState:
         self.partial_nodes += partial
         self.free_on_partial += on_partial
         self.allocated_gpus -= sign * g * len(placement.nodes)
+        if log is not None:
+            self.release_count = self.release_log_start + len(log)
 
     def _add_group_free(self, node: int, delta: int) -> None:
         self.version += 1
