@@ -112,44 +112,53 @@ class FailedRequests:
     def refresh(self, state: ClusterState) -> None:
         """Replay the capacity returns logged since the last refresh; forget requests they may help."""
         end = state.release_count
-        if self._seen >= end:
+        seen = self._seen
+        if seen >= end:
             return
+        self._seen = end
         entries = self._entries
         if not entries:
-            self._seen = end
-            self._drop_all()
+            if self._due or self._retry:
+                self._drop_all()
             return
-        if self._seen < state.release_log_start:
+        start = state.release_log_start
+        if seen < start:
             entries.clear()  # fell behind the trimmed log: start afresh
-            self._seen = end
             self._drop_all()
             self.changes += 1
             return
-        new = state.release_log[self._seen - state.release_log_start :]
-        self._seen = end
         n_before = len(entries)
-        for request, serial in self._retry.items():
-            entry = entries.get(request)
-            if entry is not None and entry.serial == serial:
-                del entries[request]
-        self._retry.clear()
-        gained_of = self._gained
-        node_types = state.node_types
-        for kind, heap in self._due.items():
-            if not heap:
-                continue
-            gain = slots_gained(new, node_types, *kind)
-            if not gain:
-                continue
-            gained = gained_of[kind] = gained_of[kind] + gain
-            while heap and heap[0][0] <= gained:
-                _, serial, request = heappop(heap)
+        retry = self._retry
+        if retry:
+            for request, serial in retry.items():
                 entry = entries.get(request)
                 if entry is not None and entry.serial == serial:
                     del entries[request]
-            if len(heap) > 2 * len(entries) + 64:  # mostly items of forgotten or re-failed requests
-                heap[:] = [item for item in heap if (e := entries.get(item[2])) is not None and e.serial == item[1]]
-                heapify(heap)
+            retry.clear()
+        due = self._due
+        if due:  # (each kind in it has a non-empty heap: a kind is dropped when its heap empties)
+            new = state.release_log[seen - start :]
+            gained_of = self._gained
+            node_types = state.node_types
+            emptied: list[Kind] = []
+            for kind, heap in due.items():
+                gain = slots_gained(new, node_types, *kind)
+                if not gain:
+                    continue
+                gained = gained_of[kind] = gained_of[kind] + gain
+                while heap and heap[0][0] <= gained:
+                    _, serial, request = heappop(heap)
+                    entry = entries.get(request)
+                    if entry is not None and entry.serial == serial:
+                        del entries[request]
+                if len(heap) > 2 * len(entries) + 64:  # mostly items of forgotten or re-failed requests
+                    heap[:] = [item for item in heap
+                               if (e := entries.get(item[2])) is not None and e.serial == item[1]]
+                    heapify(heap)
+                if not heap:
+                    emptied.append(kind)
+            for kind in emptied:  # nothing waits on the kind's total any more: a later failure starts it afresh
+                del due[kind], gained_of[kind]
         if len(entries) != n_before:
             self.changes += 1
 
