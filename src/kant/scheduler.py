@@ -299,7 +299,8 @@ class Scheduler:
             ctx.state, ctx.queue, ctx.running, ctx.reasons = self.state, self.queue, self.running, self._reasons
             if self._idle_ok and self._after.fresh(self.state, self.state.version) and self._idle(ctx):
                 return CycleResult()
-            ctx.statement = Statement(self.state)
+            if ctx.statement.operations or ctx.statement.state is not self.state:
+                ctx.statement = Statement(self.state)  # (the last one was committed: empty, reused)
             ctx.started, ctx.evicted, ctx.wakeups, ctx.resized = [], [], [], []  # fresh: an action may keep
             # the last ones
         for action in self.actions:

@@ -41,13 +41,27 @@ class Op(Enum):
     RESIZE = "resize"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Operation:
     op: Op
     job: int
     placement: Placement
     #: RESIZE only: the placement before the resize
     before: Placement | None = None
+
+    # the generated __init__'s arguments; the slots' setters instead of object.__setattr__ per field
+    # (one operation per start: see Placement.__init__)
+    def __init__(self, op: Op, job: int, placement: Placement, before: Placement | None = None) -> None:
+        _set_op(self, op)
+        _set_job(self, job)
+        _set_placement(self, placement)
+        _set_before(self, before)
+
+
+_set_op = Operation.op.__set__  # type: ignore[attr-defined]
+_set_job = Operation.job.__set__  # type: ignore[attr-defined]
+_set_placement = Operation.placement.__set__  # type: ignore[attr-defined]
+_set_before = Operation.before.__set__  # type: ignore[attr-defined]
 
 
 class Binder(Protocol):

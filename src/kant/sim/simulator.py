@@ -90,6 +90,8 @@ class Simulator:
         self.policy = policy
         self.seed = seed
         self.execution = execution or ExecutionModel()
+        # a placement can slow a job down (else ExecutionModel.slowdown is 1.0 for every placement)
+        self._penalised = bool(self.execution.cross_leaf_penalty or self.execution.cross_spine_penalty)
         self.failures = sorted(failures, key=lambda f: (f.time, f.node))
         self.check_every = check_every
         self.progress = progress
@@ -253,13 +255,14 @@ class Simulator:
 
     def _started(self, job: int, now: float, placement: Placement) -> None:
         rec = self.recorder
-        restart = self.execution.restart_cost_s if rec.runs.item(job) > 0 else 0.0
-        if self._watch is not None and rec.runs.item(job) == 0 and self._watch[job]:
+        runs = rec.runs.item(job)  # runs before this one
+        restart = self.execution.restart_cost_s if runs > 0 else 0.0
+        if self._watch is not None and runs == 0 and self._watch[job]:
             self._watch_left -= 1
         rec.job_started(job, now, placement, self.cluster)
-        if self.gate is not None and rec.runs.item(job) == 1:
+        if self.gate is not None and runs == 0:
             self._dep_outcome(job, Outcome.STARTED, now)
-        slow = self.execution.slowdown(self.cluster, placement)
+        slow = self.execution.slowdown(self.cluster, placement) if self._penalised else 1.0
         if self._elastic:
             bounds = self._elastic.get(job)
             if bounds is not None:  # the work is at the reference size: a size runs at its speed
@@ -342,6 +345,7 @@ class Simulator:
         arrival_times = arrivals.tolist()
         arrival_times.append(math.inf)  # sentinel: no arrival left
         queue, state, progress = sched.queue, sched.state, self.progress
+        queued = queue.queued
         incremental, store = self.incremental, sched.jobs
         sample = rec.sample
         heap = kernel.heap
@@ -400,10 +404,10 @@ class Simulator:
                 if self.check_every and sched.cycles % self.check_every == 0:
                     state.check()
                 if self._watch is not None and self._watch_left <= 0:
-                    sample(now, state, len(queue), queue.pending_gpus)
+                    sample(now, state, len(queued), queue.pending_gpus)
                     watched = True
                     break
-            sample(now, state, len(queue), queue.pending_gpus)
+            sample(now, state, len(queued), queue.pending_gpus)
         self._arrived = ptr
         end_time = now if until is None else max(now, min(until, now) if math.isinf(until) else until)
         if until is None and not watched:
