@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-from kant.model.state import ClusterState, Placement
+from kant.model.state import ClusterState, Placement, slot_setters
 
 __all__ = ["Binder", "Op", "Operation", "ResizeBinder", "Statement"]
 
@@ -58,10 +58,7 @@ class Operation:
         _set_before(self, before)
 
 
-_set_op = Operation.op.__set__  # type: ignore[attr-defined]
-_set_job = Operation.job.__set__  # type: ignore[attr-defined]
-_set_placement = Operation.placement.__set__  # type: ignore[attr-defined]
-_set_before = Operation.before.__set__  # type: ignore[attr-defined]
+_set_op, _set_job, _set_placement, _set_before = slot_setters(Operation, "op", "job", "placement", "before")
 
 
 class Binder(Protocol):

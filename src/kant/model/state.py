@@ -9,8 +9,9 @@ of scanning the cluster.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -74,14 +75,14 @@ class Placement:
         return (len(nodes), len({int(leaf[n]) for n in nodes}), len({int(spine[n]) for n in nodes}))
 
 
-# the slots' setters (a frozen class's fields are set once, in __init__)
-_set_nodes = Placement.nodes.__set__  # type: ignore[attr-defined]
-_set_gpus = Placement.gpus.__set__  # type: ignore[attr-defined]
-_set_cpu = Placement.cpu_milli.__set__  # type: ignore[attr-defined]
-_set_mem = Placement.memory_mib.__set__  # type: ignore[attr-defined]
-_set_milli = Placement.gpu_milli.__set__  # type: ignore[attr-defined]
-_set_pick = Placement.gpu_pick.__set__  # type: ignore[attr-defined]
-_set_per_node = Placement.per_node.__set__  # type: ignore[attr-defined]
+def slot_setters(cls: type, *names: str) -> list[Callable[[Any, Any], None]]:
+    """The ``__set__`` of each named slot of ``cls``: what the fast ``__init__`` of a frozen slotted
+    dataclass calls (its fields are set once, there; ``object.__setattr__`` per field costs twice)."""
+    return [vars(cls)[name].__set__ for name in names]
+
+
+_set_nodes, _set_gpus, _set_cpu, _set_mem, _set_milli, _set_pick, _set_per_node = slot_setters(
+    Placement, "nodes", "gpus", "cpu_milli", "memory_mib", "gpu_milli", "gpu_pick", "per_node")
 
 
 class ClusterState:
