@@ -202,9 +202,14 @@ class Framework:
         if room is None:
             hist, width = state.hist_counts
             if t < 0:  # every type: the whole histogram against the slot counts repeated per type
-                room = sum(map(mul, hist, self._slot_counts(g, width, len(hist) // width)))
+                weights = self._slot_weights.get((g, width, len(hist)))
+                if weights is None:
+                    weights = self._slot_counts(g, width, len(hist))
+                room = sum(map(mul, hist, weights))
             else:
-                per = self._slot_counts(g, width, 1)
+                per = self._slot_weights.get((g, width, width))
+                if per is None:
+                    per = self._slot_counts(g, width, width)
                 room = 0
                 for code in self.env.cluster_types_of(t):
                     base = code * width
@@ -212,13 +217,11 @@ class Framework:
             rooms.value[(g, t)] = room
         return room
 
-    def _slot_counts(self, g: int, width: int, types: int) -> list[int]:
-        """``gpu_slots(k, g)`` for ``k`` free GPUs, ``k`` = 0 .. ``width`` - 1, repeated ``types``
-        times: the weights of the free-GPU histogram's counts in :meth:`room_for` (made once)."""
-        key = (g, width, types)
-        counts = self._slot_weights.get(key)
-        if counts is None:
-            counts = self._slot_weights[key] = [gpu_slots(k, g) for k in range(width)] * types
+    def _slot_counts(self, g: int, width: int, n: int) -> list[int]:
+        """``gpu_slots(k, g)`` for ``k`` free GPUs, ``k`` = 0 .. ``width`` - 1, repeated over ``n``
+        entries (``width``: one type's row of the free-GPU histogram; its length: every type's): the
+        weights of the histogram's counts in :meth:`room_for`, kept by ``(g, width, n)``."""
+        counts = self._slot_weights[(g, width, n)] = [gpu_slots(k, g) for k in range(width)] * (n // width)
         return counts
 
     def _share_room(self, state: ClusterState, milli: int, t: int) -> int:
