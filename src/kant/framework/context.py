@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from kant.errors import ConfigError
 from kant.framework.queue import PendingQueue
+from kant.framework.replay import ReleaseReplay
 from kant.framework.statement import Statement
 from kant.framework.status import Status
 from kant.model.cluster import Cluster
@@ -49,6 +50,8 @@ class SchedulerEnv:
         self._type_codes: dict[int, list[int]] = {}
         self.cpu_unmodelled = cluster.cpu_milli == 0
         self.mem_unmodelled = cluster.memory_mib == 0
+        #: the release log's returns per request kind, replayed once for every failure memo of the run
+        self.release_replay = ReleaseReplay()
 
     @cached_property
     def rng(self) -> np.random.Generator:
