@@ -20,6 +20,7 @@ from kant.errors import SchedulingError
 from kant.model.classes import NodeClasses
 from kant.model.cluster import Cluster
 from kant.model.fit import FULL_GPU_MILLI
+from kant.model.scalars import scalar_view
 from kant.model.shares import ShareBooks
 
 __all__ = ["ClusterState", "Placement"]
@@ -146,9 +147,13 @@ class ClusterState:
 
     def _mirror(self) -> None:
         """Python-list copies of the leaf and spine free GPUs (only this class writes them), so a change
-        reads plain ints and writes each array element once."""
+        reads plain ints and writes each array element once; and memoryviews of the free-GPU arrays
+        (the same buffers: a scalar read or write through one costs a third of the array's own)."""
         self._leaf_free: list[int] = self.leaf_free.tolist()
         self._spine_free: list[int] = self.spine_free.tolist()
+        self._free_mv = scalar_view(self.free, int)
+        self._leaf_mv = scalar_view(self.leaf_free, int)
+        self._spine_mv = scalar_view(self.spine_free, int)
 
     @property
     def free_hist(self) -> npt.NDArray[np.int64]:
@@ -238,7 +243,7 @@ class ClusterState:
     def fits(self, node: int, gpus: int, cpu_milli: int = 0, memory_mib: int = 0, count: int = 1) -> bool:
         return bool(
             self._up[node]
-            and self.free.item(node) >= gpus * count
+            and self._free_mv[node] >= gpus * count
             and (not self._has_cpu[node] or self.free_cpu[node] >= cpu_milli * count)
             and (not self._has_mem[node] or self.free_mem[node] >= memory_mib * count)
         )
@@ -342,7 +347,7 @@ class ClusterState:
         reading the arrays again: this runs twice per job)."""
         self.version += 1
         g = placement.gpus
-        free, leaf_free, spine_free = self.free, self.leaf_free, self.spine_free
+        free, leaf_free, spine_free = self._free_mv, self._leaf_mv, self._spine_mv
         leaf_list, spine_list = self._leaf_free, self._spine_free
         caps, leaf, spine, up, types = self._cap, self._leaf, self._spine, self._up, self.node_types
         hist, width = self._hist, self._hist_width
@@ -360,7 +365,7 @@ class ClusterState:
                 if has_mem[node]:
                     self.free_mem[node] += sign * placement.memory_mib * count
                 continue
-            before = free.item(node)
+            before = free[node]
             after = before + delta
             if log is not None:
                 log.append((node, before, after))
