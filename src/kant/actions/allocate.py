@@ -48,6 +48,8 @@ class Allocate(Action):
         self._filled: tuple[int, int] | None = None
         self._static = False  # the queue order is static (set by attach; the blocking idle test needs it)
         self.head_first = True  # off: a blocking walk is always the general one (for the tests)
+        assert isinstance(self.args, AllocateArgs)
+        self._blocking = self.args.blocking
 
     def attach(self, fw: Framework) -> None:
         self._static = not fw.dynamic
@@ -91,12 +93,10 @@ class Allocate(Action):
         pending request is known to fail, whatever the order (each shape's reason is then its
         request's failure, rewritten only when the memo or the set of shapes changed since this
         action last wrote them all)."""
-        args = self.args
-        assert isinstance(args, AllocateArgs)
         failed, queue = self._failed, ctx.queue
         if failed.seen != ctx.state.release_count:
             return False
-        if args.blocking:
+        if self._blocking:
             if not self._static:
                 return False
             head = queue.head()

@@ -75,6 +75,7 @@ class Framework:
         self.job_cpu: list[int] = jobs.list_of("cpu_milli")
         self.job_mem: list[int] = jobs.list_of("memory_mib")
         self.job_milli: list[int] = jobs.list_of("gpu_milli")
+        self.job_submit: list[float] = jobs.list_of("submit")
         # room_for's results for one state at one version, by (GPUs per worker, GPU type)
         #: room_for's answers per (GPUs per worker, type), while the state's free capacity is unchanged
         self._room: Stamped[dict[tuple[int, int], int]] = Stamped({})
@@ -94,15 +95,15 @@ class Framework:
     # --- ordering ----------------------------------------------------------------------------
     def _key(self, job: int, now: float) -> SortKey:
         env = self.env
-        return (*[p.key(env, job, now) for p in self.sorters], env.jobs.submit.item(job), float(job))
+        return (*[p.key(env, job, now) for p in self.sorters], self.job_submit[job], float(job))
 
     def static_key(self, job: int) -> SortKey:
         if self.shape_slots is not None:  # (the shape-keyed sorters' slots are 0: see shape_slots)
-            env, now = self.env, self.env.jobs.submit.item(job)
+            env, now = self.env, self.job_submit[job]
             slots = self.shape_slots
             return (*[0.0 if i in slots else p.key(env, job, now) for i, p in enumerate(self.sorters)], now,
                     float(job))
-        return self._key(job, self.env.jobs.submit.item(job))
+        return self._key(job, self.job_submit[job])
 
     def dynamic_key(self, now: float) -> DynamicKey | None:
         if not self.dynamic:
