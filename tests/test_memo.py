@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kant.framework.memo import FailedRequests
+from kant.framework.replay import ReleaseReplay
 from kant.framework.status import Status
 
 N_NODES = 6
@@ -114,3 +115,57 @@ def test_memo_starts_afresh_when_it_fell_behind_the_trimmed_log() -> None:
     state.release_log = [(0, 0, 1)]
     memo.refresh(state)  # type: ignore[arg-type]
     assert 0 not in memo and memo.changes > changes
+
+
+shared_op_st = st.one_of(
+    st.tuples(st.just("add"), st.integers(0, 1), st.integers(0, 7), st.integers(0, 5)),  # memo, request, room
+    st.tuples(st.just("release"), st.integers(0, N_NODES - 1), st.integers(0, 8), st.integers(0, 8)),
+    st.tuples(st.just("refresh"), st.integers(0, 1)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(job_st, min_size=8, max_size=8), st.lists(shared_op_st, max_size=80))
+def test_memos_sharing_one_replay_forget_what_each_direct_replay_forgets(jobs: list, ops: list) -> None:
+    """Two memos on one ReleaseReplay (as allocate's and backfill's share the environment's), each
+    refreshed and failed at its own times: each forgets exactly what its own direct replay forgets,
+    whichever memo replayed the returns first."""
+    env = _env(jobs)
+    env.release_replay = ReleaseReplay()
+    state = _State()
+    memos, naives = (FailedRequests(), FailedRequests()), (_Naive(), _Naive())
+    ok = Status.unschedulable("no room", "test")
+    for op in ops:
+        if op[0] == "add":
+            _, k, request, room = op
+            memos[k].add(env, request, request, ok, room)  # type: ignore[arg-type]
+            naives[k].add(env, request, request, room)
+        elif op[0] == "release":
+            _, node, a, b = op
+            state.release_log.append((node, min(a, b), max(a, b)))
+        else:
+            memos[op[1]].refresh(state)  # type: ignore[arg-type]
+            naives[op[1]].refresh(state)
+        for memo, naive in zip(memos, naives, strict=True):
+            assert set(memo) == set(naive.entries)
+    assert memos[0]._replay is memos[1]._replay or not (memos[0]._due and memos[1]._due)
+
+
+def test_a_failure_already_paid_for_by_returns_the_other_memo_replayed_is_forgotten() -> None:
+    """Memo 0 last checked its heaps before a return that only a kind no memo watched gains; memo 1
+    replays it; then memo 0 remembers a failure of that kind that the return pays for: its next
+    refresh forgets it, though no total grew since memo 0 last looked."""
+    env = _env([(4, 4, 0, False), (1, 1, -1, False)])  # job 0: 4 x 4 GPUs of type 0; job 1: 1 GPU, any type
+    env.release_replay = ReleaseReplay()
+    state = _State()
+    memo0, memo1 = FailedRequests(), FailedRequests()
+    ok = Status.unschedulable("no room", "test")
+    memo0.add(env, 0, 0, ok, 0)  # type: ignore[arg-type]
+    memo1.add(env, 0, 0, ok, 0)  # type: ignore[arg-type]
+    state.release_log.append((5, 0, 0))  # (type 0, frees nothing)
+    memo0.refresh(state)  # type: ignore[arg-type]  # checks its heaps
+    state.release_log.append((2, 0, 1))  # one GPU of type 1: only job 1's kind gains
+    memo1.refresh(state)  # type: ignore[arg-type]  # replays it (no watched total grows)
+    memo0.add(env, 1, 1, ok, 0)  # type: ignore[arg-type]  # lacks one slot, which the return gave
+    memo0.refresh(state)  # type: ignore[arg-type]
+    assert 1 not in memo0 and 0 in memo0 and 0 in memo1

@@ -64,7 +64,7 @@ class Instant:
         changed. The wake-ups it asks for are kept while something can still happen: a job runs, or
         ``more`` (the driver has more to come: a trace with arrivals left; a live service, always). A
         policy that asks for cycles with nothing running and nothing to come does not loop forever."""
-        if not self.changed or (not len(scheduler.queue) and not scheduler.every_event):
+        if not self.changed or (not scheduler.queue.queued and not scheduler.every_event):
             self.changed = False
             return None
         self.changed = False

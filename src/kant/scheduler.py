@@ -197,7 +197,8 @@ class Scheduler:
         is done (``finished``) or may come back."""
         placement = self.state.release(job)
         del self.running[job]
-        self.framework.job_stopped(job, now, placement, finished)
+        if self.framework.listeners:
+            self.framework.job_stopped(job, now, placement, finished)
         return placement
 
     def finish(self, job: int, now: float, runtime: float | None = None) -> Placement:
@@ -298,8 +299,9 @@ class Scheduler:
             ctx.now = now
             ctx.state, ctx.queue, ctx.running, ctx.reasons = self.state, self.queue, self.running, self._reasons
             if self._idle_ok and self._after.fresh(self.state, self.state.version) and self._idle(ctx):
-                return CycleResult()
-            ctx.statement = Statement(self.state)
+                return CycleResult([], [], [], [])
+            if ctx.statement.operations or ctx.statement.state is not self.state:
+                ctx.statement = Statement(self.state)  # (the last one was committed: empty, reused)
             ctx.started, ctx.evicted, ctx.wakeups, ctx.resized = [], [], [], []  # fresh: an action may keep
             # the last ones
         for action in self.actions:
@@ -317,7 +319,7 @@ class Scheduler:
             for job, _ in ctx.started:
                 self._bind_failures.pop(job, None)
         self._after.keep(self.state, self.state.version, None)
-        return CycleResult(started=ctx.started, evicted=ctx.evicted, wakeups=ctx.wakeups, resized=ctx.resized)
+        return CycleResult(ctx.started, ctx.evicted, ctx.wakeups, ctx.resized)
 
     def offer(self, job: int, now: float) -> Placement | Status:
         """Offer ``job`` (a row of the store, not queued) to placement once, at ``now``, outside any

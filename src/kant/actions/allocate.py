@@ -47,6 +47,9 @@ class Allocate(Action):
         # None once a walk (or anything else) may have set some other way
         self._filled: tuple[int, int] | None = None
         self._static = False  # the queue order is static (set by attach; the blocking idle test needs it)
+        self.head_first = True  # off: a blocking walk is always the general one (for the tests)
+        assert isinstance(self.args, AllocateArgs)
+        self._blocking = self.args.blocking
 
     def attach(self, fw: Framework) -> None:
         self._static = not fw.dynamic
@@ -59,7 +62,10 @@ class Allocate(Action):
         failed.refresh(ctx.state)
         self._filled = None
         if args.blocking:  # must still stop at the first job known to fail
-            self._walk(ctx, fw, args, queue, failed, (), None)
+            if self._static and self.head_first and not fw.admitters:
+                self._head_first(ctx, fw, queue, failed)
+            else:
+                self._walk(ctx, fw, args, queue, failed, (), None)
             return
         # Non-blocking: requests known to fail are skipped without walking their jobs, and the walk
         # ends once every pending request is known to fail.
@@ -87,12 +93,10 @@ class Allocate(Action):
         pending request is known to fail, whatever the order (each shape's reason is then its
         request's failure, rewritten only when the memo or the set of shapes changed since this
         action last wrote them all)."""
-        args = self.args
-        assert isinstance(args, AllocateArgs)
         failed, queue = self._failed, ctx.queue
         if failed.seen != ctx.state.release_count:
             return False
-        if args.blocking:
+        if self._blocking:
             if not self._static:
                 return False
             head = queue.head()
@@ -111,6 +115,31 @@ class Allocate(Action):
             failed.fill_reasons(queue.shape_requests(), ctx.reasons, _CLUSTER_FULL)
             self._filled = mark
         return True
+
+    def _head_first(self, ctx: CycleContext, fw: Framework, queue: PendingQueue, failed: FailedRequests) -> None:
+        """The blocking walk in a static order without admission: start the queue's first job while
+        it fits, stop at the first that does not (its shape's reason set). Nothing is passed over,
+        so the walk is the queue's head again and again (:meth:`PendingQueue.head`, the least of the
+        shapes' first keys): the same jobs as :meth:`_walk`, without a merge of the shapes' lists."""
+        gpus = fw.job_gpus
+        state = ctx.state
+        requests = queue.request_of
+        while (job := queue.head()) is not None:
+            request = requests[job]
+            status = failed.get(request)
+            if status is None:
+                if state.free_gpus <= 0 and gpus[job] > 0 and not (state.shares.open and fw.is_share(job)):
+                    status = _CLUSTER_FULL
+                    failed.add(ctx.env, request, job, status, 0)
+                else:
+                    result = fw.place(ctx, job)
+                    if not isinstance(result, Status):
+                        start_job(ctx, fw, job, result)
+                        continue
+                    status = result
+                    failed.add(ctx.env, request, job, status, fw.room_for(ctx, job))
+            ctx.reasons[queue.shape_of[job]] = status
+            return
 
     def _walk(self, ctx: CycleContext, fw: Framework, args: AllocateArgs, queue: PendingQueue,
               failed: FailedRequests, skip: Container[int], unfailed: set[int] | None) -> None:

@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from kant.errors import ConfigError
 from kant.framework.queue import PendingQueue
+from kant.framework.replay import ReleaseReplay
 from kant.framework.statement import Statement
 from kant.framework.status import Status
 from kant.model.cluster import Cluster
@@ -47,8 +48,13 @@ class SchedulerEnv:
         self.estimator: Callable[[int], float] | None = None
         self._type_masks: dict[int, BoolArray] = {}
         self._type_codes: dict[int, list[int]] = {}
+        # the store's columns as its Python lists (they grow with it): estimate reads one job's
+        self._estimates: list[float] = jobs.list_of("estimate")
+        self._time_limits: list[float] = jobs.list_of("time_limit")
         self.cpu_unmodelled = cluster.cpu_milli == 0
         self.mem_unmodelled = cluster.memory_mib == 0
+        #: the release log's returns per request kind, replayed once for every failure memo of the run
+        self.release_replay = ReleaseReplay()
 
     @cached_property
     def rng(self) -> np.random.Generator:
@@ -83,8 +89,8 @@ class SchedulerEnv:
     def estimate(self, job: int) -> float:
         """The run time to plan ``job`` with: the estimator's or the store's estimate, never more than
         the job's time limit (it is stopped there)."""
-        est = self.estimator(job) if self.estimator is not None else self.jobs.estimate.item(job)
-        return min(est, self.jobs.time_limit.item(job))
+        est = self.estimator(job) if self.estimator is not None else self._estimates[job]
+        return min(est, self._time_limits[job])
 
     def require_trace(self, who: str, why: str) -> JobTable:
         """The simulated workload, for ``who`` (a plugin) that needs it for ``why``; a clear error

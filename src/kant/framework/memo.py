@@ -19,16 +19,12 @@ from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
 
 from kant.framework.context import SchedulerEnv
+from kant.framework.replay import Kind, ReleaseReplay
 from kant.framework.status import Status
-from kant.model.fit import is_share, slots_gained
+from kant.model.fit import is_share
 from kant.model.state import ClusterState
 
 __all__ = ["FailedRequests"]
-
-
-#: what decides whether a capacity return helps a request: (GPUs per worker, allowed cluster GPU
-#: types or None for any, asks for CPU or memory)
-Kind = tuple[int, frozenset[int] | None, bool]
 
 
 @dataclass(slots=True)
@@ -40,10 +36,12 @@ class _Entry:
 class FailedRequests:
     """The failed requests, with for each the worker slots it still lacks.
 
-    Requests of one :data:`Kind` gain the same slots from a return, so the memo keeps one running
-    total of slots returned per kind and, per failed request, the total at which it has gained all it
-    lacked (a heap per kind, soonest first): replaying the returns since the last refresh costs
-    O(kinds x returns) plus O(log n) per request forgotten, however many requests are remembered."""
+    Requests of one :data:`Kind` gain the same slots from a return, so the returns are summed per
+    kind (a :class:`ReleaseReplay`, shared by the memos of one scheduler: the environment's, taken
+    at the first failure; the log is replayed once for all of them) and the memo keeps, per failed
+    request, the kind's total at which it has gained all it lacked (a heap per kind, soonest first):
+    a refresh costs O(kinds x returns) once for every memo, plus O(kinds) per memo when some total
+    grew, plus O(log n) per request forgotten, however many requests are remembered."""
 
     def __init__(self) -> None:
         self._entries: dict[int, _Entry] = {}
@@ -52,8 +50,10 @@ class FailedRequests:
         self.changes = 0
         self._serial = 0
         self._retry: dict[int, int] = {}  # request -> serial: failed with room enough, retry on any return
-        self._gained: dict[Kind, int] = {}  # slots returned so far, per kind (while it has requests)
-        self._due: dict[Kind, list[tuple[int, int, int]]] = {}  # per kind: (gained total, serial, request)
+        self._replay: ReleaseReplay | None = None  # bound at the first failure
+        self._state: ClusterState | None = None  # the state of the last refresh
+        self._grown = -1  # the replay's ``grown`` when the heaps were last checked (-1: check them)
+        self._due: dict[Kind, list[tuple[int, int, int]]] = {}  # per watched kind: (total due, serial, request)
         self._kinds: dict[tuple[int, int, bool], Kind] = {}  # (GPUs, job GPU-type code, other) -> kind
 
     @property
@@ -102,59 +102,82 @@ class FailedRequests:
             self._retry[request] = serial
             return
         self._retry.pop(request, None)
-        gained = self._gained.setdefault(kind, 0)
+        replay = self._replay
+        if replay is None:
+            shared = getattr(env, "release_replay", None)
+            replay = self._replay = shared if isinstance(shared, ReleaseReplay) else ReleaseReplay()
+        if replay.seen < self._seen and self._state is not None:
+            replay.advance(self._state)  # (so that what it replayed covers this memo's refresh)
         lacks = 1 if other else w - room  # CPU or memory needs: any return on an allowed node may help
         heap = self._due.get(kind)
         if heap is None:
             heap = self._due[kind] = []
-        heappush(heap, (gained + lacks, serial, request))
+            replay.watch(kind)
+        # the kind's total as of this memo's last refresh (returns logged since count towards it)
+        heappush(heap, (replay.total_at(kind, self._seen) + lacks, serial, request))
+        self._grown = -1  # (it may be due already, at the next refresh)
 
     def refresh(self, state: ClusterState) -> None:
         """Replay the capacity returns logged since the last refresh; forget requests they may help."""
         end = state.release_count
-        if self._seen >= end:
+        seen = self._seen
+        if seen >= end:
             return
+        self._seen = end
+        self._state = state
         entries = self._entries
         if not entries:
-            self._seen = end
-            self._drop_all()
+            if self._due or self._retry:
+                self._drop_all()
             return
-        if self._seen < state.release_log_start:
+        if seen < state.release_log_start:
             entries.clear()  # fell behind the trimmed log: start afresh
-            self._seen = end
             self._drop_all()
             self.changes += 1
             return
-        new = state.release_log[self._seen - state.release_log_start :]
-        self._seen = end
         n_before = len(entries)
-        for request, serial in self._retry.items():
-            entry = entries.get(request)
-            if entry is not None and entry.serial == serial:
-                del entries[request]
-        self._retry.clear()
-        gained_of = self._gained
-        node_types = state.node_types
-        for kind, heap in self._due.items():
-            if not heap:
-                continue
-            gain = slots_gained(new, node_types, *kind)
-            if not gain:
-                continue
-            gained = gained_of[kind] = gained_of[kind] + gain
-            while heap and heap[0][0] <= gained:
-                _, serial, request = heappop(heap)
+        retry = self._retry
+        if retry:
+            for request, serial in retry.items():
                 entry = entries.get(request)
                 if entry is not None and entry.serial == serial:
                     del entries[request]
-            if len(heap) > 2 * len(entries) + 64:  # mostly items of forgotten or re-failed requests
-                heap[:] = [item for item in heap if (e := entries.get(item[2])) is not None and e.serial == item[1]]
-                heapify(heap)
+            retry.clear()
+        due = self._due
+        if due:  # (each kind in it has a non-empty heap: a kind is dropped when its heap empties)
+            replay = self._replay
+            assert replay is not None
+            replay.advance(state)
+            if replay.grown != self._grown:  # else no total moved since the heaps were last checked
+                self._grown = replay.grown
+                totals = replay.totals
+                emptied: list[Kind] = []
+                for kind, heap in due.items():
+                    total = totals[kind]
+                    if heap[0][0] > total:
+                        continue
+                    while heap and heap[0][0] <= total:
+                        _, serial, request = heappop(heap)
+                        entry = entries.get(request)
+                        if entry is not None and entry.serial == serial:
+                            del entries[request]
+                    if len(heap) > 2 * len(entries) + 64:  # mostly items of forgotten or re-failed requests
+                        heap[:] = [item for item in heap
+                                   if (e := entries.get(item[2])) is not None and e.serial == item[1]]
+                        heapify(heap)
+                    if not heap:
+                        emptied.append(kind)
+                for kind in emptied:  # nothing waits on the kind's total here any more
+                    del due[kind]
+                    replay.unwatch(kind)
         if len(entries) != n_before:
             self.changes += 1
 
     def _drop_all(self) -> None:
         """Forget the per-kind bookkeeping (no request is remembered any more)."""
         self._retry.clear()
-        self._due.clear()
-        self._gained.clear()
+        if self._due:
+            assert self._replay is not None
+            for kind in self._due:
+                self._replay.unwatch(kind)
+            self._due.clear()

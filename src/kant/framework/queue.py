@@ -165,6 +165,9 @@ class PendingQueue:
         self._total_gpus: list[int] = jobs.list_of("total_gpus")
         self._static_key = static_key
         self._keys: dict[int, SortKey] = {}
+        #: the queued jobs, each with its static key (read only): ``len(queue.queued)`` is
+        #: ``len(queue)`` without a Python-level call (the drivers read it at every instant)
+        self.queued: Mapping[int, SortKey] = self._keys
         # per shape, its jobs in static-key order; a deque, so the usual removal (the shape's first
         # job starts) is O(1) however long the queue is
         self._by_shape: dict[int, deque[int]] = {}

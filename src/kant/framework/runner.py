@@ -10,6 +10,7 @@ held capacity and gets all of them or none.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import mul
 from typing import TypeVar
 
 import numpy as np
@@ -74,9 +75,11 @@ class Framework:
         self.job_cpu: list[int] = jobs.list_of("cpu_milli")
         self.job_mem: list[int] = jobs.list_of("memory_mib")
         self.job_milli: list[int] = jobs.list_of("gpu_milli")
+        self.job_submit: list[float] = jobs.list_of("submit")
         # room_for's results for one state at one version, by (GPUs per worker, GPU type)
         #: room_for's answers per (GPUs per worker, type), while the state's free capacity is unchanged
         self._room: Stamped[dict[tuple[int, int], int]] = Stamped({})
+        self._slot_weights: dict[tuple[int, int, int], list[int]] = {}  # see _slot_counts
         for p in self.plugins:
             p.setup(env)
 
@@ -92,15 +95,15 @@ class Framework:
     # --- ordering ----------------------------------------------------------------------------
     def _key(self, job: int, now: float) -> SortKey:
         env = self.env
-        return (*[p.key(env, job, now) for p in self.sorters], env.jobs.submit.item(job), float(job))
+        return (*[p.key(env, job, now) for p in self.sorters], self.job_submit[job], float(job))
 
     def static_key(self, job: int) -> SortKey:
         if self.shape_slots is not None:  # (the shape-keyed sorters' slots are 0: see shape_slots)
-            env, now = self.env, self.env.jobs.submit.item(job)
+            env, now = self.env, self.job_submit[job]
             slots = self.shape_slots
             return (*[0.0 if i in slots else p.key(env, job, now) for i, p in enumerate(self.sorters)], now,
                     float(job))
-        return self._key(job, self.env.jobs.submit.item(job))
+        return self._key(job, self.job_submit[job])
 
     def dynamic_key(self, now: float) -> DynamicKey | None:
         if not self.dynamic:
@@ -199,16 +202,28 @@ class Framework:
         room = rooms.value.get((g, t))
         if room is None:
             hist, width = state.hist_counts
-            codes = self.env.cluster_types_of(t) if t >= 0 else range(len(hist) // width)
-            room = 0
-            for code in codes:
-                base = code * width
-                for k in range(g, width):
-                    n = hist[base + k]
-                    if n:
-                        room += n * (k // g)  # gpu_slots(k, g): inlined, the hot path
+            if t < 0:  # every type: the whole histogram against the slot counts repeated per type
+                weights = self._slot_weights.get((g, width, len(hist)))
+                if weights is None:
+                    weights = self._slot_counts(g, width, len(hist))
+                room = sum(map(mul, hist, weights))
+            else:
+                per = self._slot_weights.get((g, width, width))
+                if per is None:
+                    per = self._slot_counts(g, width, width)
+                room = 0
+                for code in self.env.cluster_types_of(t):
+                    base = code * width
+                    room += sum(map(mul, hist[base:base + width], per))
             rooms.value[(g, t)] = room
         return room
+
+    def _slot_counts(self, g: int, width: int, n: int) -> list[int]:
+        """``gpu_slots(k, g)`` for ``k`` free GPUs, ``k`` = 0 .. ``width`` - 1, repeated over ``n``
+        entries (``width``: one type's row of the free-GPU histogram; its length: every type's): the
+        weights of the histogram's counts in :meth:`room_for`, kept by ``(g, width, n)``."""
+        counts = self._slot_weights[(g, width, n)] = [gpu_slots(k, g) for k in range(width)] * (n // width)
+        return counts
 
     def _share_room(self, state: ClusterState, milli: int, t: int) -> int:
         """:meth:`room_for` of a GPU share of ``milli``: completely free GPUs of the allowed types and

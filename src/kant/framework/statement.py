@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-from kant.model.state import ClusterState, Placement
+from kant.model.state import ClusterState, Placement, slot_setters
 
 __all__ = ["Binder", "Op", "Operation", "ResizeBinder", "Statement"]
 
@@ -41,13 +41,24 @@ class Op(Enum):
     RESIZE = "resize"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Operation:
     op: Op
     job: int
     placement: Placement
     #: RESIZE only: the placement before the resize
     before: Placement | None = None
+
+    # the generated __init__'s arguments; the slots' setters instead of object.__setattr__ per field
+    # (one operation per start: see Placement.__init__)
+    def __init__(self, op: Op, job: int, placement: Placement, before: Placement | None = None) -> None:
+        _set_op(self, op)
+        _set_job(self, job)
+        _set_placement(self, placement)
+        _set_before(self, before)
+
+
+_set_op, _set_job, _set_placement, _set_before = slot_setters(Operation, "op", "job", "placement", "before")
 
 
 class Binder(Protocol):

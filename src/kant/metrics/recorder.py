@@ -12,6 +12,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +20,7 @@ import numpy.typing as npt
 from kant.metrics.occupancy import down_nodes
 from kant.model.cluster import Cluster
 from kant.model.job import JobTable
+from kant.model.scalars import ScalarView, scalar_view
 from kant.model.state import ClusterState, Placement
 
 __all__ = ["Closed", "JobStatus", "Recorder", "SimResult", "SERIES"]
@@ -36,6 +38,9 @@ class JobStatus(IntEnum):
 
 
 _RUNNING, _FINISHED, _PENDING = int(JobStatus.RUNNING), int(JobStatus.FINISHED), int(JobStatus.PENDING)
+#: the recorder's per-job arrays written at each start and stop (see Recorder._mv)
+_PER_JOB = ("first_start", "last_start", "end", "status", "runs", "gpu_seconds", "run_seconds", "span_nodes",
+            "span_leaves", "span_spines")
 
 #: cluster time-series columns, one value per sample
 SERIES = (
@@ -96,34 +101,42 @@ class Recorder:
         self.span_nodes = np.zeros(n, dtype=np.int64)
         self.span_leaves = np.zeros(n, dtype=np.int64)
         self.span_spines = np.zeros(n, dtype=np.int64)
+        # memoryviews of the per-job arrays (the same buffers): a scalar read or write through one
+        # costs a third of the array's own, and each start and stop makes several
+        self._mv: dict[str, ScalarView[Any]] = {name: scalar_view(getattr(self, name), object) for name in _PER_JOB}
+        #: ``runs`` as a memoryview (the same buffer; for a driver's one-job reads)
+        self.runs_view: ScalarView[int] = scalar_view(self.runs, int)
 
     # --- job events --------------------------------------------------------------------------
     def job_started(self, job: int, now: float, placement: Placement, cluster: Cluster) -> None:
-        runs = self.runs.item(job)
+        mv = self._mv
+        runs = mv["runs"][job]
         if runs == 0:
-            self.first_start[job] = now
+            mv["first_start"][job] = now
             if len(placement.per_node) != 1:  # one node spans (1, 1, 1)
                 nodes, leaves, spines = placement.span(cluster)
             else:
                 nodes = leaves = spines = 1
-            self.span_nodes[job] = nodes
-            self.span_leaves[job] = leaves
-            self.span_spines[job] = spines
-        self.last_start[job] = now
-        self.runs[job] = runs + 1
-        self.status[job] = _RUNNING
+            mv["span_nodes"][job] = nodes
+            mv["span_leaves"][job] = leaves
+            mv["span_spines"][job] = spines
+        mv["last_start"][job] = now
+        mv["runs"][job] = runs + 1
+        mv["status"][job] = _RUNNING
 
     def job_stopped(self, job: int, now: float, placement: Placement, *, finished: bool) -> None:
         """A run ends: finished, or interrupted (preempted / node failure) and back in the queue."""
-        ran = now - self.last_start.item(job)
-        self.gpu_seconds[job] = self.gpu_seconds.item(job) + ran * placement.total_gpus
-        self.run_seconds[job] = self.run_seconds.item(job) + ran
+        mv = self._mv
+        ran = now - mv["last_start"][job]
+        gpu_seconds, run_seconds = mv["gpu_seconds"], mv["run_seconds"]
+        gpu_seconds[job] = gpu_seconds[job] + ran * placement.total_gpus
+        run_seconds[job] = run_seconds[job] + ran
         if finished:
-            self.end[job] = now
-            self.status[job] = _FINISHED
+            mv["end"][job] = now
+            mv["status"][job] = _FINISHED
         else:
             self.preemptions[job] += 1
-            self.status[job] = _PENDING
+            mv["status"][job] = _PENDING
 
     def job_resized(self, job: int, now: float, before: Placement) -> None:
         """A running elastic job changed size: its GPU-seconds so far count at the old size, and its

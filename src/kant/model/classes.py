@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from kant.errors import SchedulingError
 from kant.model.cluster import Cluster
+from kant.model.scalars import scalar_view
 
 __all__ = ["ClassGroups", "NodeClasses"]
 
@@ -68,8 +69,9 @@ class NodeClasses:
         np.add.at(self.leaf_count, (np.asarray([max(c, 0) for c in self.node_class], dtype=np.int64), cluster.leaf),
                   np.asarray([c >= 0 for c in self.node_class], dtype=np.int64))
         self._n_leaves = cluster.n_leaves
-        self._leaf_count_flat = self.leaf_count.reshape(-1)  # a view: writes go to leaf_count
-        self._leaf_counts: list[int] = self._leaf_count_flat.tolist()  # the same numbers, cheap to read
+        # a memoryview of leaf_count's buffer (writes go to leaf_count; cheaper one at a time)
+        self._leaf_count_flat = scalar_view(self.leaf_count.reshape(-1), int)
+        self._leaf_counts: list[int] = self.leaf_count.reshape(-1).tolist()  # the same numbers, cheap to read
 
     def move(self, node: int, cls: int) -> None:
         """Node ``node`` is now in class ``cls`` (-1: in none)."""

@@ -9,8 +9,9 @@ of scanning the cluster.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -19,12 +20,13 @@ from kant.errors import SchedulingError
 from kant.model.classes import NodeClasses
 from kant.model.cluster import Cluster
 from kant.model.fit import FULL_GPU_MILLI
+from kant.model.scalars import scalar_view
 from kant.model.shares import ShareBooks
 
 __all__ = ["ClusterState", "Placement"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Placement:
     """Where a job's workers run: ``nodes[k]`` is worker k's node; each worker holds the same
     ``gpus``/``cpu_milli``/``memory_mib`` on its node. A GPU share (``gpus`` 1, ``gpu_milli`` below
@@ -39,11 +41,24 @@ class Placement:
     gpu_pick: tuple[int, ...] = ()
     per_node: dict[int, int] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        counts: dict[int, int] = {}
-        for n in self.nodes:
-            counts[n] = counts.get(n, 0) + 1
-        object.__setattr__(self, "per_node", counts)
+    # The generated __init__ of a frozen dataclass sets each field through a lookup of
+    # object.__setattr__; this one (the same arguments, a placement is made at every start) calls
+    # the slots' own setters, bound once below the class: half the cost.
+    def __init__(self, nodes: tuple[int, ...], gpus: int, cpu_milli: int = 0, memory_mib: int = 0,
+                 gpu_milli: int = FULL_GPU_MILLI, gpu_pick: tuple[int, ...] = ()) -> None:
+        _set_nodes(self, nodes)
+        _set_gpus(self, gpus)
+        _set_cpu(self, cpu_milli)
+        _set_mem(self, memory_mib)
+        _set_milli(self, gpu_milli)
+        _set_pick(self, gpu_pick)
+        if len(nodes) == 1:
+            _set_per_node(self, {nodes[0]: 1})
+        else:
+            counts: dict[int, int] = {}
+            for n in nodes:
+                counts[n] = counts.get(n, 0) + 1
+            _set_per_node(self, counts)
 
     @property
     def total_gpus(self) -> int:
@@ -59,6 +74,16 @@ class Placement:
             return (1, 1, 1)
         leaf, spine = cluster.leaf, cluster.spine
         return (len(nodes), len({int(leaf[n]) for n in nodes}), len({int(spine[n]) for n in nodes}))
+
+
+def slot_setters(cls: type, *names: str) -> list[Callable[[Any, Any], None]]:
+    """The ``__set__`` of each named slot of ``cls``: what the fast ``__init__`` of a frozen slotted
+    dataclass calls (its fields are set once, there; ``object.__setattr__`` per field costs twice)."""
+    return [vars(cls)[name].__set__ for name in names]
+
+
+_set_nodes, _set_gpus, _set_cpu, _set_mem, _set_milli, _set_pick, _set_per_node = slot_setters(
+    Placement, "nodes", "gpus", "cpu_milli", "memory_mib", "gpu_milli", "gpu_pick", "per_node")
 
 
 class ClusterState:
@@ -83,6 +108,9 @@ class ClusterState:
         # taken since.
         self.release_log: list[tuple[int, int, int]] = []
         self.release_log_start = 0
+        #: how many capacity returns ever happened: ``release_log_start + len(release_log)``, kept as
+        #: the log grows (read every cycle by the failure memos)
+        self.release_count = 0
         # aggregates, maintained incrementally
         self.allocated_gpus = 0
         self.down_gpus = 0
@@ -119,9 +147,13 @@ class ClusterState:
 
     def _mirror(self) -> None:
         """Python-list copies of the leaf and spine free GPUs (only this class writes them), so a change
-        reads plain ints and writes each array element once."""
+        reads plain ints and writes each array element once; and memoryviews of the free-GPU arrays
+        (the same buffers: a scalar read or write through one costs a third of the array's own)."""
         self._leaf_free: list[int] = self.leaf_free.tolist()
         self._spine_free: list[int] = self.spine_free.tolist()
+        self._free_mv = scalar_view(self.free, int)
+        self._leaf_mv = scalar_view(self.leaf_free, int)
+        self._spine_mv = scalar_view(self.spine_free, int)
 
     @property
     def free_hist(self) -> npt.NDArray[np.int64]:
@@ -211,7 +243,7 @@ class ClusterState:
     def fits(self, node: int, gpus: int, cpu_milli: int = 0, memory_mib: int = 0, count: int = 1) -> bool:
         return bool(
             self._up[node]
-            and self.free.item(node) >= gpus * count
+            and self._free_mv[node] >= gpus * count
             and (not self._has_cpu[node] or self.free_cpu[node] >= cpu_milli * count)
             and (not self._has_mem[node] or self.free_mem[node] >= memory_mib * count)
         )
@@ -301,14 +333,10 @@ class ClusterState:
         self._share_cpu_mem(placement, +1)
         self.version += 1
 
-    @property
-    def release_count(self) -> int:
-        """How many capacity returns ever happened (the end of the release log)."""
-        return self.release_log_start + len(self.release_log)
-
     def _log_release(self, node: int, before: int, after: int) -> None:
         log = self.release_log
         log.append((node, before, after))
+        self.release_count += 1
         if len(log) > 8192:
             del log[:4096]
             self.release_log_start += 4096
@@ -319,7 +347,7 @@ class ClusterState:
         reading the arrays again: this runs twice per job)."""
         self.version += 1
         g = placement.gpus
-        free, leaf_free, spine_free = self.free, self.leaf_free, self.spine_free
+        free, leaf_free, spine_free = self._free_mv, self._leaf_mv, self._spine_mv
         leaf_list, spine_list = self._leaf_free, self._spine_free
         caps, leaf, spine, up, types = self._cap, self._leaf, self._spine, self._up, self.node_types
         hist, width = self._hist, self._hist_width
@@ -337,7 +365,7 @@ class ClusterState:
                 if has_mem[node]:
                     self.free_mem[node] += sign * placement.memory_mib * count
                 continue
-            before = free.item(node)
+            before = free[node]
             after = before + delta
             if log is not None:
                 log.append((node, before, after))
@@ -374,6 +402,8 @@ class ClusterState:
         self.partial_nodes += partial
         self.free_on_partial += on_partial
         self.allocated_gpus -= sign * g * len(placement.nodes)
+        if log is not None:
+            self.release_count = self.release_log_start + len(log)
 
     def _add_group_free(self, node: int, delta: int) -> None:
         self.version += 1

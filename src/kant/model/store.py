@@ -281,7 +281,7 @@ class JobStore:
             self._buf[column][job] = value
             lst = self._lists.get(column)
             if lst is not None:
-                lst[job] = value
+                lst[job] = self._buf[column][job].item()  # as the column holds it (the list mirrors it)
         self.version += 1
 
     def set_runtime(self, job: int, seconds: float) -> None:

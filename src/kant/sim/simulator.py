@@ -35,6 +35,7 @@ from kant.metrics.recorder import JobStatus, Recorder, SimResult
 from kant.model.cluster import Cluster
 from kant.model.deps import DependencyGate, Outcome
 from kant.model.job import JobTable
+from kant.model.scalars import scalar_view
 from kant.model.state import Placement
 from kant.model.store import JobStore
 from kant.scheduler import Scheduler, SchedulerSnapshot
@@ -90,6 +91,8 @@ class Simulator:
         self.policy = policy
         self.seed = seed
         self.execution = execution or ExecutionModel()
+        # a placement can slow a job down (else ExecutionModel.slowdown is 1.0 for every placement)
+        self._penalised = bool(self.execution.cross_leaf_penalty or self.execution.cross_spine_penalty)
         self.failures = sorted(failures, key=lambda f: (f.time, f.node))
         self.check_every = check_every
         self.progress = progress
@@ -109,6 +112,10 @@ class Simulator:
         n = len(jobs)
         self.remaining = jobs.duration.astype(np.float64).copy()  # work left, seconds at full speed
         self.generation = np.zeros(n, dtype=np.int64)
+        # memoryviews of those arrays and of the durations (the same buffers: cheaper one job at a time)
+        self._remaining_mv = scalar_view(self.remaining, float)
+        self._generation_mv = scalar_view(self.generation, int)
+        self._duration_mv = scalar_view(np.ascontiguousarray(jobs.duration, dtype=np.float64), float)
         self._slowdown: dict[int, float] = {}  # running jobs slowed by their placement (absent: 1.0)
         self._paid_restart: dict[int, float] = {}  # restart cost paid by a job's current run (absent: 0)
         # elastic jobs' bounds (kant.model.elastic), by row; empty when no job is elastic
@@ -131,12 +138,12 @@ class Simulator:
     # --- event handlers ----------------------------------------------------------------------
     def _on_finish(self, payload: tuple[int, int]) -> None:
         job, gen = payload
-        if gen != self.generation.item(job):
+        if gen != self._generation_mv[job]:
             return  # stale: the run was interrupted
         now = self.kernel.now
-        placement = self.scheduler.finish(job, now, self.jobs.duration.item(job))
+        placement = self.scheduler.finish(job, now, self._duration_mv[job])
         self.recorder.job_stopped(job, now, placement, finished=True)
-        self.remaining[job] = 0.0
+        self._remaining_mv[job] = 0.0
         if self.gate is not None:
             self._dep_outcome(job, Outcome.OK, now)
         if self._slowdown:
@@ -253,13 +260,14 @@ class Simulator:
 
     def _started(self, job: int, now: float, placement: Placement) -> None:
         rec = self.recorder
-        restart = self.execution.restart_cost_s if rec.runs.item(job) > 0 else 0.0
-        if self._watch is not None and rec.runs.item(job) == 0 and self._watch[job]:
+        runs = rec.runs_view[job]  # runs before this one
+        restart = self.execution.restart_cost_s if runs > 0 else 0.0
+        if self._watch is not None and runs == 0 and self._watch[job]:
             self._watch_left -= 1
         rec.job_started(job, now, placement, self.cluster)
-        if self.gate is not None and rec.runs.item(job) == 1:
+        if self.gate is not None and runs == 0:
             self._dep_outcome(job, Outcome.STARTED, now)
-        slow = self.execution.slowdown(self.cluster, placement)
+        slow = self.execution.slowdown(self.cluster, placement) if self._penalised else 1.0
         if self._elastic:
             bounds = self._elastic.get(job)
             if bounds is not None:  # the work is at the reference size: a size runs at its speed
@@ -270,10 +278,10 @@ class Simulator:
             self._slowdown[job] = slow
         if restart:
             self._paid_restart[job] = restart
-        remaining = self.remaining.item(job)
+        remaining = self._remaining_mv[job]
         if math.isfinite(remaining):
             self.kernel.schedule(now + restart + remaining * slow, _FINISH, self._on_finish,
-                                 (job, self.generation.item(job)))
+                                 (job, self._generation_mv[job]))
 
     def _resized(self, job: int, now: float, before: Placement, after: Placement) -> None:
         """An elastic job was resized: it keeps all its work (a checkpoint at the resize), pays the
@@ -342,6 +350,7 @@ class Simulator:
         arrival_times = arrivals.tolist()
         arrival_times.append(math.inf)  # sentinel: no arrival left
         queue, state, progress = sched.queue, sched.state, self.progress
+        queued = queue.queued
         incremental, store = self.incremental, sched.jobs
         sample = rec.sample
         heap = kernel.heap
@@ -400,10 +409,10 @@ class Simulator:
                 if self.check_every and sched.cycles % self.check_every == 0:
                     state.check()
                 if self._watch is not None and self._watch_left <= 0:
-                    sample(now, state, len(queue), queue.pending_gpus)
+                    sample(now, state, len(queued), queue.pending_gpus)
                     watched = True
                     break
-            sample(now, state, len(queue), queue.pending_gpus)
+            sample(now, state, len(queued), queue.pending_gpus)
         self._arrived = ptr
         end_time = now if until is None else max(now, min(until, now) if math.isinf(until) else until)
         if until is None and not watched:
