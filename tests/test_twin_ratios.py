@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kant.twin.ratios import RatioModel, km
+from kant.twin.ratios import RatioModel, censored_slope, km
 
 N = 8000  # jobs started over the history
 PLANNED = 3600.0
@@ -101,3 +101,20 @@ def test_a_running_job_past_every_ratio_runs_on_by_the_tail() -> None:
     # exact estimates (every ratio 1): no tail, an overrunning job ends now
     exact = RatioModel.observed(np.ones(10), np.ones(10), np.ones(10, dtype=bool), by_planned=False)
     assert exact.sample(np.asarray([100.0]), np.random.default_rng(0), np.asarray([150.0])).tolist() == [150.0]
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**16), slope=st.floats(-0.4, 0.0))
+def test_the_slope_fit_is_censoring_aware(seed: int, slope: float) -> None:
+    # log ratio = slope x log planned + noise; jobs started over 3 median planned run times: the long
+    # planned ones are more often still running, so the ended jobs alone give a slope too steep
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0.0, 1.0, N)
+    y = slope * x + rng.normal(0.0, 0.8, N)
+    start = -rng.uniform(0, 3.0, N)
+    ended = start + np.exp(x + y) <= 0
+    exit_ = np.where(ended, y, np.log(-start) - x)  # a running job's log ratio: above its elapsed one
+    fit = censored_slope(x, exit_, ended, np.full(N, -math.inf))
+    assert abs(fit - slope) < 0.04
+    naive = float(np.polyfit(x[ended], y[ended], 1)[0])
+    assert naive < slope - 0.08

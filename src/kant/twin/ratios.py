@@ -13,8 +13,8 @@ not from ratio 0. A snapshot without ``ended`` / ``ratios_from`` takes every job
 
 **Estimate.** The ratio's law depends on the planned run time (estimates err differently at different
 sizes). In logs, ``z = log(ratio) - slope x log(planned)`` takes the trend out: :func:`censored_slope`
-fits the slope through the Kaplan-Meier medians of equal-count bins of planned run time (censoring-aware;
-least squares over the finished jobs' logs would inherit their bias). A job planned at ``p`` draws
+fits the least-squares slope as before, censoring-aware (Buckley-James; least squares over the finished
+jobs' logs alone inherits their bias). A job planned at ``p`` draws
 ``z`` from the Kaplan-Meier estimate (:func:`km`) over the :func:`neighbours` observations nearest
 ``p`` in planned run time and runs ``p x exp(z) x p ^ slope``: the window's ratios carried along the
 slope, as before, now with the censored ones. A running job draws from the same estimate above its own
@@ -41,14 +41,14 @@ import numpy.typing as npt
 
 from kant.twin.snapshot import TwinSnapshot
 
-__all__ = ["RatioModel", "km", "km_level", "censored_slope", "neighbours", "SLOPE_BINS", "TAIL_LEVEL"]
+__all__ = ["RatioModel", "km", "km_level", "censored_slope", "neighbours", "SLOPE_ROUNDS", "TAIL_LEVEL"]
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
 
-#: equal-count bins of planned run time of the censored slope fit (fewer with under 10 observations each)
-SLOPE_BINS = 10
+#: rounds of the censored slope fit (Buckley-James; it stops sooner once the slope settles)
+SLOPE_ROUNDS = 20
 #: the tail factor is drawn from the excesses of ``z`` over this quantile (module docstring)
 TAIL_LEVEL = 0.9
 
@@ -85,30 +85,42 @@ def km_level(x: FloatArray, mass: FloatArray, level: float) -> float | None:
 
 
 def censored_slope(log_planned: FloatArray, log_exit: FloatArray, event: BoolArray, log_entry: FloatArray) -> float:
-    """The slope of ``log(ratio)`` on ``log(planned)``, censoring-aware: the observations sorted by planned
-    run time in up to :data:`SLOPE_BINS` equal-count bins, each bin's Kaplan-Meier median of
-    ``log(ratio)`` against its mean ``log(planned)``, least squares weighted by the bins' sizes. A bin
-    whose estimate does not reach its median (mostly censored) is left out. For a location family (the
-    law of ``log(ratio)`` shifted along the planned run time, as a bivariate lognormal has) the median
-    line has the slope of the mean line."""
-    n = log_planned.size
-    bins = max(2, min(SLOPE_BINS, n // 10))
-    xs, ys, ws = [], [], []
-    for part in np.array_split(np.argsort(log_planned, kind="stable"), bins):
-        if part.size == 0 or not event[part].any():
-            continue
-        v, m, _ = km(log_exit[part], event[part], log_entry[part])
-        med = km_level(v, m, 0.5)
-        if med is not None:
-            xs.append(float(log_planned[part].mean()))
-            ys.append(med)
-            ws.append(float(part.size))
-    if len(xs) < 2:
+    """The least-squares slope of ``log(ratio)`` on ``log(planned)``, censoring-aware (Buckley-James):
+    each censored log ratio is replaced by its expected value given that it lies above what the job has
+    run (the Kaplan-Meier estimate of the residuals about the current line, left-truncated as the
+    observations are), the line refitted, until the slope moves by less than 1e-4 (at most
+    :data:`SLOPE_ROUNDS` rounds). Started from the ended jobs' own slope. Without censoring it is the
+    plain least-squares slope, as before; least squares over the ended jobs alone is biased (too
+    steep: at long planned run times the long runs have not ended). A censored residual beyond the
+    estimate's last mass keeps its value (a lower bound)."""
+    x = log_planned
+    vx = float(np.var(x))
+    if vx <= 1e-12 or not event.any():
         return 0.0
-    x, y, w = np.asarray(xs), np.asarray(ys), np.asarray(ws)
-    mx, my = np.average(x, weights=w), np.average(y, weights=w)
-    vx = float(np.average((x - mx) ** 2, weights=w))
-    return float(np.average((x - mx) * (y - my), weights=w) / vx) if vx > 1e-12 else 0.0
+    seen = x[event]
+    slope = (float(np.mean((seen - seen.mean()) * (log_exit[event] - log_exit[event].mean())) / np.var(seen))
+             if float(np.var(seen)) > 1e-12 else 0.0)
+    cens = ~event
+    if not cens.any():
+        return slope
+    for _ in range(SLOPE_ROUNDS):
+        res = log_exit - slope * x
+        v, mass, _ = km(res, event, log_entry - slope * x)
+        above_w = np.cumsum(mass[::-1])[::-1]  # the estimate's mass at or above each sorted residual
+        above_m = np.cumsum((mass * v)[::-1])[::-1]
+        j = np.searchsorted(v, res[cens], side="right")  # the first residual above each censored one
+        inside = j < v.size
+        jj = np.minimum(j, v.size - 1)
+        w = np.where(inside, above_w[jj], 0.0)
+        expect = np.where(w > 1e-12, np.divide(above_m[jj], w, out=np.zeros_like(w), where=w > 1e-12), res[cens])
+        y = log_exit.copy()
+        y[cens] = slope * x[cens] + np.maximum(expect, res[cens])
+        new = float(np.mean((x - x.mean()) * (y - y.mean())) / vx)
+        done = abs(new - slope) < 1e-4
+        slope = new
+        if done:
+            break
+    return slope
 
 
 def _log_entry(before: FloatArray, planned: FloatArray) -> FloatArray:
