@@ -17,8 +17,15 @@ from typing import Any
 import numpy as np
 
 from bench_whatif import HOUR, _table, noisy_estimates, philly_slice, snapshot_after
-from kant.twin.predict import (ARRIVAL_HORIZON_S, RatioModel, arrival_model, draw_run, neighbours, predict,
-                               sample_durations)
+from kant.twin.predict import (
+    ARRIVAL_HORIZON_S,
+    RatioModel,
+    arrival_model,
+    draw_run,
+    neighbours,
+    predict,
+    sample_durations,
+)
 
 FREED_H = (1, 3, 6, 12)  # --work-check: GPUs the running jobs free by then
 
