@@ -3,7 +3,9 @@
     python bench/bench_whatif.py --accuracy [--jobs 5000 --start-day 42 --cluster SPEC --runs 10 ...]
     python bench/bench_whatif.py --accuracy --live [--jobs 3300 --warmup-h 15 --live-speed 600 ...]
     python bench/bench_whatif.py --capacity [--capacity-at-h 24 --capacity-horizon-h 48 --capacity-add 8 ...]
-    python bench/bench_whatif.py --ratio-check
+    python bench/bench_whatif.py --ratio-check                        # (bench/whatif_ratios.py)
+    python bench/bench_whatif.py --work-check 24 --work-check 70      # (bench/whatif_ratios.py)
+    python bench/bench_whatif.py --predict-cost 70                    # (bench/whatif_ratios.py)
     python bench/bench_whatif.py --speed [--nodes 10000 --running 8000 --pending 10000]
     python bench/bench_whatif.py --sweep 32x8:V100,leaf=4,spine=2 --sweep 40x8:V100,leaf=4,spine=2 ...
 
@@ -644,31 +646,6 @@ def capacity(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def work_check(args: argparse.Namespace) -> None:
-    """The work the twin samples (20 draws of :func:`sample_durations`) against the true run times, for
-    the running jobs' remaining time and the pending jobs, in GPU-hours, at each ``--work-check`` hour."""
-    from kant.twin.predict import RatioModel, sample_durations
-
-    jobs = philly_slice(args.start_day, args.jobs)
-    est = noisy_estimates(jobs, args.sigma, args.seed)
-    for h in args.work_check:
-        snap, row_of = snapshot_after(jobs, est, "kant", args.cluster, float(jobs.submit[0]) + h * HOUR)
-        model = RatioModel.fit(snap)
-        gpus = np.asarray(snap.jobs["workers"], dtype=np.float64) * np.asarray(snap.jobs["gpus_per_worker"])
-        true = np.asarray([float(jobs.duration[row_of[i]]) for i in snap.ids])
-        draws = np.asarray([sample_durations(snap, np.random.default_rng([args.seed, k]), model) for k in range(20)])
-        run = list(snap.sched.running)
-        pend = list(snap.sched.pending)
-        elapsed = np.asarray([snap.now - snap.sched.running[r].start for r in run])
-        left = np.maximum(draws[:, run] - elapsed, 0).mean(0)
-        print(f"{h:g} h: {len(run)} running, GPU-hours left sampled {np.sum(left * gpus[run]) / HOUR:,.0f}, true "
-              f"{np.sum(np.maximum(true[run] - elapsed, 0) * gpus[run]) / HOUR:,.0f}; {len(pend)} pending, GPU-hours "
-              f"sampled {np.sum(draws[:, pend].mean(0) * gpus[pend]) / HOUR:,.0f}, true "
-              f"{np.sum(true[pend] * gpus[pend]) / HOUR:,.0f}, planned "
-              f"{np.sum(np.asarray(snap.jobs['estimate'], dtype=np.float64)[pend] * gpus[pend]) / HOUR:,.0f}",
-              flush=True)
-
-
 def _arrival_cols(jobs: JobTable, rows: np.ndarray, est: np.ndarray) -> dict[str, tuple[Any, ...]]:
     """Slice rows as an arrival history (kant.twin.arrivals.ARRIVAL_COLUMNS), planned at ``est``."""
     tn = jobs.tenant_names
@@ -694,54 +671,6 @@ def _gang(cap: dict[str, Any], buckets: tuple[str, ...]) -> float | None:
     if any(g["p90"] is None for g in got):
         return None
     return max(float(g["p90"]) for g in got)
-
-
-def ratio_check(args: argparse.Namespace) -> None:
-    """How well each way of drawing run-time ratios reproduces the work of later jobs (docs/whatif.md,
-    "Which ratio a job draws"): the slice's jobs with noisy estimates (seeds 12, 13, 14); the
-    ratios of jobs 0-1,999 (then 2,000-3,999) as the finished history; run times drawn 40 times for
-    jobs 2,000-4,799 (then 4,000-4,899) from the quarter nearest in planned run time, as they are,
-    carried along the global log-log slope, or along each window's own slope; printed: the sampled
-    work over the actual, in all and for the top 1 % of planned run times, and how often the actual
-    run time is below the job's median draw."""
-    jobs = philly_slice(args.start_day, 5000)
-    d0 = np.asarray(jobs.duration, dtype=np.float64)
-    lines: list[Sequence[str]] = [("noise seed", "history", "draw", "work / actual", "top 1 %", "P(actual < median)")]
-    for seed in (12, 13, 14):
-        e0 = noisy_estimates(jobs, 1.0, seed)
-        ok = (d0 > 0) & (e0 > 0)
-        d, e = d0[ok], e0[ok]
-        for h0, h1, t0, t1 in ((0, 2000, 2000, 4800), (2000, 4000, 4000, 4900)):
-            planned, ratio = e[h0:h1], d[h0:h1] / e[h0:h1]
-            et, dt = e[t0:t1], d[t0:t1]
-            rng = np.random.default_rng(0)
-            x, y = np.log(planned), np.log(ratio)
-            b = float(np.cov(x, y, bias=True)[0, 1] / np.var(x))
-            o = np.argsort(planned)
-            ps, rs = planned[o], ratio[o]
-            xs, ys = np.log(ps), np.log(rs)
-            n = ps.size
-            cx, cy = np.concatenate([[0], np.cumsum(xs)]), np.concatenate([[0], np.cumsum(ys)])
-            cxx, cxy = np.concatenate([[0], np.cumsum(xs * xs)]), np.concatenate([[0], np.cumsum(xs * ys)])
-
-            top = et >= np.quantile(et, 0.99)
-            k = n // 4
-            lo = np.clip(np.searchsorted(ps, et) - k // 2, 0, n - k)
-            hi = lo + k
-            mx, my = (cx[hi] - cx[lo]) / k, (cy[hi] - cy[lo]) / k
-            vx, cv = (cxx[hi] - cxx[lo]) / k - mx * mx, (cxy[hi] - cxy[lo]) / k - mx * my
-            slopes: dict[str, Any] = {"window": 0.0, "global slope": b,
-                                      "window's slope": np.where(vx > 1e-9, cv / np.maximum(vx, 1e-12), 0.0)}
-            for mode, slope in slopes.items():
-                rows = []
-                for _ in range(40):
-                    pick = lo + rng.integers(0, k, et.size)
-                    rows.append(et * rs[pick] * (et / ps[pick]) ** slope)
-                draws = np.vstack(rows)
-                lines.append((str(seed), f"{h0}-{h1 - 1}", mode, f"{draws.sum(1).mean() / dt.sum():.2f}",
-                              f"{float(draws[:, top].mean() / dt[top].mean()):.2f}",
-                              f"{np.mean(dt < np.median(draws, 0)):.2f}"))
-    _table(lines)
 
 
 def sweep(args: argparse.Namespace) -> None:
@@ -883,17 +812,25 @@ def main() -> None:
                     help="--live: wall seconds to wait after the last arrival for the polled jobs to start")
     ap.add_argument("--work-check", type=float, action="append", metavar="H",
                     help="the twin's sampled work against the true one, H hours into the slice (kant, noisy)")
+    ap.add_argument("--predict-cost", type=float, action="append", metavar="H",
+                    help="CPU seconds of the ratio model and of predict(runs=10) on the slice's snapshot at H hours")
     ap.add_argument("--nodes", type=int, default=10_000)
     ap.add_argument("--running", type=int, default=8_000)
     ap.add_argument("--pending", type=int, default=10_000)
     ap.add_argument("--speed-policy", action="append")
     args = ap.parse_args()
-    if not (args.accuracy or args.speed or args.sweep or args.capacity or args.ratio_check or args.work_check):
-        ap.error("give --accuracy, --speed, --capacity, --ratio-check and/or --sweep")
-    if args.ratio_check:
-        ratio_check(args)
-    if args.work_check:
-        work_check(args)
+    if not (args.accuracy or args.speed or args.sweep or args.capacity or args.ratio_check or args.work_check
+            or args.predict_cost):
+        ap.error("give --accuracy, --speed, --capacity, --ratio-check, --work-check, --predict-cost and/or --sweep")
+    if args.ratio_check or args.work_check or args.predict_cost:
+        from whatif_ratios import predict_cost, ratio_check, work_check  # (bench/whatif_ratios.py)
+
+        if args.ratio_check:
+            ratio_check(args)
+        if args.work_check:
+            work_check(args)
+        if args.predict_cost:
+            predict_cost(args)
     if args.capacity:
         capacity(args)
     if args.sweep:

@@ -110,7 +110,8 @@ def test_running_jobs_are_sampled_past_what_they_have_run() -> None:
         seen1.add(float(d[1]))
     assert seen0 == {200.0, 400.0}
     assert seen1 == {500.0, 1000.0, 2000.0, 4000.0}
-    # a job that outran every ratio ends now
+    # a job that outran every ratio, with no spread above their 90th percentile to run on by, ends now
+    # (kant.twin.ratios: the tail; tests/test_twin_ratios.py has one that runs on)
     _, late = snapshot_at(cluster, jobs, "fifo-strict", 150.0, ratios=(0.5, 1.0))
     assert sample_durations(late, np.random.default_rng(0))[0] == 150.0
 
@@ -208,6 +209,8 @@ def good() -> dict[str, Any]:
     (lambda d: d["scheduler"]["pending"].append(7), "names job row 7"),
     (lambda d: d["policy"].update(plugins=[{"name": "nope"}]), "unknown plugin 'nope'"),
     (lambda d: d.update(ratios=[-1]), "ratios"),
+    (lambda d: d.update(ratios=[1.0], ended=[1.0, 2.0]), "ended: 2 end times for 1 ratios"),
+    (lambda d: d.update(ratios_from="yesterday"), "ratios_from: must be a number or null"),
     (lambda d: d["nodes"][0].update(gpus=-8), "nodes[0].gpus"),
 ])
 def test_bad_snapshots_name_the_field(edit: Any, where: str) -> None:

@@ -193,3 +193,29 @@ def test_a_refused_node_removal_leaves_the_node_where_it_was(tmp_path: Path) -> 
     assert "new1" in loop.sched.cluster.names and "new1" in loop.nodes
     assert [v.name for v in loop.node_views()][-1] == "new1"
     assert {n.name: n.state for n in db.nodes.list()}["new1"] == "up"
+
+
+def test_the_twins_snapshot_says_where_its_run_time_history_is_cut(tmp_path: Path) -> None:
+    """The twin's ratio history keeps the last N finished jobs: the snapshot carries each one's end and
+    the cut (kant.twin.ratios: left truncation), so that every job that finished after the cut is in it."""
+    db = Database(f"sqlite:///{tmp_path / 'cut.db'}")
+    db.migrate()
+    db.tenants.create("t")
+    loop = ServiceLoop(db, load_policy("kant"), ManualClock(5.0), SimulatedExecutor(), ratio_history=20)
+    loop.load(load_cluster("4x8:V100"))
+    assert loop.twin_snapshot().ratios_from == 5.0  # (the load: nothing had finished before it)
+    rng = np.random.default_rng(3)
+    for t in range(5, 65):
+        jobs = [NewJob(tenant="t", user="u", name=f"j{t}", workers=1, gpus_per_worker=int(rng.choice([1, 4])),
+                       estimate_s=10.0, duration_s=float(rng.integers(1, 20)))]
+        ids = db.jobs.insert(jobs, now_time=float(t), now_wall=time.time())
+        loop.turn([Arrivals([Arrival(i, j, float(t)) for (i, _), j in zip(ids, jobs, strict=True)])])
+        loop.turn([Advance(float(t) + 1.0)])
+    snap = loop.twin_snapshot()
+    ends = sorted(float(j.end_time) for j in db.jobs.list(limit=1000) if j.end_time is not None)
+    cut = snap.ratios_from
+    assert len(snap.ratios) == len(snap.ended) == 20 and len(ends) > 20
+    assert cut is not None and cut > 5.0 and min(snap.ended) >= cut
+    assert sum(e > cut for e in ends) <= 20 <= sum(e >= cut for e in ends)
+    assert sorted(snap.ended) == ends[-20:]
+    db.close()

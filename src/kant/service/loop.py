@@ -214,6 +214,8 @@ class ServiceLoop:
         """Build the scheduler from the database (the truth after a restart)."""
         now = self.clock.now()
         live = self.live
+        if live.ratios_from is None:  # the run-time history starts here (a restart forgets the earlier ends)
+            live.ratios_from = now
         rows = [n for n in self.db.nodes.list() if n.state != "removed"]
         if not rows:
             if cluster_if_empty is None:

@@ -1,10 +1,11 @@
 """Predicted start times: the snapshot run forward several times with sampled run times.
 
 Each run gives every job a true run time drawn from the estimator's error distribution: its estimate
-(what the scheduler plans with) times a ratio ``actual / planned`` of a finished job. The ratio is
-drawn among the finished jobs whose planned run time was nearest the job's own (the
-:func:`neighbours` nearest, a quarter of them) and carried to the job's planned run time along the
-fitted slope of log ratio on log planned run time (:class:`RatioModel`): estimates err differently
+(what the scheduler plans with) times a ratio ``actual / planned``, drawn from the Kaplan-Meier
+estimate over the finished jobs (observed ratios) and the running ones (censored: above
+``elapsed / planned``) whose planned run time was nearest the job's own (the :func:`neighbours`
+nearest, a quarter of them), carried to the job's planned run time along the censoring-aware slope of
+log ratio on log planned run time (:class:`~kant.twin.ratios.RatioModel`): estimates err differently
 at different sizes (users round up long jobs more), and a ratio drawn regardless of the estimate
 makes the runs too long on average. A snapshot without the planned run times of its ratios draws
 among all of them.
@@ -13,10 +14,10 @@ When the snapshot has an arrival history (:mod:`kant.twin.arrivals`), each run a
 arrivals sampled from it (:func:`draw_run`), so the band covers the jobs that have not arrived yet
 as well as the run-time error; :attr:`Prediction.covers` says which it covers.
 
-A running job's draw is conditioned on what it has already run: only ratios that
-put its end after the snapshot's time are drawn (its neighbours', else anyone's); if none does, it
-is taken to end now (as the scheduler's own plan for an overrunning job does). With no finished
-jobs yet, the ratio is 1 (the estimate) and one run is the answer.
+A running job's draw is conditioned on what it has already run: it is drawn from its window's
+estimate above its elapsed ratio; if it has outrun every observation, it runs on by a tail factor
+(:mod:`kant.twin.ratios`: the tail). With no finished jobs yet, the ratio is 1 (the estimate) and one
+run is the answer.
 
 Run ``k`` draws with ``numpy.random.default_rng([seed, k])``: the same snapshot, seed and run count
 give the same predictions, bit for bit. A job's P50 is the median of its starts over the runs and
@@ -39,6 +40,7 @@ from kant.model.cluster import Cluster
 from kant.scheduler import SchedulerSnapshot
 from kant.twin.arrivals import ArrivalModel, Arrivals
 from kant.twin.forward import run_forward
+from kant.twin.ratios import RatioModel, neighbours
 from kant.twin.snapshot import TwinSnapshot
 
 __all__ = ["Prediction", "predict", "sample_durations", "neighbours", "DEFAULT_RUNS", "RatioModel", "covers",
@@ -113,101 +115,17 @@ def _opt(x: float) -> float | None:
     return None if math.isnan(x) else float(x)
 
 
-def neighbours(n: int) -> int:
-    """How many finished jobs, nearest in planned run time, a job's ratio is drawn from: a quarter
-    of them (at least 10). Chosen on the accuracy bench (docs/whatif.md): the square root of ``n``
-    halved the median error but overfitted (the P90 error grew by half)."""
-    return min(n, max(10, math.ceil(n / 4)))
-
-
-@dataclass(frozen=True)
-class RatioModel:
-    """The run-time error as a function of the planned run time (module docstring): a job planned
-    at ``p`` draws one of the :func:`neighbours` finished jobs nearest ``p`` in planned run time, and
-    that job's ratio is carried from its own planned run time to ``p`` along the slope of
-    ``log(actual / planned)`` on ``log(planned)`` (least squares over every finished job):
-    ``ratio_i x (p / planned_i) ^ slope``.
-
-    Why both: estimates err differently at different sizes (users round up long jobs more; with
-    noisy estimates a long planned run time is more often an overestimate), so a ratio drawn
-    regardless of the estimate runs jobs too long. The window keeps the local spread, but a window
-    of a quarter of the jobs spans a wide range of planned run times, and at the top of the range it
-    can only reach down: the longest-planned jobs, which hold the GPUs longest, drew the ratios of
-    shorter ones, too large (measured on Philly with lognormal noise of sigma 1, ``bench_whatif.py
-    --ratio-check``: the sampled work of the top 1 % was 2.3 to 5.7 times the actual with the window
-    alone, 1.0 to 2.1 times with the slope; docs/whatif.md). Slope 0
-    (exact estimates; no planned run times) draws the window's ratios as they are."""
-
-    ratios: FloatArray  # sorted by planned run time
-    planned: FloatArray  # (ones when not known: slope 0, one window of every ratio)
-    slope: float
-    k: int
-
-    @classmethod
-    def fit(cls, snap: TwinSnapshot) -> RatioModel:
-        ratios = np.asarray(snap.ratios, dtype=np.float64)
-        n = ratios.size
-        if not snap.planned or n < 3:
-            return cls(ratios, np.ones_like(ratios), 0.0, n)
-        planned = np.asarray(snap.planned, dtype=np.float64)
-        x, y = np.log(planned), np.log(ratios)
-        vx = float(np.var(x))
-        slope = float(np.mean((x - x.mean()) * (y - y.mean())) / vx) if vx > 1e-12 else 0.0
-        order = np.argsort(planned, kind="stable")
-        return cls(ratios[order], planned[order], slope, neighbours(n))
-
-    def _window(self, est: FloatArray) -> npt.NDArray[np.int64]:
-        n, k = self.ratios.size, self.k
-        lo: npt.NDArray[np.int64] = np.clip(np.searchsorted(self.planned, est) - k // 2, 0, n - k).astype(np.int64)
-        return lo
-
-    def _carry(self, idx: npt.NDArray[np.int64], est: FloatArray) -> FloatArray:
-        if self.slope == 0.0:
-            out: FloatArray = self.ratios[idx]
-            return out
-        safe = np.where((est > 0) & np.isfinite(est), est, self.planned[idx])
-        out = self.ratios[idx] * (safe / self.planned[idx]) ** self.slope
-        return out
-
-    def draws(self, estimate: float) -> FloatArray:
-        """The ratios a job planned at ``estimate`` may draw (its window's, carried to it)."""
-        lo = int(self._window(np.asarray([estimate]))[0])
-        idx = np.arange(lo, lo + self.k, dtype=np.int64)
-        return self._carry(idx, np.full(self.k, estimate))
-
-    def sample(self, est: FloatArray, rng: np.random.Generator) -> FloatArray:
-        """One run time per estimate: ``est x`` a ratio drawn uniformly from its window, carried."""
-        idx = self._window(est) + rng.integers(0, self.k, size=est.size)
-        out: FloatArray = est * self._carry(idx, est)
-        return out
-
-
 def sample_durations(snap: TwinSnapshot, rng: np.random.Generator, model: RatioModel | None = None) -> FloatArray:
-    """One draw of every job's true run time (see the module docstring)."""
+    """One draw of every job's true run time (see the module docstring); a running job's is drawn above
+    what it has run (:meth:`RatioModel.sample`)."""
     est = np.asarray(snap.jobs["estimate"], dtype=np.float64)
     if not snap.ratios:
         return est.copy()
     model = model or RatioModel.fit(snap)
-    out = model.sample(est, rng)
-    now = snap.now
+    elapsed = np.zeros(est.size)
     for row, run in snap.sched.running.items():
-        e = float(est[row])
-        if not math.isfinite(e):
-            continue
-        elapsed = now - run.start
-        past = elapsed / e if e > 0 else math.inf
-        near = model.draws(e)
-        near = near[near > past]
-        if near.size:  # a neighbour's ratio that ends it after now, uniformly among those
-            out[row] = e * near[int(rng.integers(0, near.size))]
-            continue
-        every = model._carry(np.arange(model.ratios.size, dtype=np.int64), np.full(model.ratios.size, e))
-        every = every[every > past]
-        if every.size:  # any ratio that ends it after now, uniformly among those
-            out[row] = e * every[int(rng.integers(0, every.size))]
-        else:  # it has outrun every ratio seen: it ends now
-            out[row] = elapsed
-    return out
+        elapsed[row] = snap.now - run.start
+    return model.sample(est, rng, elapsed)
 
 
 def arrival_model(snap: TwinSnapshot, arrivals: bool | ArrivalModel | None) -> ArrivalModel | None:

@@ -5,7 +5,8 @@ the active jobs (pending and running, in the scheduler's row order, with the est
 with), the scheduler's own state by row (:class:`~kant.scheduler.SchedulerSnapshot`: the queue,
 each running job's nodes, start and expected end, node flags), the effective policy (with the
 tenants' quotas folded in), and the run-time error seen so far (``actual / planned`` run time of
-finished jobs, with the planned run times: :mod:`kant.twin.predict` samples from them). It is plain
+finished jobs, with the planned run times and end times: :mod:`kant.twin.ratios` fits them, with the
+running jobs as censored ratios). It is plain
 data with a JSON form, so a live service can hand it to another process, and a user can save it and
 replay it later (``kant whatif --snapshot FILE``).
 
@@ -63,10 +64,16 @@ class TwinSnapshot:
     #: recent arrivals, columns by kant.twin.arrivals.ARRIVAL_COLUMNS (empty: none known): the arrival model's
     #: history
     arrivals: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    ended: tuple[float, ...] = ()  # when each ratio's job ended (empty: not known)
+    #: every job that finished after this time has its ratio in ``ratios`` (None: not known; taken as every
+    #: job since the running ones started): the history's cut, for kant.twin.ratios's left truncation
+    ratios_from: float | None = None
 
     def __post_init__(self) -> None:
         if self.planned and len(self.planned) != len(self.ratios):
             raise SnapshotError(f"{len(self.ratios)} run-time ratios but {len(self.planned)} planned run times")
+        if self.ended and len(self.ended) != len(self.ratios):
+            raise SnapshotError(f"{len(self.ratios)} run-time ratios but {len(self.ended)} end times")
 
     @property
     def now(self) -> float:
@@ -80,7 +87,8 @@ class TwinSnapshot:
     def capture(cls, sched: Scheduler, now: float, *, ids: Sequence[int] | None = None,
                 ratios: Sequence[float] = (), planned: Sequence[float] = (), policy: Policy | None = None,
                 info: Mapping[str, Any] | None = None,
-                arrivals: Mapping[str, Sequence[Any]] | None = None) -> TwinSnapshot:
+                arrivals: Mapping[str, Sequence[Any]] | None = None, ended: Sequence[float] = (),
+                ratios_from: float | None = None) -> TwinSnapshot:
         """The state of ``sched`` at ``now``: its pending and running jobs only (rows renumbered in
         their order), the estimate it plans each with (``env.estimate``: a runtime estimator's
         prediction where the policy has one). ``ids`` maps the scheduler's rows to outside ids
@@ -117,7 +125,8 @@ class TwinSnapshot:
         out_ids = tuple(rows if ids is None else (int(ids[r]) for r in rows))
         return cls(nodes, cols, out_ids, moved, policy or sched.policy, tuple(float(r) for r in ratios),
                    sched.seed, dict(info or {}), tuple(float(x) for x in planned), tuple(tenants),
-                   {c: tuple(v) for c, v in (arrivals or {}).items()})
+                   {c: tuple(v) for c, v in (arrivals or {}).items()}, tuple(float(x) for x in ended),
+                   None if ratios_from is None else float(ratios_from))
 
     # --- using one ------------------------------------------------------------------------------
     def cluster(self) -> Cluster:
@@ -170,6 +179,8 @@ class TwinSnapshot:
             "policy": self.policy.to_dict(),
             "ratios": list(self.ratios),
             "planned": list(self.planned),
+            "ended": list(self.ended),
+            "ratios_from": self.ratios_from if self.ratios_from is None or math.isfinite(self.ratios_from) else None,
             "tenants": list(self.tenants),
             "arrivals": {c: list(v) for c, v in self.arrivals.items()},
             "seed": self.seed,
@@ -258,6 +269,15 @@ def _parse(data: Any, source: str) -> TwinSnapshot:
         raise SnapshotError(f"{source}.planned: planned run times must be positive numbers")
     if planned and len(planned) != len(ratios):
         raise SnapshotError(f"{source}.planned: {len(planned)} planned run times for {len(ratios)} ratios")
+    ended = _need(data, "ended", list, source) if "ended" in data else []
+    if any(isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) for x in ended):
+        raise SnapshotError(f"{source}.ended: end times must be numbers")
+    if ended and len(ended) != len(ratios):
+        raise SnapshotError(f"{source}.ended: {len(ended)} end times for {len(ratios)} ratios")
+    since = data.get("ratios_from")
+    if since is not None and (isinstance(since, bool) or not isinstance(since, (int, float))
+                              or not math.isfinite(since)):
+        raise SnapshotError(f"{source}.ratios_from: must be a number or null")
     tenants = _need(data, "tenants", list, source) if "tenants" in data else []
     if not all(isinstance(t, str) for t in tenants):
         raise SnapshotError(f"{source}.tenants: tenant names must be strings")
@@ -266,7 +286,7 @@ def _parse(data: Any, source: str) -> TwinSnapshot:
     return TwinSnapshot(tuple(nodes), cols, tuple(int(i) for i in ids), sched, policy,
                         tuple(float(r) for r in ratios), int(data.get("seed", 0)),
                         info if isinstance(info, dict) else {}, tuple(float(x) for x in planned), tuple(tenants),
-                        arrivals)
+                        arrivals, tuple(float(x) for x in ended), None if since is None else float(since))
 
 
 def _arrivals(raw: Any, where: str) -> dict[str, tuple[Any, ...]]:

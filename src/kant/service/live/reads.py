@@ -127,8 +127,9 @@ class Reads:
         live = self.live
         cols = list(zip(*live.arrival_log, strict=True)) if live.arrival_log else []
         arrivals = dict(zip(ARRIVAL_COLUMNS, cols, strict=True)) if cols else {}
-        return TwinSnapshot.capture(live.sched, now, ids=live.ids, ratios=[r for _, r in live.ratios],
-                                    planned=[p for p, _ in live.ratios], arrivals=arrivals,
+        return TwinSnapshot.capture(live.sched, now, ids=live.ids, ratios=[r for _, r, _ in live.ratios],
+                                    planned=[p for p, _, _ in live.ratios], ended=[e for _, _, e in live.ratios],
+                                    ratios_from=live.ratios_from, arrivals=arrivals,
                                     info={"state_version": live.state_version, "resolution_s": resolution_s})
 
     def node_views(self) -> list[NodeView]:

@@ -135,8 +135,12 @@ class LiveState:
         self._binds: list[tuple[bool | None, int, Placement]] = []  # (started; None: resized)
         #: (service time, job id, run) at which a running job reaches its time limit, a heap
         self.deadlines: list[tuple[float, int, int]] = []
-        #: (planned run time, actual / planned) of the last finished jobs (the twin's error distribution)
-        self.ratios: deque[tuple[float, float]] = deque(maxlen=ratio_history)
+        #: (planned run time, actual / planned, end time) of the last finished jobs (the twin's error
+        #: distribution)
+        self.ratios: deque[tuple[float, float, float]] = deque(maxlen=ratio_history)
+        #: every job that finished after this time is in ``ratios`` (the loop's first load, then the newest
+        #: end dropped from the full deque; None before the load): the twin's left truncation
+        self.ratios_from: float | None = None
         #: the last submitted training jobs, as the twin's arrival model reads them (kant.twin.arrivals)
         self.arrival_log: deque[tuple[Any, ...]] = deque(maxlen=ARRIVAL_HISTORY)
         #: bumped by every change of state (arrivals, and every turn that writes a job or node change):
@@ -488,7 +492,10 @@ class LiveState:
             runtime = ev.runtime if ev.runtime is not None else t - (info.start or t)
             sched.finish(info.row, t, runtime=runtime)
             if runtime > 0 and 0 < info.planned < math.inf:
-                self.ratios.append((info.planned, runtime / info.planned))
+                if len(self.ratios) == self.ratios.maxlen and self.ratios:
+                    dropped = self.ratios[0][2]
+                    self.ratios_from = dropped if self.ratios_from is None else max(self.ratios_from, dropped)
+                self.ratios.append((info.planned, runtime / info.planned, t))
             del self.active[ev.job_id]
             self.end(ev.job_id, info.tenant, "finished", t, exit_code=0)
             if self.metrics is not None:
