@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from kant.twin.survival import product_limit
+
 if TYPE_CHECKING:
     from kant.twin.snapshot import TwinSnapshot
 
@@ -151,10 +153,7 @@ def km_quantile(values: npt.NDArray[np.float64], seen: npt.NDArray[np.bool_], we
     the largest value (a lower bound). None: nothing observed."""
     if not seen.any():
         return None
-    order = np.lexsort((~seen, values))  # (an event before a censoring at the same value)
-    v, s, w = values[order], seen[order], weight[order]
-    at_risk = np.cumsum(w[::-1])[::-1]
-    hazard = np.divide(w, at_risk, out=np.zeros_like(w), where=(at_risk > 0) & s)
-    dist = 1.0 - np.cumprod(1.0 - hazard)
+    v, _, surv = product_limit(values, seen, weight=weight)
+    dist = 1.0 - surv
     i = int(np.searchsorted(dist, level - 1e-12))
     return float(v[i] if i < v.size else v[-1])

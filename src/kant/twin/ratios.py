@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kant.twin.snapshot import TwinSnapshot
+from kant.twin.survival import product_limit
 
 __all__ = ["RatioModel", "km", "km_level", "censored_slope", "neighbours", "SLOPE_ROUNDS", "TAIL_LEVEL"]
 
@@ -63,20 +64,14 @@ def neighbours(n: int) -> int:
 
 
 def km(exit_: FloatArray, event: BoolArray, entry: FloatArray) -> tuple[FloatArray, FloatArray, float]:
-    """The product-limit (Kaplan-Meier) estimate of a law seen right-censored and left-truncated: each
-    observation ``i`` is at risk at ``t`` when ``entry_i < t <= exit_i`` (``-inf``: from the start), and
-    ends at ``exit_i`` when ``event_i`` (else it is only known to be beyond it). Returns the exits sorted
-    (an event before a censoring at the same value), the probability mass at each (0 at a censoring) and
-    the mass beyond the last one (the survival there: > 0 when the last one is censored)."""
-    order = np.lexsort((~event, exit_))
-    x, ev = exit_[order], event[order]
-    n = x.size
-    seen_before = np.searchsorted(np.sort(entry), x, side="left")  # observations entered before each exit
-    at_risk = seen_before - np.arange(n)  # (ties of events are taken one at a time: the same product)
-    hazard = np.divide(1.0, at_risk, out=np.zeros(n), where=ev & (at_risk > 0))
-    surv = np.cumprod(1.0 - hazard)
-    mass = np.concatenate([[1.0], surv[:-1]]) * hazard if n else surv
-    return x, mass, float(surv[-1]) if n else 1.0
+    """The product-limit (Kaplan-Meier) estimate of a law seen right-censored and left-truncated
+    (:func:`kant.twin.survival.product_limit`: each observation ``i`` is at risk at ``t`` when
+    ``entry_i < t <= exit_i``, ``-inf``: from the start). Returns the exits sorted (an event before a
+    censoring at the same value), the probability mass at each (0 at a censoring) and the mass beyond
+    the last one (the survival there: > 0 when the last one is censored)."""
+    x, hazard, surv = product_limit(exit_, event, entry=entry)
+    mass = np.concatenate([[1.0], surv[:-1]]) * hazard if x.size else surv
+    return x, mass, float(surv[-1]) if x.size else 1.0
 
 
 def km_level(x: FloatArray, mass: FloatArray, level: float) -> float | None:
