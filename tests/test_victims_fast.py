@@ -80,3 +80,30 @@ def test_victim_fast_paths_choose_as_the_reference(cluster: Cluster, jobs: JobTa
     with _reference():
         reference = _outcome(cluster, jobs, tiresias)
     assert fast == reference
+
+
+@st.composite
+def _gang_workloads(draw: st.DrawFn) -> tuple[Cluster, JobTable]:
+    """Many gangs of whole GPUs on a cluster without CPU or memory modelled: the jobs whose gang plan
+    runs on a delta (``Framework.places_by_room``), with reprieves that leave the job just enough
+    slots."""
+    nodes = [NodeSpec(f"n{i}", draw(st.sampled_from(["A", "B"])), draw(st.sampled_from([2, 4, 8])))
+             for i in range(draw(st.integers(3, 10)))]
+    b = JobTableBuilder(source="hypothesis")
+    for i in range(draw(st.integers(4, 40))):
+        b.add(f"j{i}", submit=float(draw(st.integers(0, 30))), duration=float(draw(st.integers(1, 40))),
+              workers=draw(st.sampled_from([1, 2, 3, 4, 6])), gpus_per_worker=draw(st.sampled_from([1, 2, 4])),
+              gpu_type=draw(st.sampled_from([None, None, "A"])), priority=draw(st.integers(0, 3)))
+    return Cluster.from_nodes(nodes, nodes_per_leaf=draw(st.integers(1, 3)), leaves_per_spine=2), b.build()
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=_gang_workloads(), tiresias=st.booleans())
+def test_gang_plans_on_a_delta_choose_as_on_the_state(case: tuple[Cluster, JobTable], tiresias: bool) -> None:
+    """The gang plan booked on the slot bound's delta (no trial evictions, allocations or placements)
+    picks the victims and placement that the trial plan on the cluster state picks."""
+    cluster, jobs = case
+    fast = _outcome(cluster, jobs, tiresias)
+    with _reference():
+        reference = _outcome(cluster, jobs, tiresias)
+    assert fast == reference

@@ -238,6 +238,19 @@ class Framework:
             return self.placer.place(ctx, job, self)
         return self.place_workers(ctx, job)
 
+    def places_by_room(self, ctx: CycleContext, job: int) -> bool:
+        """True when :meth:`place` succeeds exactly when :meth:`room_for` holds the job's workers: no
+        placer, whole GPUs, placed from the class index (whose greedy choice finds a node for every
+        worker once the room is there), so a planner may test the room instead of placing."""
+        g = self.job_gpus[job]
+        if self.placer is not None or g <= 0 or not self.class_scores or self.is_share(job):
+            return False
+        if not (self.cpu_all_unmodelled or not self.job_cpu[job]) or not (self.mem_all_unmodelled
+                                                                           or not self.job_mem[job]):
+            return False
+        classes = ctx.state.classes
+        return classes is not None and self.class_groups(classes, g, self.job_type[job]) is not None
+
     def is_share(self, job: int) -> bool:
         """Does ``job`` ask for a share of one GPU per worker (see :mod:`kant.model.fit`)?"""
         return self.job_gpus[job] == 1 and 0 < self.job_milli[job] < FULL_GPU_MILLI
