@@ -2,7 +2,8 @@
 counts the job's worker slots per node instead of over all nodes and skips, without a trial, the
 reprieve of a victim whose return would leave the job fewer slots than workers, against counting
 over all nodes and trying every reprieve; the one-victim plan's one-step case against its whole
-rule (:func:`kant.actions.victims._single_worker_plan_general`). Whole preemptive runs on random
+rule (:func:`kant.actions.victims._single_worker_plan_general`); the one-worker trial on the node-class
+index (:func:`kant.actions.victims._simulate_one`) against a trial on the state. Whole preemptive runs on random
 workloads (CPU, memory, GPU shares, typed GPUs) must give the same per-job outcomes with the fast
 paths on and off."""
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import pytest
@@ -62,6 +64,7 @@ def _reference() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(victims._SlotBound, "of", classmethod(lambda cls, ctx, job, ok: None))
         mp.setattr(victims, "_single_worker_plan", victims._single_worker_plan_general)
+        mp.setattr(victims, "_simulate_one", victims._simulate)
         yield
 
 
@@ -107,3 +110,21 @@ def test_gang_plans_on_a_delta_choose_as_on_the_state(case: tuple[Cluster, JobTa
     with _reference():
         reference = _outcome(cluster, jobs, tiresias)
     assert fast == reference
+
+
+@settings(max_examples=100, deadline=None)
+@given(case=_gang_workloads(), tiresias=st.booleans())
+def test_one_worker_trial_on_the_classes_places_as_on_the_state(case: tuple[Cluster, JobTable], tiresias: bool) -> None:
+    """At every call, the one-worker trial on the node-class index gives the trial on the state's
+    answer (victims and placement), also where it would not change a run's outcome (a failed trial
+    falls back to the gang plan)."""
+    one = victims._simulate_one
+
+    def both(ctx: Any, fw: Any, job: int, rows: list[int]) -> Any:
+        got = one(ctx, fw, job, rows)
+        assert got == victims._simulate(ctx, fw, job, rows)
+        return got
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(victims, "_simulate_one", both)
+        _outcome(*case, tiresias)

@@ -176,7 +176,9 @@ def choose_victims(ctx: CycleContext, fw: Framework, job: int, cands: Candidates
     if simple:
         plan = _single_worker_plan(ctx, job, cands, idx[useful_entry], node[useful_entry], gpus[useful_entry])
     if plan is not None:
-        result = _simulate(ctx, fw, job, [int(cands.jobs[i]) for i in plan])
+        chosen = [int(cands.jobs[i]) for i in plan]
+        trial = _simulate_one if fw.places_by_room(ctx, job) else _simulate
+        result = trial(ctx, fw, job, chosen)
         if result is not None:
             return result
     useful_gpus = np.bincount(idx[useful_entry], weights=gpus[useful_entry], minlength=len(cands))
@@ -349,6 +351,39 @@ def _simulate(ctx: CycleContext, fw: Framework, job: int, victims: list[int]) ->
         result = fw.place(ctx, job)
     finally:
         trial.discard()
+    if isinstance(result, Status):
+        return None
+    return sorted(victims), result
+
+
+def _simulate_one(ctx: CycleContext, fw: Framework, job: int, victims: list[int]) -> tuple[list[int], Placement] | None:
+    """:func:`_simulate` for a one-worker job that :meth:`~kant.framework.runner.Framework.places_by_room`:
+    that placement reads only the node-class index (the best class's lowest node; the room test
+    holds exactly when there is one), so the victims' nodes are moved to their classes with the
+    victims gone, and back, instead of a trial eviction of each victim on the whole state. Victims
+    of a GPU share or on a node in no class take :func:`_simulate`."""
+    classes = ctx.state.classes
+    assert classes is not None  # (places_by_room)
+    allocations, node_class = ctx.state.allocations, classes.node_class
+    freed: dict[int, int] = {}  # node -> GPUs the victims free there
+    for v in victims:
+        placement = allocations[v]
+        if is_share(placement.gpus, placement.gpu_milli):
+            return _simulate(ctx, fw, job, victims)
+        for node, count in placement.per_node.items():
+            if node_class[node] < 0:
+                return _simulate(ctx, fw, job, victims)
+            freed[node] = freed.get(node, 0) + placement.gpus * count
+    back: list[tuple[int, int]] = []
+    try:
+        for node, gpus in freed.items():
+            cls = node_class[node]
+            back.append((node, cls))
+            classes.move(node, cls + gpus)
+        result = fw.place_workers(ctx, job)
+    finally:
+        for node, cls in reversed(back):
+            classes.move(node, cls)
     if isinstance(result, Status):
         return None
     return sorted(victims), result
