@@ -26,7 +26,6 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -58,8 +57,6 @@ BoolArray = npt.NDArray[np.bool_]
 
 #: at most this many candidates on one node are enumerated exactly; above it the greedy plan is used
 _MAX_ENUM = 16
-_PER_NODE = attrgetter("per_node")
-_START = attrgetter("start")
 
 
 @dataclass(frozen=True)
@@ -84,13 +81,13 @@ def running_jobs(ctx: CycleContext) -> IntArray:
 
 def placement_entries(ctx: CycleContext, jobs: IntArray) -> tuple[IntArray, IntArray, IntArray]:
     """(index into ``jobs``, node, workers on that node) for every node each running job uses."""
-    # (map with C-level getters: one pass per round over every running job)
-    per_node = list(map(_PER_NODE, map(ctx.state.allocations.__getitem__, jobs.tolist())))
+    allocations = ctx.state.allocations
+    per_node = [allocations[v].per_node for v in jobs.tolist()]
     sizes = np.fromiter(map(len, per_node), dtype=np.int64, count=len(per_node))
     n = int(sizes.sum())
     return (np.repeat(np.arange(len(per_node), dtype=np.int64), sizes),
             np.fromiter(itertools.chain.from_iterable(per_node), dtype=np.int64, count=n),
-            np.fromiter(itertools.chain.from_iterable(map(dict.values, per_node)), dtype=np.int64, count=n))
+            np.fromiter(itertools.chain.from_iterable(p.values() for p in per_node), dtype=np.int64, count=n))
 
 
 def select(jobs: IntArray, rank: FloatArray, lost: FloatArray, entries: tuple[IntArray, IntArray, IntArray],
@@ -107,7 +104,8 @@ def work_lost(ctx: CycleContext, jobs: IntArray, checkpoint_interval_s: float | 
     checkpoint (estimated from the current run's length; the whole run without checkpoints)."""
     if len(jobs) == 0:
         return np.zeros(0, dtype=np.float64)
-    start = np.fromiter(map(_START, map(ctx.running.__getitem__, jobs.tolist())), dtype=np.float64, count=len(jobs))
+    running = ctx.running
+    start = np.array([running[j].start for j in jobs.tolist()], dtype=np.float64)
     run_s = np.maximum(ctx.now - start, 0.0)
     if checkpoint_interval_s is not None:
         run_s = np.mod(run_s, checkpoint_interval_s)
