@@ -2,7 +2,8 @@
 counts the job's worker slots per node instead of over all nodes and skips, without a trial, the
 reprieve of a victim whose return would leave the job fewer slots than workers, against counting
 over all nodes and trying every reprieve; the one-victim plan's one-step case against its whole
-rule (:func:`kant.actions.victims._single_worker_plan_general`). Whole preemptive runs on random
+rule (:func:`kant.actions.victims._single_worker_plan_general`); the one-worker trial on the node-class
+index (:func:`kant.actions.victims._simulate_one`) against a trial on the state. Whole preemptive runs on random
 workloads (CPU, memory, GPU shares, typed GPUs) must give the same per-job outcomes with the fast
 paths on and off."""
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import pytest
@@ -62,6 +64,7 @@ def _reference() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(victims._SlotBound, "of", classmethod(lambda cls, ctx, job, ok: None))
         mp.setattr(victims, "_single_worker_plan", victims._single_worker_plan_general)
+        mp.setattr(victims, "_simulate_one", victims._simulate)
         yield
 
 
@@ -80,3 +83,48 @@ def test_victim_fast_paths_choose_as_the_reference(cluster: Cluster, jobs: JobTa
     with _reference():
         reference = _outcome(cluster, jobs, tiresias)
     assert fast == reference
+
+
+@st.composite
+def _gang_workloads(draw: st.DrawFn) -> tuple[Cluster, JobTable]:
+    """Many gangs of whole GPUs on a cluster without CPU or memory modelled: the jobs whose gang plan
+    runs on a delta (``Framework.places_by_room``), with reprieves that leave the job just enough
+    slots."""
+    nodes = [NodeSpec(f"n{i}", draw(st.sampled_from(["A", "B"])), draw(st.sampled_from([2, 4, 8])))
+             for i in range(draw(st.integers(3, 10)))]
+    b = JobTableBuilder(source="hypothesis")
+    for i in range(draw(st.integers(4, 40))):
+        b.add(f"j{i}", submit=float(draw(st.integers(0, 30))), duration=float(draw(st.integers(1, 40))),
+              workers=draw(st.sampled_from([1, 2, 3, 4, 6])), gpus_per_worker=draw(st.sampled_from([1, 2, 4])),
+              gpu_type=draw(st.sampled_from([None, None, "A"])), priority=draw(st.integers(0, 3)))
+    return Cluster.from_nodes(nodes, nodes_per_leaf=draw(st.integers(1, 3)), leaves_per_spine=2), b.build()
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=_gang_workloads(), tiresias=st.booleans())
+def test_gang_plans_on_a_delta_choose_as_on_the_state(case: tuple[Cluster, JobTable], tiresias: bool) -> None:
+    """The gang plan booked on the slot bound's delta (no trial evictions, allocations or placements)
+    picks the victims and placement that the trial plan on the cluster state picks."""
+    cluster, jobs = case
+    fast = _outcome(cluster, jobs, tiresias)
+    with _reference():
+        reference = _outcome(cluster, jobs, tiresias)
+    assert fast == reference
+
+
+@settings(max_examples=100, deadline=None)
+@given(case=_gang_workloads(), tiresias=st.booleans())
+def test_one_worker_trial_on_the_classes_places_as_on_the_state(case: tuple[Cluster, JobTable], tiresias: bool) -> None:
+    """At every call, the one-worker trial on the node-class index gives the trial on the state's
+    answer (victims and placement), also where it would not change a run's outcome (a failed trial
+    falls back to the gang plan)."""
+    one = victims._simulate_one
+
+    def both(ctx: Any, fw: Any, job: int, rows: list[int]) -> Any:
+        got = one(ctx, fw, job, rows)
+        assert got == victims._simulate(ctx, fw, job, rows)
+        return got
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(victims, "_simulate_one", both)
+        _outcome(*case, tiresias)

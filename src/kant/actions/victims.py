@@ -176,7 +176,9 @@ def choose_victims(ctx: CycleContext, fw: Framework, job: int, cands: Candidates
     if simple:
         plan = _single_worker_plan(ctx, job, cands, idx[useful_entry], node[useful_entry], gpus[useful_entry])
     if plan is not None:
-        result = _simulate(ctx, fw, job, [int(cands.jobs[i]) for i in plan])
+        chosen = [int(cands.jobs[i]) for i in plan]
+        trial = _simulate_one if fw.places_by_room(ctx, job) else _simulate
+        result = trial(ctx, fw, job, chosen)
         if result is not None:
             return result
     useful_gpus = np.bincount(idx[useful_entry], weights=gpus[useful_entry], minlength=len(cands))
@@ -354,18 +356,55 @@ def _simulate(ctx: CycleContext, fw: Framework, job: int, victims: list[int]) ->
     return sorted(victims), result
 
 
+def _simulate_one(ctx: CycleContext, fw: Framework, job: int, victims: list[int]) -> tuple[list[int], Placement] | None:
+    """:func:`_simulate` for a one-worker job that :meth:`~kant.framework.runner.Framework.places_by_room`:
+    that placement reads only the node-class index (the best class's lowest node; the room test
+    holds exactly when there is one), so the victims' nodes are moved to their classes with the
+    victims gone, and back, instead of a trial eviction of each victim on the whole state. Victims
+    of a GPU share or on a node in no class take :func:`_simulate`."""
+    classes = ctx.state.classes
+    assert classes is not None  # (places_by_room)
+    allocations, node_class = ctx.state.allocations, classes.node_class
+    freed: dict[int, int] = {}  # node -> GPUs the victims free there
+    for v in victims:
+        placement = allocations[v]
+        if is_share(placement.gpus, placement.gpu_milli):
+            return _simulate(ctx, fw, job, victims)
+        for node, count in placement.per_node.items():
+            if node_class[node] < 0:
+                return _simulate(ctx, fw, job, victims)
+            freed[node] = freed.get(node, 0) + placement.gpus * count
+    back: list[tuple[int, int]] = []
+    try:
+        for node, gpus in freed.items():
+            cls = node_class[node]
+            back.append((node, cls))
+            classes.move(node, cls + gpus)
+        result = fw.place_workers(ctx, job)
+    finally:
+        for node, cls in reversed(back):
+            classes.move(node, cls)
+    if isinstance(result, Status):
+        return None
+    return sorted(victims), result
+
+
 class _SlotBound:
     """The job's worker slots per node in plain Python (:func:`worker_slots` for one node), to tell,
     without touching the state, how many slots are left once a victim is given back: a job with
     fewer slots than workers cannot be placed, so the reprieve of such a victim fails without a
     trial. Only for a job of whole GPUs or no GPU (not a share) and victims of whole GPUs."""
 
-    __slots__ = ("cpu", "cpu_off", "ctx", "g", "mem", "mem_off", "ok", "w")
+    __slots__ = ("cpu", "cpu_off", "ctx", "d_cpu", "d_free", "d_mem", "g", "mem", "mem_off", "ok", "w")
 
     def __init__(self, ctx: CycleContext, g: int, cpu: int, mem: int, w: int, ok: list[bool]) -> None:
         self.ctx, self.g, self.cpu, self.mem, self.w, self.ok = ctx, g, cpu, mem, w, ok
         self.cpu_off: list[bool] = ctx.env.cpu_unmodelled.tolist() if cpu > 0 else []
         self.mem_off: list[bool] = ctx.env.mem_unmodelled.tolist() if mem > 0 else []
+        # per node, what a plan on a delta (_greedy_on_delta) has freed (+) or taken (-) so far
+        self.d_free: dict[int, int] = {}
+        self.d_cpu: dict[int, int] = {}
+        self.d_mem: dict[int, int] = {}
 
     @classmethod
     def of(cls, ctx: CycleContext, job: int, ok: BoolArray) -> _SlotBound | None:
@@ -393,14 +432,34 @@ class _SlotBound:
             return None
         state = self.ctx.state
         free, free_cpu, free_mem, up = state.free, state.free_cpu, state.free_mem, state.up
+        d_free, d_cpu, d_mem = self.d_free, self.d_cpu, self.d_mem
         for node, count in placement.per_node.items():
             if not self.ok[node] or not up[node]:
                 continue  # no slot there before or after (a node that is down keeps its free GPUs)
             f, c, m = free.item(node), free_cpu.item(node), free_mem.item(node)
+            if d_free:  # a plan on a delta: the state as the plan has it
+                f += d_free.get(node, 0)
+                c += d_cpu.get(node, 0)
+                m += d_mem.get(node, 0)
             k = sign * count
             total += (self._at(node, f + placement.gpus * k, c + placement.cpu_milli * k,
                                m + placement.memory_mib * k) - self._at(node, f, c, m))
         return total
+
+    def clear(self) -> None:
+        """Forget the plan's delta (the bound reads the state as it is)."""
+        self.d_free.clear()
+        self.d_cpu.clear()
+        self.d_mem.clear()
+
+    def shift(self, placement: Placement, sign: int) -> None:
+        """Book ``placement`` released (``sign`` +1) or allocated (-1) in the plan's delta."""
+        d_free, d_cpu, d_mem = self.d_free, self.d_cpu, self.d_mem
+        g, c, m = placement.gpus * sign, placement.cpu_milli * sign, placement.memory_mib * sign
+        for node, count in placement.per_node.items():
+            d_free[node] = d_free.get(node, 0) + g * count
+            d_cpu[node] = d_cpu.get(node, 0) + c * count
+            d_mem[node] = d_mem.get(node, 0) + m * count
 
 
 def _greedy_plan(ctx: CycleContext, fw: Framework, job: int, cands: Candidates, order: IntArray,
@@ -410,12 +469,22 @@ def _greedy_plan(ctx: CycleContext, fw: Framework, job: int, cands: Candidates, 
     victims (indices, ascending) and the placement; changes nothing."""
     state, jobs = ctx.state, ctx.env.jobs
     w = int(jobs.workers[job])
-    trial = Statement(state)
-    evicted: list[int] = []
-    placed = False
     bound = _SlotBound.of(ctx, job, ok)
     # the job's worker slots over all nodes in the trial state
     total = int(_slots(ctx, job, state.free, state.free_cpu, state.free_mem, ok).sum())
+    if bound is not None and fw.places_by_room(ctx, job):
+        members = _greedy_on_delta(ctx, cands, order, bound, total)
+        if members is not _ON_STATE:
+            if members is None:
+                return None
+            assert isinstance(members, list)
+            result = _simulate(ctx, fw, job, [int(cands.jobs[i]) for i in members])
+            if result is not None:
+                return members, result[1]
+            raise AssertionError("a plan on a delta that does not place")  # pragma: no cover
+    trial = Statement(state)
+    evicted: list[int] = []
+    placed = False
     allocations = state.allocations
     try:
         for i in order.tolist():
@@ -455,6 +524,53 @@ def _greedy_plan(ctx: CycleContext, fw: Framework, job: int, cands: Candidates, 
         return sorted(victims), final
     finally:
         trial.discard()
+
+
+#: what :func:`_greedy_on_delta` returns when it cannot plan on a delta (a victim holds a GPU share)
+_ON_STATE = object()
+
+
+def _greedy_on_delta(ctx: CycleContext, cands: Candidates, order: IntArray, bound: _SlotBound,
+                     total: int) -> list[int] | object | None:
+    """:func:`_greedy_plan` without trial evictions, allocations and placements, for a job that
+    :meth:`~kant.framework.runner.Framework.places_by_room` (its placement succeeds exactly when its
+    worker slots, ``total`` now, reach its workers): the evictions and reprieves are booked on the
+    bound's delta and each trial placement is the slot test. Returns the victims (indices into
+    ``cands``, ascending), None (no plan) or ``_ON_STATE`` (a victim holds a GPU share: plan on the
+    state instead)."""
+    w = bound.w
+    allocations = ctx.state.allocations
+    rows = cands.jobs.tolist()
+    bound.clear()
+    try:
+        evicted: list[int] = []
+        for i in order.tolist():
+            placement = allocations[rows[i]]
+            after = bound.after(total, placement, +1)
+            if after is None:
+                return _ON_STATE
+            bound.shift(placement, +1)
+            evicted.append(i)
+            total = after
+            if total >= w:
+                break
+        else:
+            return None
+        victims = set(evicted)
+        rank, lost = cands.rank, cands.lost
+        for i in sorted(evicted, key=lambda k: (-rank[k], -lost[k], -rows[k])):
+            placement = allocations[rows[i]]
+            after = bound.after(total, placement, -1)
+            if after is None:
+                return _ON_STATE
+            if after < w:
+                continue  # with it back the job has fewer slots than workers: placing it fails
+            bound.shift(placement, -1)
+            victims.discard(i)
+            total = after
+        return sorted(victims)
+    finally:
+        bound.clear()
 
 
 def victims_in_order(ctx: CycleContext, fw: Framework, job: int, order: Sequence[int],

@@ -101,8 +101,18 @@ class QueueSort(Plugin):
 
     DYNAMIC: ClassVar[bool] = False
     SHAPE_KEYED: ClassVar[bool] = False
+    #: a dynamic key that, while a job waits, changes only at times known in advance (see
+    #: :meth:`waiting_key`): when every dynamic sorter of a policy has it, the pending order is kept
+    #: across cycles (:class:`~kant.framework.kept_order.KeptOrder`) instead of sorted at each walk
+    WAITING_KEYS: ClassVar[bool] = False
 
     def key(self, env: SchedulerEnv, job: int, now: float) -> float:
+        raise NotImplementedError
+
+    def waiting_key(self, env: SchedulerEnv, job: int, now: float) -> tuple[float, float]:
+        """For a job that waits from ``now`` on: its :meth:`key` at ``now``, and a time up to which
+        that stays its key while it waits (``math.inf``: for good; earlier than the true time is
+        allowed, the key is asked again then). Only for ``WAITING_KEYS``."""
         raise NotImplementedError
 
     def keys(self, env: SchedulerEnv, jobs: IntArray, now: float) -> FloatArray:

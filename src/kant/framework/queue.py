@@ -19,16 +19,25 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from itertools import chain
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from kant.model.store import JobStore, grow
 
-__all__ = ["PendingQueue", "QueueOrder", "ShapeIndex"]
+__all__ = ["PendingQueue", "QueueObserver", "QueueOrder", "ShapeIndex"]
 
 IntArray = npt.NDArray[np.int64]
 SortKey = tuple[float, ...]
+
+
+class QueueObserver(Protocol):
+    """Told of every job pushed into and removed from a :class:`PendingQueue` (:meth:`PendingQueue.observe`)."""
+
+    def added(self, job: int) -> None: ...
+
+    def removed(self, job: int) -> None: ...
 
 
 class QueueOrder(ABC):
@@ -49,6 +58,12 @@ class QueueOrder(ABC):
     def shape_values(self, reps: IntArray) -> list[tuple[float, ...]]:
         """For one job of each shape, the values of the ``shape_slots`` places."""
         raise NotImplementedError
+
+    def kept_by_shape(self, queue: PendingQueue) -> Mapping[int, list[SortKey]] | None:
+        """Per shape of ``queue``, its jobs in this order as their sort keys (the job row last; read
+        only), from an order kept across cycles (:class:`~kant.framework.kept_order.KeptOrder`), or
+        None: none is kept (sort instead)."""
+        return None
 
 
 _REQUEST_COLUMNS = ("workers", "gpus_per_worker", "gpu_milli", "cpu_milli", "memory_mib", "gpu_type", "kind")
@@ -190,6 +205,7 @@ class PendingQueue:
         # or one is inserted ahead of it), and the watchers told of such edits (see watch_edits)
         self._front: dict[int, int] = {}
         self._watchers: list[dict[int, int]] = []
+        self._observers: list[QueueObserver] = []  # told of every push and removal
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -275,6 +291,10 @@ class PendingQueue:
         """:meth:`position_base` of every shape that has one other than 0 (read only; for hot loops)."""
         return self._front
 
+    def observe(self, observer: QueueObserver) -> None:
+        """Tell ``observer`` of every job pushed and removed from now on."""
+        self._observers.append(observer)
+
     def _edited(self, shape: int, at: int) -> None:
         for edits in self._watchers:
             low = edits.get(shape)
@@ -312,9 +332,13 @@ class PendingQueue:
         if not count:
             self.request_changes += 1
         self._request_count[request] = count + 1
+        for observer in self._observers:
+            observer.added(job)
 
     def remove(self, job: int) -> None:
         self._removed_since_mark += 1
+        for observer in self._observers:
+            observer.removed(job)
         keys = self._keys
         key = keys[job]
         shape = self.shape_of[job]
@@ -392,7 +416,11 @@ class PendingQueue:
                 if dynamic_key.shape_slots is not None and self.index.by_tenant:
                     yield from self._walk_shapes(dynamic_key, skip_requests)
                 else:
-                    yield from self._walk_ordered(dynamic_key.order, skip_requests)
+                    kept = dynamic_key.kept_by_shape(self)
+                    if kept is None:
+                        yield from self._walk_ordered(dynamic_key.order, skip_requests)
+                    else:
+                        yield from self._walk_kept(kept, skip_requests)
             else:  # a plain key function
                 yield from self._walk_sorted(dynamic_key, skip_requests)
             return
@@ -499,3 +527,25 @@ class PendingQueue:
                 yield job
                 if len(blocked) >= n_shapes and all(s in blocked for s in walked):
                     return
+
+    def _walk_kept(self, lists: Mapping[int, list[SortKey]], skip_requests: Container[int]) -> Iterator[int]:
+        """:meth:`_walk_ordered` on an order kept across cycles (``lists``: per pending shape, its
+        jobs' sort keys in order, the job row last): the walked shapes' lists merged through a heap,
+        a shape dropping out once blocked. The same jobs in the same order, without the sort."""
+        shape_request = self._shape_request
+        # the walked shapes' lists as they are now (the caller's starts edit the live ones)
+        heap = [(lst[0], s, 0, lst[:]) for s, lst in lists.items() if shape_request[s] not in skip_requests]
+        heapq.heapify(heap)
+        blocked, keys = self._blocked, self._keys
+        while heap:
+            entry, shape, i, lst = heapq.heappop(heap)
+            if shape in blocked:
+                continue
+            job = int(entry[-1])
+            if job in keys:  # (not started earlier in the walk)
+                yield job
+                if shape in blocked:
+                    continue
+            i += 1
+            if i < len(lst):
+                heapq.heappush(heap, (lst[i], shape, i, lst))

@@ -9,7 +9,8 @@ held capacity and gets all of them or none.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from operator import mul
 from typing import TypeVar
 
@@ -17,8 +18,9 @@ import numpy as np
 import numpy.typing as npt
 
 from kant.framework.context import CycleContext, SchedulerEnv
+from kant.framework.kept_order import KeptOrder
 from kant.framework.plugin import Admit, ClassScore, Filter, JobListener, Place, Plugin, QueueSort, Score
-from kant.framework.queue import QueueOrder
+from kant.framework.queue import PendingQueue, QueueOrder
 from kant.framework.status import SUCCESS, Status
 from kant.model.classes import ClassGroups, NodeClasses
 from kant.model.fit import FULL_GPU_MILLI, gpu_slots, worker_slots
@@ -53,6 +55,10 @@ class Framework:
         dyn = [i for i, p in enumerate(self.sorters) if p.DYNAMIC]
         self.shape_slots: tuple[int, ...] | None = (
             tuple(dyn) if dyn and all(self.sorters[i].SHAPE_KEYED for i in dyn) else None)
+        #: the pending order kept across cycles, when every dynamic sorter has QueueSort.WAITING_KEYS
+        self.kept: KeptOrder | None = (
+            KeptOrder(self._waiting_key) if dyn and self.shape_slots is None
+            and all(self.sorters[i].WAITING_KEYS for i in dyn) else None)
         # do placement outcomes depend only on the request? (see Filter.REQUEST_ONLY)
         self.request_only = all(p.REQUEST_ONLY for p in self.filters) and (
             self.placer is None or self.placer.REQUEST_ONLY
@@ -96,6 +102,20 @@ class Framework:
     def _key(self, job: int, now: float) -> SortKey:
         env = self.env
         return (*[p.key(env, job, now) for p in self.sorters], self.job_submit[job], float(job))
+
+    def _waiting_key(self, job: int, now: float) -> tuple[SortKey, float]:
+        """:meth:`_key` of a job that waits from ``now`` on, and a time up to which it holds."""
+        env = self.env
+        keys: list[float] = []
+        until = math.inf
+        for p in self.sorters:
+            if p.DYNAMIC:
+                k, at = p.waiting_key(env, job, now)
+                until = min(until, at)
+            else:
+                k = p.key(env, job, now)
+            keys.append(k)
+        return (*keys, self.job_submit[job], job), until
 
     def static_key(self, job: int) -> SortKey:
         if self.shape_slots is not None:  # (the shape-keyed sorters' slots are 0: see shape_slots)
@@ -252,6 +272,19 @@ class Framework:
         if self.placer is not None and (self.job_milli[job] >= 1000 or self.placer.SHARES or not self.is_share(job)):
             return self.placer.place(ctx, job, self)
         return self.place_workers(ctx, job)
+
+    def places_by_room(self, ctx: CycleContext, job: int) -> bool:
+        """True when :meth:`place` succeeds exactly when :meth:`room_for` holds the job's workers: no
+        placer, whole GPUs, placed from the class index (whose greedy choice finds a node for every
+        worker once the room is there), so a planner may test the room instead of placing."""
+        g = self.job_gpus[job]
+        if self.placer is not None or g <= 0 or not self.class_scores or self.is_share(job):
+            return False
+        if not (self.cpu_all_unmodelled or not self.job_cpu[job]) or not (self.mem_all_unmodelled
+                                                                           or not self.job_mem[job]):
+            return False
+        classes = ctx.state.classes
+        return classes is not None and self.class_groups(classes, g, self.job_type[job]) is not None
 
     def is_share(self, job: int) -> bool:
         """Does ``job`` ask for a share of one GPU per worker (see :mod:`kant.model.fit`)?"""
@@ -483,6 +516,10 @@ class DynamicKey(QueueOrder):
 
     def __call__(self, job: int) -> SortKey:
         return self.fw._key(job, self.now)
+
+    def kept_by_shape(self, queue: PendingQueue) -> Mapping[int, list[SortKey]] | None:
+        kept = self.fw.kept
+        return None if kept is None else kept.by_shape(queue, self.now)
 
     def order(self, jobs: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """``jobs`` sorted by (sorter keys in policy order, submit time, job row)."""

@@ -29,6 +29,7 @@ the operator).
 from __future__ import annotations
 
 import itertools
+import math
 from bisect import bisect_right
 
 import numpy as np
@@ -67,6 +68,7 @@ class TiresiasLas(QueueSort, JobListener, Rank):
     NAME = NAME
     Args = TiresiasArgs
     DYNAMIC = True
+    WAITING_KEYS = True
 
     def setup(self, env: SchedulerEnv) -> None:
         args = self.args
@@ -148,6 +150,19 @@ class TiresiasLas(QueueSort, JobListener, Rank):
         if running:
             service += (now - start) * float(self.run_gpus[job])
         return float(bisect_right(self._thresholds, service))
+
+    def waiting_key(self, env: SchedulerEnv, job: int, now: float) -> tuple[float, float]:
+        """A waiting job's level (:meth:`key`) is its ``waiting_level`` until it starves, then 0 for
+        as long as it waits (the starvation test only turns true as time goes on). The time given is
+        a little before the one the test turns true at (the key is asked again then)."""
+        executed = float(self.executed[job])
+        if self.factor is None or executed <= 0:
+            return float(self.waiting_level[job]), math.inf
+        last, limit = float(self.last_stop[job]), self.factor * executed
+        if now - last >= limit:
+            return 0.0, math.inf
+        at = last + limit
+        return float(self.waiting_level[job]), at - 1e-9 * max(1.0, abs(at))
 
     def keys(self, env: SchedulerEnv, jobs: IntArray, now: float) -> FloatArray:
         return self.levels(jobs, now).astype(np.float64)
