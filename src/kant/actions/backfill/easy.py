@@ -14,6 +14,7 @@ import math
 import sys
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Container
+from itertools import islice
 from typing import Protocol
 
 from kant.actions.backfill.host import Host
@@ -510,7 +511,7 @@ class EasyCycle:
                     looked += 1
                     last = j
                 if keep_runs and i - i0 >= min_run:
-                    self._keep_run(shape, queue.position_base(shape) + i0, [lst[k] for k in range(i0, i)])
+                    self._keep_run(shape, queue.position_base(shape) + i0, list(islice(lst, i0, i)))  # deque: one skip
                 if jump and bound is not None and i > i_entry and key(lst[i - 1]) > bound:
                     ahead[shape] = i_entry
             pos[shape] = i
