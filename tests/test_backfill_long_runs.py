@@ -206,13 +206,16 @@ def interleaved_queues(draw: st.DrawFn) -> Data:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=interleaved_queues(), max_jobs=st.one_of(st.just(300), st.integers(1, 80)),
+@given(data=interleaved_queues(), max_jobs=st.one_of(st.just(300), st.integers(1, 80), st.integers(-3, 0)),
        placer=st.sampled_from(["binpack", "e-binpack"]), min_run=st.sampled_from([1, 8]))
 def test_passes_past_the_next_key_give_the_merge_at_every_cycle(data: Data, max_jobs: int, placer: str,
                                                                 min_run: int) -> None:
     """While the limit cannot bind, the walk passes a shape's long jobs up to its next short job (past
     other shapes' keys) and a start sends such shapes back: the same starts, reasons and walks as the
-    fresh walk at every cycle."""
+    fresh walk at every cycle. ``max_jobs`` <= 0: the trace's length plus 4 less that (the limit
+    just out of reach)."""
+    if max_jobs <= 0:
+        max_jobs += len(data[1].names) + 4
     pol = _policy(placer, max_jobs)
     kept, kept_cycles, kept_walks = _run(data, pol, True, min_run, True)
     fresh, fresh_cycles, fresh_walks = _run(data, pol, False)
@@ -220,3 +223,26 @@ def test_passes_past_the_next_key_give_the_merge_at_every_cycle(data: Data, max_
     assert kept_cycles == fresh_cycles
     for col in ("first_start", "end", "status", "runs"):
         np.testing.assert_array_equal(getattr(kept, col), getattr(fresh, col))
+
+
+def test_long_jobs_passed_again_after_starts_do_not_stop_the_walk() -> None:
+    """One shape of long jobs only, interleaved with short jobs of another that all start, and the
+    limit just out of reach: after each start the long jobs are passed again from the merge's
+    position (and counted again); the walk must still start every short job, as the fresh walk does."""
+    cluster = Cluster.uniform(6, 4, nodes_per_leaf=2, leaves_per_spine=2)
+    b = JobTableBuilder()
+    b.add("running", submit=0, duration=500, workers=1, gpus_per_worker=4, estimate=500.0)
+    # the gang arrives with the others: the walk finds it does not fit (no shape is left out)
+    b.add("gang", submit=2, duration=50, workers=6, gpus_per_worker=4, priority=1, estimate=50.0)
+    for i in range(10):
+        b.add(f"short{i}", submit=2, duration=40, workers=1, gpus_per_worker=1, estimate=50.0)
+        for k in range(3):
+            b.add(f"long{i}-{k}", submit=2, duration=900, workers=1, gpus_per_worker=2, estimate=1000.0)
+    data = (cluster, b.build(), [])
+    pol = _policy("binpack", len(data[1].names) + 2)
+    kept, kept_cycles, kept_walks = _run(data, pol, True, 8, True)
+    fresh, fresh_cycles, fresh_walks = _run(data, pol, False)
+    assert kept_walks == fresh_walks
+    assert kept_cycles == fresh_cycles
+    np.testing.assert_array_equal(kept.first_start, fresh.first_start)
+    assert sum(len(started) for _, started, _ in kept_cycles if started) > 10  # the short ones started

@@ -412,7 +412,7 @@ class EasyCycle:
         # ``looked`` counts a left-out shape once the walk passes its first key. That count matters
         # only near max_jobs: until ``looked`` (without them) reaches max_jobs - n_left, no limit test
         # can change, so they are sorted and counted only then (``exact``), by bisection.
-        exact = not n_left
+        exact = not n_left and not jump  # with jump, no limit test (``looked`` may count a job twice)
         limit = max_jobs - n_left if not jump else sys.maxsize  # with jump, ``looked`` may count a job twice
         looked = 0
         passed = 0  # left-out shapes passed so far (once exact)
