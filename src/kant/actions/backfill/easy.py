@@ -371,7 +371,7 @@ class EasyCycle:
         """Queue order by merging the per-shape lists (as ``PendingQueue.walk``); a shape whose long
         jobs cannot start skips them without the full look (each still counts as looked at).
 
-        Kept in one frame (about 110 lines), for reading more than for speed: the walk's counters
+        Kept in one frame (about 150 lines), for reading more than for speed: the walk's counters
         (position in the shape, jobs looked at, the limit, left-out shapes passed, the last job) are
         one state machine that the merge and the inner pass over long jobs both advance. Moving that
         inner pass into a method (tried) passes six of them in and out on every call: 31,426 calls
