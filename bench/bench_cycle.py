@@ -1,6 +1,10 @@
 """One live scheduling cycle at scale: 10,000 pending jobs, 1,000 gangs placed on 80,000 GPUs.
 
     python bench/bench_cycle.py [--policy kant --policy ...] [--runs 5] [--seed 0]
+    python bench/bench_cycle.py --deep [--cycles 300] [--pending 100000] [--max-jobs N] [--policy kant]
+
+``--deep`` times a sequence of consecutive cycles on a deep queue that backfill must walk (see
+:mod:`bench_cycle_deep`); the rest of this docstring is the default case.
 
 The cluster: 10,000 nodes x 8 H100 (32 nodes per leaf, 8 leaves per spine). The queue: 10,000
 gangs of whole 8-GPU nodes (1, 2, 4 or 8 workers with probabilities 0.55, 0.25, 0.15, 0.05, seeded),
@@ -102,7 +106,16 @@ def main() -> None:
     ap.add_argument("--policy", action="append", default=None)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--deep", action="store_true", help="consecutive cycles on a deep queue (bench_cycle_deep)")
+    ap.add_argument("--cycles", type=int, default=300, help="--deep: cycles timed")
+    ap.add_argument("--pending", type=int, default=100_000, help="--deep: jobs pending at the start")
+    ap.add_argument("--max-jobs", type=int, default=None, help="--deep: backfill's max_jobs (default: the policy's)")
     args = ap.parse_args()
+    if args.deep:
+        import bench_cycle_deep
+
+        bench_cycle_deep.main(args.policy or ["kant"], args.seed, args.cycles, args.pending, args.max_jobs)
+        return
     rows = []
     for policy in args.policy or ["kant", "kant-nobackfill", "volcano-binpack"]:
         cycles, ok_lat, all_lat = [], [], []

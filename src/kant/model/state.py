@@ -85,6 +85,10 @@ def slot_setters(cls: type, *names: str) -> list[Callable[[Any, Any], None]]:
 _set_nodes, _set_gpus, _set_cpu, _set_mem, _set_milli, _set_pick, _set_per_node = slot_setters(
     Placement, "nodes", "gpus", "cpu_milli", "memory_mib", "gpu_milli", "gpu_pick", "per_node")
 
+#: :meth:`ClusterState.what_if` recounts from the changed nodes alone while they are at most one in
+#: this many nodes (beyond, the full recount over every node is about as cheap)
+_DELTA_SHARE = 8
+
 
 class ClusterState:
     """Free resources per node and the live allocations. Not thread-safe; one writer."""
@@ -460,9 +464,11 @@ class ClusterState:
                 free_mem: npt.ArrayLike | None = None, shares: bool = True) -> ClusterState:
         """A planning copy with other free capacity per node (as the cluster will be when some jobs
         end, or less what a reservation holds), for trying a placement without changing anything.
-        Per-node arrays are copied and every aggregate is recomputed from them; ``allocations`` is
-        shared and must not be changed through the copy. O(nodes). Without ``shares`` the copy has
-        no open GPU slots (``free`` is then all the GPU capacity: backfill's future capacity)."""
+        Per-node arrays are copied and every aggregate is recomputed from them, or, where few nodes'
+        free GPUs differ from this state's, from this state's aggregates and those nodes alone (the
+        same values: :meth:`_what_if_delta`); ``allocations`` is shared and must not be changed
+        through the copy. O(nodes). Without ``shares`` the copy has no open GPU slots (``free`` is
+        then all the GPU capacity: backfill's future capacity)."""
         cluster = self.cluster
         view = copy.copy(self)
         view.classes = None  # the index belongs to the live state; a planning copy uses vectorised paths
@@ -470,6 +476,12 @@ class ClusterState:
         view.free_cpu = np.array(self.free_cpu if free_cpu is None else free_cpu, dtype=np.int64)
         view.free_mem = np.array(self.free_mem if free_mem is None else free_mem, dtype=np.int64)
         f = view.free
+        changed = np.flatnonzero(f != self.free)
+        if len(changed) * _DELTA_SHARE <= cluster.n_nodes:
+            self._what_if_delta(view, changed)
+            view.shares = self.shares.copy(keep=shares)
+            view._mirror()
+            return view
         view.leaf_free = np.bincount(cluster.leaf, weights=f, minlength=cluster.n_leaves).astype(np.int64)
         view.spine_free = np.bincount(cluster.spine, weights=f, minlength=cluster.n_spines).astype(np.int64)
         gpu_up = self.up & (cluster.gpus > 0)
@@ -485,6 +497,44 @@ class ClusterState:
         view.shares = self.shares.copy(keep=shares)  # a planning copy books nothing on the live books
         view._mirror()
         return view
+
+    def _what_if_delta(self, view: ClusterState, changed: npt.NDArray[np.int64]) -> None:
+        """:meth:`what_if`'s GPU aggregates of ``view`` from this state's, changed on the nodes
+        ``changed`` alone (where ``view.free`` differs): each is a sum or a count over nodes, and this
+        state's equal the same sums over its own ``free`` (:meth:`check`), so the values are those
+        of the full recount (property-tested against it)."""
+        cluster = self.cluster
+        old, new = self.free[changed], view.free[changed]
+        diff = new - old
+        view.leaf_free = self.leaf_free.copy()
+        np.add.at(view.leaf_free, cluster.leaf[changed], diff)
+        view.spine_free = self.spine_free.copy()
+        np.add.at(view.spine_free, cluster.spine[changed], diff)
+        up = self.up[changed]
+        view.allocated_gpus = self.allocated_gpus - int(diff[up].sum())
+        gpus = cluster.gpus[changed]
+        gpu_up = up & (gpus > 0)
+        partial = empty = on_partial = 0
+        hist, width = self._hist.copy(), self._hist_width
+        rows = zip((cluster.gpu_type[changed][gpu_up] * width).tolist(), gpus[gpu_up].tolist(),
+                   old[gpu_up].tolist(), new[gpu_up].tolist(), strict=True)
+        for base, cap, was, now in rows:  # the up GPU nodes among the changed: few, plain ints
+            hist[base + was] -= 1
+            hist[base + now] += 1
+            if 0 < was < cap:
+                partial -= 1
+                on_partial -= was
+            elif was == cap:
+                empty -= 1
+            if 0 < now < cap:
+                partial += 1
+                on_partial += now
+            elif now == cap:
+                empty += 1
+        view._hist = hist
+        view.partial_nodes = self.partial_nodes + partial
+        view.free_on_partial = self.free_on_partial + on_partial
+        view.empty_nodes = self.empty_nodes + empty
 
     # --- checking ----------------------------------------------------------------------------
     def check(self) -> None:

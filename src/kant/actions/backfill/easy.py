@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import heapq
 import math
+import sys
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Container
+from itertools import islice
 from typing import Protocol
 
 from kant.actions.backfill.host import Host
@@ -159,6 +161,7 @@ class EasyCycle:
         self.quiet = QuietWalk()
         # long runs per shape (see LongRun), with the queue's report of the edits since
         self.keep_runs = True  # off: every long job is passed over one by one (for the tests)
+        self.jump_ok = True  # off: long jobs are passed over only up to the merge's next key (for the tests)
         self.min_run = _MIN_RUN
         self.runs: dict[int, LongRun] = {}
         self._edits: dict[int, int] = {}
@@ -314,6 +317,30 @@ class EasyCycle:
         res.accounted.add(job)
         return STARTED
 
+    def _rewind(self, ahead: dict[int, int], pos: dict[int, int], heap: list[tuple[tuple[float, ...], int]],
+                started: tuple[float, ...]) -> None:
+        """A job of key ``started`` started, so what has room changed (``room_ok`` was cleared): each
+        shape whose long jobs were passed beyond the merge's progress (``ahead``: the shape and the
+        index its pass began at) goes back to its first job after ``started``, where a walk that
+        merges one key at a time stands now, and is merged from there (its heap entry replaced: a
+        shape has at most one). Up to there both walks passed the same long jobs: nothing started in
+        between, so each still had room and was still long."""
+        queue = self.ctx.queue
+        key = queue.key_of
+        moved: dict[int, tuple[tuple[float, ...], int]] = {}
+        for shape, lo in ahead.items():
+            lst = queue.shape_jobs(shape)
+            i = pos[shape]
+            back = bisect_right(lst, started, lo, i, key=key)
+            if back < i:
+                pos[shape] = back
+                moved[shape] = (key(lst[back]), shape)
+        ahead.clear()
+        if moved:
+            heap[:] = [entry for entry in heap if entry[1] not in moved]
+            heap += moved.values()
+            heapq.heapify(heap)
+
     def _merge_start(self) -> tuple[list[tuple[tuple[float, ...], int]], list[tuple[float, ...]]]:
         """The walk's first heap, (each pending shape's first key, the shape), and the first keys of
         the shapes left out of it (looked at in passing). When the queue's first job is known not to
@@ -344,7 +371,7 @@ class EasyCycle:
         """Queue order by merging the per-shape lists (as ``PendingQueue.walk``); a shape whose long
         jobs cannot start skips them without the full look (each still counts as looked at).
 
-        Kept in one frame (about 110 lines), for reading more than for speed: the walk's counters
+        Kept in one frame (about 150 lines), for reading more than for speed: the walk's counters
         (position in the shape, jobs looked at, the limit, left-out shapes passed, the last job) are
         one state machine that the merge and the inner pass over long jobs both advance. Moving that
         inner pass into a method (tried) passes six of them in and out on every call: 31,426 calls
@@ -373,13 +400,20 @@ class EasyCycle:
         heappop, heappush = heapq.heappop, heapq.heappush
         heap, left_out = self._merge_start()
         n_left = len(left_out)
+        # Each job the walk looks at counts once, so with fewer queued jobs than the limit the limit
+        # cannot bind and which long jobs are passed first does not matter, only which jobs consider()
+        # sees and in what order: a shape's long jobs are then passed up to its next short job, past
+        # the merge's next key (``ahead``), and a start sends such shapes back (``_rewind``). Not with
+        # admission (consider() would admit the long jobs the merge reaches after a start).
+        jump = self.jump_ok and not self.check_admit and len(queue) < max_jobs - n_left
+        ahead: dict[int, int] = {}
         pos: dict[int, int] = {}
         short_only: set[int] = set()
         # ``looked`` counts a left-out shape once the walk passes its first key. That count matters
         # only near max_jobs: until ``looked`` (without them) reaches max_jobs - n_left, no limit test
         # can change, so they are sorted and counted only then (``exact``), by bisection.
-        exact = not n_left
-        limit = max_jobs - n_left
+        exact = not n_left and not jump  # with jump, no limit test (``looked`` may count a job twice)
+        limit = max_jobs - n_left if not jump else sys.maxsize  # with jump, ``looked`` may count a job twice
         looked = 0
         passed = 0  # left-out shapes passed so far (once exact)
         top_key: tuple[float, ...] | None = None
@@ -394,6 +428,8 @@ class EasyCycle:
                 if looked >= max_jobs:
                     break
             top_key, shape = heappop(heap)
+            if ahead:
+                ahead.pop(shape, None)  # the merge has caught up with it
             if exact:
                 while passed < n_left and left_out[passed] < top_key:
                     passed += 1
@@ -425,12 +461,17 @@ class EasyCycle:
                     if bf.exhausted(state):
                         return
                     lst = shape_jobs(shape)  # the started job left the list
+                    if ahead:
+                        self._rewind(ahead, pos, heap, top_key)
                 else:
                     i += 1
                     if verdict == LONG or (verdict == SKIP and is_long(job)):
                         short_only.add(shape)
             if shape in short_only:  # skip long jobs, but only those ahead of every other shape's
-                top = heap[0][0] if heap else None
+                top = bound = heap[0][0] if heap else None
+                if jump and request in room_ok:  # not right after a start (see _rewind)
+                    top = None
+                i_entry = i
                 n = len(lst)
                 run = runs.get(shape) if keep_runs else None
                 if run is not None and i < n and looked < limit:
@@ -470,11 +511,14 @@ class EasyCycle:
                     looked += 1
                     last = j
                 if keep_runs and i - i0 >= min_run:
-                    self._keep_run(shape, queue.position_base(shape) + i0, [lst[k] for k in range(i0, i)])
+                    self._keep_run(shape, queue.position_base(shape) + i0, list(islice(lst, i0, i)))  # deque: one skip
+                if jump and bound is not None and i > i_entry and key(lst[i - 1]) > bound:
+                    ahead[shape] = i_entry
             pos[shape] = i
             if i < len(lst):
                 heappush(heap, (key(lst[i]), shape))
-        if quiet_ok and looked >= max_jobs and before == (bf.backfilled, bf.failed.changes, bf.long_blocked.changes):
+        if quiet_ok and not jump and looked >= max_jobs and before == (
+                bf.backfilled, bf.failed.changes, bf.long_blocked.changes):
             frontier = key(last) if last >= 0 else ()
             if top_key is not None and top_key > frontier:
                 frontier = top_key
