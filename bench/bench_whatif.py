@@ -45,7 +45,7 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,8 +66,8 @@ from kant.service.loop import Advance, Arrivals, ServiceLoop
 from kant.traces import load_cluster, read_philly
 from kant.twin import TwinSnapshot, predict
 from kant.twin.whatif import Scenario, compare
+from whatif_slice import HOUR, fast_folder, noisy_estimates, philly_slice, snapshot_after, table
 
-HOUR = 3600.0
 ACCURACY_CLUSTER = "40x8:V100,leaf=4,spine=2"
 ACCURACY_POLICIES = ("kant", "k8s-default", "slurm-backfill")
 REGIMES = ("exact", "noisy")
@@ -87,24 +87,6 @@ class Replay:
     arrival_preds: int = 0  # preds[:arrival_preds] were made while jobs still arrived; the rest, after
     wall_s: float = 0.0
     predict_s: float = 0.0
-
-
-def philly_slice(start_day: float, n: int) -> JobTable:
-    jobs = read_philly()
-    i0 = int(np.searchsorted(jobs.submit, start_day * 86400.0))
-    return jobs.take(np.arange(i0, min(i0 + n, len(jobs)))).sorted_by_submit()
-
-
-def noisy_estimates(jobs: JobTable, sigma: float, seed: int) -> np.ndarray:
-    """The true run time times a lognormal factor (median 1) per job, the same for every policy."""
-    factor = np.exp(np.random.default_rng(seed).normal(0.0, sigma, len(jobs)))
-    return np.asarray(jobs.duration, dtype=np.float64) * factor
-
-
-def fast_folder() -> str | None:
-    """A folder in memory when there is one (this bench is about decisions, not durability)."""
-    shm = Path("/dev/shm")
-    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
 def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, cluster: str, *, runs: int,
@@ -441,7 +423,7 @@ def print_accuracy(summaries: Sequence[dict[str, Any]]) -> None:
                       _p(s["above_band"]), _f(s["naive_p50_h"]), _f(s["naive_p90_h"]), _f(s["naive_r_p50_h"]),
                       _f(s["naive_r_p90_h"]),
                       str(s["never_started"]), str(s["no_p50"])))
-    _table(lines)
+    table(lines)
     print("\nerrors |predicted - actual start| in hours; bias = median(predicted - actual) (< 0: too early); "
           "in band: P10 <= actual <= P90; < P10: started before the band (the twin was too late), > P90: after it")
     print("\npredictions whose job actually waited >= 1 h more after the prediction:")
@@ -452,7 +434,7 @@ def print_accuracy(summaries: Sequence[dict[str, Any]]) -> None:
         lines.append((s["policy"], s["regime"], str(s["long_compared"]), _f(s["remaining_wait_p50_h"]),
                       _f(s["remaining_wait_p90_h"]), _f(s["long_twin_p50_h"]), _f(s["long_twin_p90_h"]),
                       _p(s["long_in_band"]), _f(s["long_naive_p50_h"]), _f(s["long_naive_r_p50_h"])))
-    _table(lines)
+    table(lines)
     print("(wait P50 / P90: of all compared predictions, actual start - prediction time)")
     print("\npredictions made after the last arrival (nothing more arrives: exact estimates should give exact "
           "predictions):")
@@ -462,17 +444,7 @@ def print_accuracy(summaries: Sequence[dict[str, Any]]) -> None:
         d = s["drain"]
         lines.append((s["policy"], s["regime"], str(d["compared"]), _f(d["twin_p50_h"]), _f(d["twin_p90_h"]),
                       _p(d["exact_1min"]), _p(d["in_band"])))
-    _table(lines)
-
-
-def _table(lines: Sequence[Sequence[str]]) -> None:
-    widths = [max(len(line[k]) for line in lines) for k in range(len(lines[0]))]
-    for j, line in enumerate(lines):
-        print("| " + " | ".join(c.ljust(w) if k < 2 else c.rjust(w) for k, (c, w) in enumerate(zip(line, widths,
-                                                                                                      strict=True)))
-              + " |")
-        if j == 0:
-            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    table(lines)
 
 
 def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -535,42 +507,6 @@ def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 # --- capacity planning: the arrival model against the real arrivals ---------------------------------------
-def snapshot_after(jobs: JobTable, estimates: np.ndarray, policy: str, cluster: str, at: float
-                   ) -> tuple[TwinSnapshot, dict[int, int]]:
-    """The live loop's twin snapshot once the slice's jobs up to ``at`` have been replayed into it (as
-    :func:`replay` submits them), and service job id -> slice row."""
-    submit = jobs.submit.tolist()
-    with tempfile.TemporaryDirectory(prefix="kant-whatif-cap-", dir=fast_folder()) as tmp:
-        db = Database(f"sqlite:///{tmp}/whatif.db")
-        db.migrate()
-        for tenant in jobs.tenant_names:
-            db.tenants.create(tenant)
-        loop = ServiceLoop(db, load_policy(policy), ManualClock(submit[0]), SimulatedExecutor())
-        loop.load(load_cluster(cluster))
-        row_of: dict[int, int] = {}
-        i, n = 0, len(jobs)
-        while i < n and submit[i] <= at:
-            t = submit[i]
-            loop.turn([Advance(t, hold=True)])
-            batch, rows = [], []
-            while i < n and submit[i] == t:
-                e = float(estimates[i])
-                batch.append(NewJob(tenant=jobs.tenant_names[int(jobs.tenant[i])],
-                                    user=jobs.tenant_names[int(jobs.tenant[i])], name=str(i),
-                                    workers=int(jobs.workers[i]), gpus_per_worker=int(jobs.gpus_per_worker[i]),
-                                    estimate_s=e if e > 0 else None, duration_s=float(jobs.duration[i])))
-                rows.append(i)
-                i += 1
-            ids = db.jobs.insert(batch, now_time=t, now_wall=time.time())
-            for (job_id, _), row in zip(ids, rows, strict=True):
-                row_of[job_id] = row
-            loop.turn([Arrivals([Arrival(job_id, job, t) for (job_id, _), job in zip(ids, batch, strict=True)])])
-        loop.turn([Advance(at)])
-        snap = loop.twin_snapshot()
-        db.close()
-    return snap, row_of
-
-
 def capacity(args: argparse.Namespace) -> dict[str, Any]:
     """The capacity-planning example of docs/whatif.md: at ``--capacity-at-h`` hours into the slice,
     the twin's what-if (``compare(..., arrivals=True)``: the arrival model learned from the
@@ -630,7 +566,7 @@ def capacity(args: argparse.Namespace) -> dict[str, Any]:
     t_real = time.perf_counter() - t0
     lines: list[Sequence[str]] = [("nodes", "source", "arrivals", "wait P50", "wait P90", "1 GPU P90", "2-8 P90",
                                    "9+ GPUs P90", "queue mean", "queue at end")]
-    out = {"predicted": [], "replayed": []}
+    out: dict[str, list[dict[str, Any]]] = {"predicted": [], "replayed": []}
     for p, r, a in zip(predicted, replayed, adds, strict=True):
         for source, cap in (("twin (model)", p.capacity), ("simulator (real)", r)):
             lines.append((f"+{a}", source, f"{cap['arrivals_sampled']:.0f}", _h(cap["wait_all"]["p50"]),
@@ -639,7 +575,7 @@ def capacity(args: argparse.Namespace) -> dict[str, Any]:
                           _f(cap["queue_end"], 1)))
         out["predicted"].append(dict(p.capacity))
         out["replayed"].append(r)
-    _table(lines)
+    table(lines)
     print(f"(waits in hours over every job pending at the snapshot or arriving within the horizon; P90 of a gang "
           f"group: the largest of its buckets' P90s; '>h': later than the horizon; twin {t_pred:.1f} s, "
           f"simulator {t_real:.1f} s)")
@@ -663,7 +599,7 @@ def _h(x: float | None) -> str:
     return ">h" if x is None else f"{x / HOUR:.2f}"
 
 
-def _gang(cap: dict[str, Any], buckets: tuple[str, ...]) -> float | None:
+def _gang(cap: Mapping[str, Any], buckets: tuple[str, ...]) -> float | None:
     """The largest P90 wait among these gang buckets (None: one is past the horizon; nan: none)."""
     got = [g for g in cap["wait_by_gang"] if g["gang"] in buckets]
     if not got:
@@ -689,7 +625,7 @@ def sweep(args: argparse.Namespace) -> None:
             ok = ~np.isnan(w)
             lines.append((spec, policy, f"{int(ok.sum()):,} / {len(jobs):,}", _f(_pct(w[ok], 50)),
                           _f(_pct(w[ok], 90)), _f(float(w[ok].max()) if ok.any() else math.nan)))
-    _table(lines)
+    table(lines)
 
 
 # --- speed ------------------------------------------------------------------------------------------

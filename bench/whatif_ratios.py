@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from bench_whatif import HOUR, _table, noisy_estimates, philly_slice, snapshot_after
 from kant.twin.predict import (
     ARRIVAL_HORIZON_S,
     RatioModel,
@@ -26,6 +25,7 @@ from kant.twin.predict import (
     predict,
     sample_durations,
 )
+from whatif_slice import HOUR, noisy_estimates, philly_slice, snapshot_after, table
 
 FREED_H = (1, 3, 6, 12)  # --work-check: GPUs the running jobs free by then
 
@@ -133,9 +133,9 @@ def ratio_check(args: argparse.Namespace) -> None:
             model = RatioModel.observed(p_all, exit_, event, entry)
             seen.append(_row(seed, f"at job {h1}", f"censored ({running.size} running)",
                              np.vstack([model.sample(et, rng) for _ in range(40)]), et, dt))
-    _table(known)
+    table(known)
     print()
-    _table(seen)
+    table(seen)
 
 
 def work_check(args: argparse.Namespace) -> None:
