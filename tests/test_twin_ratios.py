@@ -118,3 +118,29 @@ def test_the_slope_fit_is_censoring_aware(seed: int, slope: float) -> None:
     assert abs(fit - slope) < 0.04
     naive = float(np.polyfit(x[ended], y[ended], 1)[0])
     assert naive < slope - 0.08
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 12), st.booleans(), st.integers(0, 12), st.integers(1, 4), st.booleans()),
+                min_size=1, max_size=25))
+def test_product_limit_is_the_kaplan_meier_definition(obs: list[tuple[int, bool, int, int, bool]]) -> None:
+    """kant.twin.survival.product_limit, weighted and left-truncated, against the definition: at each
+    event time t, the hazard is the weight of the events at t over the weight at risk there (entered
+    before t, not exited before t), and the survival is the product of (1 - hazard) over the event
+    times up to t. Integer values, so ties (between events, censorings and entries) are common."""
+    from kant.twin.survival import product_limit
+
+    exit_ = np.asarray([float(o[0]) for o in obs])
+    event = np.asarray([o[1] for o in obs])
+    entry = np.asarray([float(o[2]) if o[4] else -math.inf for o in obs])
+    entry = np.minimum(entry, exit_ - 1.0)  # each enters before it exits (an entry may equal another's exit)
+    weight = np.asarray([float(o[3]) for o in obs])
+    x, _, surv = product_limit(exit_, event, entry=entry, weight=weight)
+    assert np.all(np.diff(x) >= 0)
+    expected = 1.0
+    for t in sorted({float(e) for e, ev in zip(exit_, event, strict=True) if ev}):
+        at_risk = float(weight[(entry < t) & (exit_ >= t)].sum())
+        dead = float(weight[(exit_ == t) & event].sum())
+        expected *= 1.0 - dead / at_risk
+        last = int(np.flatnonzero(x == t)[-1])  # the survival just after every exit at t
+        assert math.isclose(float(surv[last]), expected, rel_tol=1e-9, abs_tol=1e-12)
