@@ -57,16 +57,20 @@ from kant.model.cluster import Cluster
 from kant.model.job import JobTable
 from kant.model.store import JobStore
 from kant.scheduler import Scheduler
-from kant.service.clock import ManualClock
-from kant.service.db.database import Database
-from kant.service.db.jobs import NewJob
-from kant.service.executors import SimulatedExecutor
-from kant.service.live.state import Arrival
-from kant.service.loop import Advance, Arrivals, ServiceLoop
+from kant.service.loop import Advance
 from kant.traces import load_cluster, read_philly
 from kant.twin import TwinSnapshot, predict
 from kant.twin.whatif import Scenario, compare
-from whatif_slice import HOUR, fast_folder, noisy_estimates, philly_slice, snapshot_after, table
+from whatif_slice import (
+    HOUR,
+    fast_folder,
+    noisy_estimates,
+    philly_slice,
+    slice_loop,
+    snapshot_after,
+    submit_instant,
+    table,
+)
 
 ACCURACY_CLUSTER = "40x8:V100,leaf=4,spine=2"
 ACCURACY_POLICIES = ("kant", "k8s-default", "slurm-backfill")
@@ -102,13 +106,7 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
     duration = jobs.duration.tolist()
     est = estimates.tolist()
     n = len(jobs)
-    with tempfile.TemporaryDirectory(prefix="kant-whatif-", dir=fast_folder()) as tmp:
-        db = Database(f"sqlite:///{tmp}/whatif.db")
-        db.migrate()
-        for tenant in jobs.tenant_names:
-            db.tenants.create(tenant)
-        loop = ServiceLoop(db, load_policy(policy), ManualClock(submit[0]), SimulatedExecutor())
-        loop.load(load_cluster(cluster))
+    with slice_loop(jobs, policy, cluster, "kant-whatif-") as (db, loop):
         row_of: dict[int, int] = {}  # service job id -> slice row
         submitted: list[int] = []  # service ids in submit order
         finished_sum, finished_n, finished_seen = 0.0, 0, set()
@@ -151,22 +149,10 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
             while next_tick < t:
                 tick(next_tick)
                 next_tick += tick_s
-            loop.turn([Advance(t, hold=True)])  # the instant's events; its cycle after its arrivals
-            batch, rows = [], []
-            while i < n and submit[i] == t:
-                d = duration[i]
-                e = est[i]
-                batch.append(NewJob(tenant=jobs.tenant_names[int(jobs.tenant[i])],
-                                    user=jobs.tenant_names[int(jobs.tenant[i])], name=str(i),
-                                    workers=int(jobs.workers[i]), gpus_per_worker=int(jobs.gpus_per_worker[i]),
-                                    estimate_s=e if e > 0 else None, duration_s=d))
-                rows.append(i)
-                i += 1
-            ids = db.jobs.insert(batch, now_time=t, now_wall=time.time())
-            for (job_id, _), row in zip(ids, rows, strict=True):
+            i, got = submit_instant(db, loop, jobs, est, submit, i)
+            for job_id, row in got:
                 row_of[job_id] = row
                 submitted.append(job_id)
-            loop.turn([Arrivals([Arrival(job_id, job, t) for (job_id, _), job in zip(ids, batch, strict=True)])])
         while next_tick <= last:
             tick(next_tick)
             next_tick += tick_s
@@ -185,7 +171,6 @@ def replay(jobs: JobTable, estimates: np.ndarray, policy: str, regime: str, clus
             for job in page:
                 out.actual[row_of[job.id]] = job.first_start_time
             after = page[-1].id
-        db.close()
     if dump is not None:
         import pickle
         with open(f"{os.environ['KANT_CAL_DUMP']}-{policy}-{regime}.pkl", "wb") as fh:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -54,37 +55,57 @@ def table(lines: Sequence[Sequence[str]]) -> None:
             print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
 
 
+@contextmanager
+def slice_loop(jobs: JobTable, policy: str, cluster: str, prefix: str) -> Iterator[tuple[Database, ServiceLoop]]:
+    """A live loop (SQLite in a temporary folder, the manual clock at the slice's first submit, the
+    simulated executor) with the slice's tenants and ``cluster`` loaded; the database is closed after."""
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=fast_folder()) as tmp:
+        db = Database(f"sqlite:///{tmp}/whatif.db")
+        db.migrate()
+        for tenant in jobs.tenant_names:
+            db.tenants.create(tenant)
+        loop = ServiceLoop(db, load_policy(policy), ManualClock(float(jobs.submit[0])), SimulatedExecutor())
+        loop.load(load_cluster(cluster))
+        try:
+            yield db, loop
+        finally:
+            db.close()
+
+
+def submit_instant(db: Database, loop: ServiceLoop, jobs: JobTable, estimates: Sequence[float],
+                   submit: Sequence[float], i: int) -> tuple[int, list[tuple[int, int]]]:
+    """Submit the slice's jobs of the instant ``submit[i]`` as the service does (the clock moved there
+    with ``hold``, the jobs inserted, then handed to the loop: the instant's cycle runs at the next
+    move); returns the next row and (service job id, slice row) of each job submitted."""
+    t = submit[i]
+    n = len(submit)
+    loop.turn([Advance(t, hold=True)])  # the instant's events; its cycle after its arrivals
+    batch, rows = [], []
+    while i < n and submit[i] == t:
+        e = float(estimates[i])
+        tenant = jobs.tenant_names[int(jobs.tenant[i])]
+        batch.append(NewJob(tenant=tenant, user=tenant, name=str(i), workers=int(jobs.workers[i]),
+                            gpus_per_worker=int(jobs.gpus_per_worker[i]), estimate_s=e if e > 0 else None,
+                            duration_s=float(jobs.duration[i])))
+        rows.append(i)
+        i += 1
+    ids = db.jobs.insert(batch, now_time=t, now_wall=time.time())
+    loop.turn([Arrivals([Arrival(job_id, job, t) for (job_id, _), job in zip(ids, batch, strict=True)])])
+    return i, [(job_id, row) for (job_id, _), row in zip(ids, rows, strict=True)]
+
+
 def snapshot_after(jobs: JobTable, estimates: np.ndarray, policy: str, cluster: str, at: float
                    ) -> tuple[TwinSnapshot, dict[int, int]]:
     """The live loop's twin snapshot once the slice's jobs up to ``at`` have been replayed into it (as
     :func:`replay` submits them), and service job id -> slice row."""
     submit = jobs.submit.tolist()
-    with tempfile.TemporaryDirectory(prefix="kant-whatif-cap-", dir=fast_folder()) as tmp:
-        db = Database(f"sqlite:///{tmp}/whatif.db")
-        db.migrate()
-        for tenant in jobs.tenant_names:
-            db.tenants.create(tenant)
-        loop = ServiceLoop(db, load_policy(policy), ManualClock(submit[0]), SimulatedExecutor())
-        loop.load(load_cluster(cluster))
-        row_of: dict[int, int] = {}
+    est = estimates.tolist()
+    row_of: dict[int, int] = {}
+    with slice_loop(jobs, policy, cluster, "kant-whatif-cap-") as (db, loop):
         i, n = 0, len(jobs)
         while i < n and submit[i] <= at:
-            t = submit[i]
-            loop.turn([Advance(t, hold=True)])
-            batch, rows = [], []
-            while i < n and submit[i] == t:
-                e = float(estimates[i])
-                batch.append(NewJob(tenant=jobs.tenant_names[int(jobs.tenant[i])],
-                                    user=jobs.tenant_names[int(jobs.tenant[i])], name=str(i),
-                                    workers=int(jobs.workers[i]), gpus_per_worker=int(jobs.gpus_per_worker[i]),
-                                    estimate_s=e if e > 0 else None, duration_s=float(jobs.duration[i])))
-                rows.append(i)
-                i += 1
-            ids = db.jobs.insert(batch, now_time=t, now_wall=time.time())
-            for (job_id, _), row in zip(ids, rows, strict=True):
-                row_of[job_id] = row
-            loop.turn([Arrivals([Arrival(job_id, job, t) for (job_id, _), job in zip(ids, batch, strict=True)])])
+            i, got = submit_instant(db, loop, jobs, est, submit, i)
+            row_of.update(got)
         loop.turn([Advance(at)])
         snap = loop.twin_snapshot()
-        db.close()
     return snap, row_of
