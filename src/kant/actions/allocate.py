@@ -8,7 +8,7 @@ Arguments:
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Callable, Container
 
 import numpy as np
 import numpy.typing as npt
@@ -121,23 +121,14 @@ class Allocate(Action):
         it fits, stop at the first that does not (its shape's reason set). Nothing is passed over,
         so the walk is the queue's head again and again (:meth:`PendingQueue.head`, the least of the
         shapes' first keys): the same jobs as :meth:`_walk`, without a merge of the shapes' lists."""
-        gpus = fw.job_gpus
-        state = ctx.state
         requests = queue.request_of
         while (job := queue.head()) is not None:
             request = requests[job]
             status = failed.get(request)
             if status is None:
-                if state.free_gpus <= 0 and gpus[job] > 0 and not (state.shares.open and fw.is_share(job)):
-                    status = _CLUSTER_FULL
-                    failed.add(ctx.env, request, job, status, 0)
-                else:
-                    result = fw.place(ctx, job)
-                    if not isinstance(result, Status):
-                        start_job(ctx, fw, job, result)
-                        continue
-                    status = result
-                    failed.add(ctx.env, request, job, status, fw.room_for(ctx, job))
+                status = self._try(ctx, fw, failed, request, job, None)
+                if status is None:
+                    continue  # started
             ctx.reasons[queue.shape_of[job]] = status
             return
 
@@ -145,9 +136,7 @@ class Allocate(Action):
               failed: FailedRequests, skip: Container[int], unfailed: set[int] | None) -> None:
         """``unfailed``: the pending requests not known to fail (None when blocking), kept up to date
         as jobs start and requests fail; the walk ends when it is empty."""
-        gpus = fw.job_gpus
         shapes, requests = queue.shape_of, queue.request_of
-        state = ctx.state
         admit = fw.admit if fw.admitters else None
         failed_keys = failed.request_keys()
         for job in queue.walk(fw.dynamic_key(ctx.now), skip):
@@ -155,26 +144,17 @@ class Allocate(Action):
             request = requests[job]
             status = failed.get(request)
             if status is None:
-                if state.free_gpus <= 0 and gpus[job] > 0 and not (state.shares.open and fw.is_share(job)):
-                    status = _CLUSTER_FULL
-                    failed.add(ctx.env, request, job, status, 0)
-                else:
-                    status = SUCCESS if admit is None else admit(ctx, job)
-                    if status is SUCCESS or status.ok:
-                        result = fw.place(ctx, job)
-                        if not isinstance(result, Status):
-                            start_job(ctx, fw, job, result)
-                            if unfailed is not None and not queue.has_request(request):
-                                unfailed.discard(request)  # its last pending job started
-                            continue
-                        status = result
-                        failed.add(ctx.env, request, job, status, fw.room_for(ctx, job))
-                    elif unfailed is None:
-                        # blocking: a job its quota holds waits aside and blocks no one (as a Kueue
-                        # workload not admitted); the walk goes on behind it
-                        ctx.reasons[shape] = status
-                        queue.block(shape)
-                        continue
+                status = self._try(ctx, fw, failed, request, job, admit)
+                if status is None:  # started
+                    if unfailed is not None and not queue.has_request(request):
+                        unfailed.discard(request)  # its last pending job started
+                    continue
+                if unfailed is None and request not in failed_keys:
+                    # blocking: a job its quota holds (admission, not placement, said no) waits aside
+                    # and blocks no one (as a Kueue workload not admitted); the walk goes on behind it
+                    ctx.reasons[shape] = status
+                    queue.block(shape)
+                    continue
             ctx.reasons[shape] = status
             if unfailed is None:
                 return  # blocking
@@ -183,6 +163,27 @@ class Allocate(Action):
                 if not unfailed:
                     return  # no pending request can be placed any more this cycle
             queue.block(shape)
+
+    @staticmethod
+    def _try(ctx: CycleContext, fw: Framework, failed: FailedRequests, request: int, job: int,
+             admit: Callable[[CycleContext, int], Status] | None) -> Status | None:
+        """Start ``job`` (of ``request``) if it is admitted and fits: None when it started, else why
+        not. A full cluster or a failed placement is recorded in ``failed``; a refusal of admission
+        is not (the quota holds the job, not its request)."""
+        state = ctx.state
+        if state.free_gpus <= 0 and fw.job_gpus[job] > 0 and not (state.shares.open and fw.is_share(job)):
+            failed.add(ctx.env, request, job, _CLUSTER_FULL, 0)
+            return _CLUSTER_FULL
+        if admit is not None:
+            status = admit(ctx, job)
+            if not (status is SUCCESS or status.ok):
+                return status
+        result = fw.place(ctx, job)
+        if isinstance(result, Status):
+            failed.add(ctx.env, request, job, result, fw.room_for(ctx, job))
+            return result
+        start_job(ctx, fw, job, result)
+        return None
 
 
 _CLUSTER_FULL = Status.unschedulable("no free GPU in the cluster", "allocate")
