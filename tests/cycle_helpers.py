@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kant.config.policy import parse_policy
 from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import Plugin
 from kant.framework.queue import PendingQueue, ShapeIndex
@@ -33,3 +34,13 @@ def make_ctx(
     index.extend(env.jobs)
     queue = PendingQueue(env.jobs, index, fw.static_key)
     return CycleContext(env, state, queue, 0.0, {}, Statement(state)), fw
+
+
+def easy_policy(placer: str, max_jobs: int) -> Any:
+    """Blocking allocate then EASY backfill walking at most ``max_jobs`` jobs, priority then FIFO order,
+    placed by ``placer`` (the backfill walk tests' policy)."""
+    return parse_policy({
+        "name": "bf", "plugins": [{"name": "priority"}, {"name": "fifo"}, {"name": placer}],
+        "actions": [{"name": "allocate", "args": {"blocking": True}},
+                    {"name": "backfill", "args": {"mode": "easy", "max_jobs": max_jobs}}],
+    })

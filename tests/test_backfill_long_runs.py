@@ -18,8 +18,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cycle_helpers import easy_policy
 from kant.actions.backfill.easy import EasyCycle
-from kant.config.policy import parse_policy
 from kant.model.cluster import Cluster
 from kant.model.job import JobTable, JobTableBuilder
 from kant.sim import NodeFailure, Simulator
@@ -43,14 +43,6 @@ def long_queues(draw: st.DrawFn) -> Data:
     failures = [NodeFailure(float(draw(st.integers(0, 300))), draw(st.integers(0, n_nodes - 1)), 50.0)
                 for _ in range(draw(st.integers(0, 1)))]
     return cluster, b.build(), failures
-
-
-def _policy(placer: str, max_jobs: int) -> Any:
-    return parse_policy({
-        "name": "bf", "plugins": [{"name": "priority"}, {"name": "fifo"}, {"name": placer}],
-        "actions": [{"name": "allocate", "args": {"blocking": True}},
-                    {"name": "backfill", "args": {"mode": "easy", "max_jobs": max_jobs}}],
-    })
 
 
 def _run(data: Data, pol: Any, keep_runs: bool, min_run: int = 8,
@@ -97,6 +89,17 @@ def _run(data: Data, pol: Any, keep_runs: bool, min_run: int = 8,
     return res, cycles, walks
 
 
+def _assert_as_fresh(data: Data, pol: Any, min_run: int, jump: bool) -> None:
+    """The walk with long runs (``min_run``; with ``jump``, passes past the merge's next key) gives the
+    fresh walk's walks, cycles and per-job outcomes."""
+    kept, kept_cycles, kept_walks = _run(data, pol, True, min_run, jump)
+    fresh, fresh_cycles, fresh_walks = _run(data, pol, False)
+    assert kept_walks == fresh_walks
+    assert kept_cycles == fresh_cycles
+    for col in ("first_start", "end", "status", "runs"):
+        np.testing.assert_array_equal(getattr(kept, col), getattr(fresh, col))
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=long_queues(), max_jobs=st.integers(1, 70), placer=st.sampled_from(["binpack", "e-binpack"]),
        min_run=st.sampled_from([1, 2, 8]), jump=st.booleans())
@@ -104,13 +107,8 @@ def test_long_runs_give_the_fresh_walk_at_every_cycle(data: Data, max_jobs: int,
                                                       jump: bool) -> None:
     """The walk with long runs (and, with ``jump``, passes past the merge's next key while the limit
     cannot bind) against the fresh walk that passes every long job one by one up to the next key."""
-    pol = _policy(placer, max_jobs)
-    kept, kept_cycles, kept_walks = _run(data, pol, True, min_run, jump)
-    fresh, fresh_cycles, fresh_walks = _run(data, pol, False)
-    assert kept_walks == fresh_walks
-    assert kept_cycles == fresh_cycles
-    for col in ("first_start", "end", "status", "runs"):
-        np.testing.assert_array_equal(getattr(kept, col), getattr(fresh, col))
+    pol = easy_policy(placer, max_jobs)
+    _assert_as_fresh(data, pol, min_run, jump)
 
 
 def test_long_runs_are_used_behind_a_blocked_head() -> None:
@@ -126,7 +124,7 @@ def test_long_runs_are_used_behind_a_blocked_head() -> None:
     for i in range(20):
         b.add(f"short{i}", submit=3 + 20 * i, duration=15, workers=1, gpus_per_worker=1, estimate=15.0)
     data = (cluster, b.build(), [])
-    pol = _policy("binpack", 300)
+    pol = easy_policy("binpack", 300)
     used = {"n": 0}
     keep = EasyCycle._keep_run
 
@@ -216,13 +214,8 @@ def test_passes_past_the_next_key_give_the_merge_at_every_cycle(data: Data, max_
     just out of reach)."""
     if max_jobs <= 0:
         max_jobs += len(data[1].names) + 4
-    pol = _policy(placer, max_jobs)
-    kept, kept_cycles, kept_walks = _run(data, pol, True, min_run, True)
-    fresh, fresh_cycles, fresh_walks = _run(data, pol, False)
-    assert kept_walks == fresh_walks
-    assert kept_cycles == fresh_cycles
-    for col in ("first_start", "end", "status", "runs"):
-        np.testing.assert_array_equal(getattr(kept, col), getattr(fresh, col))
+    pol = easy_policy(placer, max_jobs)
+    _assert_as_fresh(data, pol, min_run, True)
 
 
 def test_long_jobs_passed_again_after_starts_do_not_stop_the_walk() -> None:
@@ -239,7 +232,7 @@ def test_long_jobs_passed_again_after_starts_do_not_stop_the_walk() -> None:
         for k in range(3):
             b.add(f"long{i}-{k}", submit=2, duration=900, workers=1, gpus_per_worker=2, estimate=1000.0)
     data = (cluster, b.build(), [])
-    pol = _policy("binpack", len(data[1].names) + 2)
+    pol = easy_policy("binpack", len(data[1].names) + 2)
     kept, kept_cycles, kept_walks = _run(data, pol, True, 8, True)
     fresh, fresh_cycles, fresh_walks = _run(data, pol, False)
     assert kept_walks == fresh_walks

@@ -22,10 +22,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cycle_helpers import easy_policy
 from kant.actions.backfill.easy import QuietWalk
 from kant.actions.backfill.leftover import LongBlocked
 from kant.actions.backfill.reservation import EasyReservation
-from kant.config.policy import parse_policy
 from kant.model.cluster import Cluster
 from kant.model.job import JobTable, JobTableBuilder
 from kant.sim import NodeFailure, Simulator
@@ -47,14 +47,6 @@ def arriving(draw: st.DrawFn) -> tuple[Cluster, JobTable, list[NodeFailure]]:
     failures = [NodeFailure(float(draw(st.integers(0, 200))), draw(st.integers(0, n_nodes - 1)), 30.0)
                 for _ in range(draw(st.integers(0, 1)))]
     return cluster, b.build(), failures
-
-
-def _policy(placer: str, max_jobs: int) -> Any:
-    return parse_policy({
-        "name": "bf", "plugins": [{"name": "priority"}, {"name": "fifo"}, {"name": placer}],
-        "actions": [{"name": "allocate", "args": {"blocking": True}},
-                    {"name": "backfill", "args": {"mode": "easy", "max_jobs": max_jobs}}],
-    })
 
 
 def _run(data: tuple[Cluster, JobTable, list[NodeFailure]], pol: Any) -> tuple[Any, Any]:
@@ -90,7 +82,7 @@ def _counting(original: Any) -> Any:
 def test_skipped_walks_and_kept_long_blocked_change_nothing(
     data: tuple[Cluster, JobTable, list[NodeFailure]], max_jobs: int, placer: str
 ) -> None:
-    pol = _policy(placer, max_jobs)
+    pol = easy_policy(placer, max_jobs)
     repeats, renew, add = QuietWalk.repeats, LongBlocked.renew, LongBlocked.add
     QuietWalk.repeats = _counting(repeats)  # type: ignore[method-assign]
     try:
@@ -118,7 +110,7 @@ def test_walks_are_skipped_behind_a_blocked_head() -> None:
     b.add("gang", submit=1, duration=10, workers=2, gpus_per_worker=4)
     for i in range(30):
         b.add(f"j{i}", submit=2 + i, duration=2000, workers=1, gpus_per_worker=4)
-    pol = _policy("binpack", 3)
+    pol = easy_policy("binpack", 3)
     before = SKIPS["n"]
     repeats = QuietWalk.repeats
     QuietWalk.repeats = _counting(repeats)  # type: ignore[method-assign]
@@ -174,7 +166,7 @@ def test_a_request_without_room_blocks_its_shape_whatever_long_blocked_holds() -
         b.add(f"r{i}", submit=3.5, duration=1000, workers=1, gpus_per_worker=3, estimate=1000.0)
     b.add("z", submit=4, duration=10, workers=1, gpus_per_worker=2, estimate=10.0)  # fits the other 2
     data = (cluster, b.build(), [])
-    pol = _policy("binpack", 6)  # head, p, r0-r2, short at t=3; head, p, r0-r5, z would be 9 looks
+    pol = easy_policy("binpack", 6)  # head, p, r0-r2, short at t=3; head, p, r0-r5, z would be 9 looks
     add = LongBlocked.add
     fast = _run(data, pol)
     LongBlocked.add = _remember_nothing  # type: ignore[method-assign]
