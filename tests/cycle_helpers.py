@@ -44,3 +44,18 @@ def easy_policy(placer: str, max_jobs: int) -> Any:
         "actions": [{"name": "allocate", "args": {"blocking": True}},
                     {"name": "backfill", "args": {"mode": "easy", "max_jobs": max_jobs}}],
     })
+
+
+def record_reasons(sched: Any) -> list[dict[int, str]]:
+    """Wrap ``sched.cycle`` so that after every cycle the shapes' reasons are appended (as strings) to
+    the list returned."""
+    reasons: list[dict[int, str]] = []
+    cycle = sched.cycle
+
+    def recorded(now: float) -> Any:
+        result = cycle(now)
+        reasons.append({shape: str(status) for shape, status in sched._reasons.items()})
+        return result
+
+    sched.cycle = recorded
+    return reasons

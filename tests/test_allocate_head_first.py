@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 
+from cycle_helpers import record_reasons
 from kant.actions.allocate import Allocate
 from kant.config import load_policy
 from kant.model.cluster import Cluster
@@ -25,15 +26,7 @@ def _run(cluster: Cluster, jobs: JobTable, policy: str, head_first: bool) -> tup
     assert allocates and all(a.args.blocking for a in allocates)  # type: ignore[attr-defined]
     for action in allocates:
         action.head_first = head_first
-    reasons: list[dict[int, str]] = []
-    cycle = sched.cycle
-
-    def recorded(now: float):  # type: ignore[no-untyped-def]
-        result = cycle(now)
-        reasons.append({shape: str(status) for shape, status in sched._reasons.items()})
-        return result
-
-    sched.cycle = recorded  # type: ignore[method-assign]
+    reasons = record_reasons(sched)
     return sim.run(), reasons
 
 

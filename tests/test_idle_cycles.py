@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 
+from cycle_helpers import record_reasons
 from kant.config import load_policy
 from kant.model.cluster import Cluster
 from kant.model.job import JobTable
@@ -21,15 +22,7 @@ def _run(cluster: Cluster, jobs: JobTable, policy: str, idle: bool) -> tuple[Sim
     sched = sim.scheduler
     if not idle:
         sched._idle_ok = False  # every cycle runs the action in full
-    reasons: list[dict] = []
-    cycle = sched.cycle
-
-    def recorded(now: float):  # type: ignore[no-untyped-def]
-        result = cycle(now)
-        reasons.append({shape: str(status) for shape, status in sched._reasons.items()})
-        return result
-
-    sched.cycle = recorded  # type: ignore[method-assign]
+    reasons = record_reasons(sched)
     return sim, sim.run(), reasons
 
 
