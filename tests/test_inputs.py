@@ -77,6 +77,20 @@ def test_cluster_specs(spec: str, nodes: int, gpus: int, leaves: int, spines: in
 
 
 @pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ("philly-80", "80 nodes, 640 GPUs V100, 10 leaves, 2 spines"),
+        ("100x8:H100+20x4:A10,leaf=16",
+         "120 nodes, 880 GPUs (100 nodes / 800 GPUs H100; 20 nodes / 80 GPUs A10), 8 leaves, 1 spine"),
+        ("1x1:V100", "1 node, 1 GPU V100, 1 leaf, 1 spine"),
+    ],
+)
+def test_cluster_description(spec: str, words: str) -> None:
+    """The report's and the run's one-line description: one GPU type named once, several split by type."""
+    assert load_cluster(spec).describe() == words
+
+
+@pytest.mark.parametrize(
     ("spec", "message"),
     [
         ("", "empty cluster spec"),

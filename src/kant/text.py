@@ -8,7 +8,7 @@ import math
 import re
 from typing import Literal
 
-__all__ = ["DurationStyle", "format_duration", "parse_duration", "parse_window"]
+__all__ = ["DurationStyle", "format_duration", "parse_duration", "parse_window", "plural"]
 
 DAY = 86400.0
 #: seconds per unit of a written duration (``m`` and ``min`` are minutes)
@@ -20,6 +20,11 @@ _DURATION = re.compile(r"^\s*([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?
 #: steps with three significant digits under two minutes and thousands separators (``kant trace info``);
 #: ``compact``: ``45s``, ``3m20s``, ``2h05m``, ``3d04h`` (the client of ``kant serve``, the service's texts)
 DurationStyle = Literal["unit", "fine", "compact"]
+
+
+def plural(count: int, word: str) -> str:
+    """``1 spine``, ``2 spines``: the count and the word, with an ``s`` unless the count is one."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def parse_duration(text: str) -> float:

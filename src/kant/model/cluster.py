@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from kant.text import plural
+
 __all__ = [
     "NodeSpec", "Cluster", "DEFAULT_NODES_PER_LEAF", "DEFAULT_LEAVES_PER_SPINE", "MAX_GPUS_PER_NODE", "MAX_NODES",
 ]
@@ -108,16 +110,22 @@ class Cluster:
             return -1
 
     def describe(self) -> str:
+        """``80 nodes, 640 GPUs V100, 10 leaves, 2 spines``; with several GPU types, the split by type:
+        ``120 nodes, 880 GPUs (100 nodes / 800 GPUs H100; 20 nodes / 80 GPUs A10), ...``."""
         parts = []
         for code, tname in enumerate(self.gpu_type_names):
             sel = self.gpu_type == code
             n = int(sel.sum())
             if n:
-                parts.append(f"{n} nodes / {int(self.gpus[sel].sum())} GPUs {tname}")
-        return (
-            f"{self.n_nodes} nodes, {self.total_gpus} GPUs ({'; '.join(parts)}), "
-            f"{self.n_leaves} leaves, {self.n_spines} spines"
-        )
+                parts.append((n, int(self.gpus[sel].sum()), tname))
+        gpus = plural(self.total_gpus, "GPU")
+        if len(parts) == 1 and parts[0][0] == self.n_nodes:
+            gpus += f" {parts[0][2]}"
+        else:
+            split = "; ".join(f"{plural(n, 'node')} / {plural(g, 'GPU')} {t}" for n, g, t in parts)
+            gpus += f" ({split})"
+        leaves = "1 leaf" if self.n_leaves == 1 else f"{self.n_leaves} leaves"
+        return f"{plural(self.n_nodes, 'node')}, {gpus}, {leaves}, {plural(self.n_spines, 'spine')}"
 
     # --- construction ------------------------------------------------------------------------
     @classmethod

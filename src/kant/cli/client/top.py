@@ -15,16 +15,13 @@ from rich.text import Text
 from kant.cli._common import FiniteFloat, out
 from kant.cli.client.common import Clock, client_command, emit, or_dash, percent, table
 from kant.cli.client.http import ApiError, Client
+from kant.text import plural
 
 __all__ = ["top"]
 
 
 #: the live metrics the lines above the GPUs' name (any other is listed by its key)
 _SHOWN = frozenset({"gar", "sor", "gfr_nodes", "gfr_gpus"})
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def _frame(data: dict[str, Any], clock: Clock, url: str, problem: str | None = None) -> RenderableType:
@@ -42,8 +39,8 @@ def _frame(data: dict[str, Any], clock: Clock, url: str, problem: str | None = N
             grid.add_row(key, or_dash(None if value is None else f"{value:.4g}"))
     grid.add_row("GPUs", f"{data['total_gpus']}: {data['allocated_gpus']} allocated, {data['free_gpus']} free, "
                          f"{data['down_gpus']} down, {data['cordoned_gpus']} idle on cordoned nodes")
-    grid.add_row("queue", f"{_plural(data['queue_len'], 'job')} pending for {_plural(data['pending_gpus'], 'GPU')}; "
-                          f"{_plural(data['running_jobs'], 'job')} running")
+    grid.add_row("queue", f"{plural(data['queue_len'], 'job')} pending for {plural(data['pending_gpus'], 'GPU')}; "
+                          f"{plural(data['running_jobs'], 'job')} running")
     tenants = table("TENANT", "RUNNING GPUS", "GUARANTEED", "MAX", "PENDING JOBS")
     for name, use in data["tenants"].items():
         tenants.add_row(Text(name), str(use["running_gpus"]), or_dash(use.get("guaranteed_gpus")),
