@@ -111,20 +111,37 @@ def test_a_request_that_cannot_finish_one_round_is_stopped_and_refused(tight: Se
     assert "Traceback" not in tight.log_text()
 
 
+def _whatif_requests(srv: Server) -> tuple[int, int]:
+    """(running, waiting) from the service's ``kant_whatif_requests`` gauge."""
+    text = srv.admin.get("/metrics").text
+    seen = {line.split('"')[1]: int(float(line.split()[-1]))
+            for line in text.splitlines() if line.startswith("kant_whatif_requests{")}
+    return seen["running"], seen["waiting"]
+
+
+def _until(srv: Server, want: tuple[int, int]) -> None:
+    deadline = time.monotonic() + 30.0
+    while (now := _whatif_requests(srv)) != want:
+        assert time.monotonic() < deadline, f"kant_whatif_requests (running, waiting) stayed {now}, not {want}"
+        time.sleep(0.02)
+
+
 def test_one_request_per_tenant_and_a_bounded_queue(srv: Server, tokens: dict[str, str]) -> None:
     """While tenant a's long request runs: a's second is 429; b's waits its turn (the queue holds
-    two); c's is 429 (the queue is full). Submits and the clock go on meanwhile."""
+    two); c's is 429 (the queue is full). Submits and the clock go on meanwhile. The gauge
+    ``kant_whatif_requests`` says which requests run and wait (polled instead of sleeping)."""
     answers: dict[str, httpx.Response] = {}
 
     def run(name: str) -> None:
         answers[name] = post(srv, tokens[name], MANY_RUNS)
 
+    assert _whatif_requests(srv) == (0, 0)
     first = threading.Thread(target=run, args=("a",))
     first.start()
-    time.sleep(0.5)  # (a's request is in)
+    _until(srv, (1, 0))  # a's request is in the worker
     second = threading.Thread(target=run, args=("b",))
     second.start()
-    time.sleep(0.5)
+    _until(srv, (1, 1))  # b's waits for it
     again = post(srv, tokens["a"], {"horizon_h": 1})
     assert again.status_code == 429, again.text
     assert again.json()["message"] == "a what-if of tenant a is already running or waiting: one at a time each"
@@ -132,17 +149,18 @@ def test_one_request_per_tenant_and_a_bounded_queue(srv: Server, tokens: dict[st
     full = post(srv, tokens["c"], {"horizon_h": 1})
     assert full.status_code == 429, full.text
     assert "--whatif-queue" in full.json()["message"] and int(full.headers["Retry-After"]) >= 1
-    # the service goes on: a submit is answered and a clock move runs cycles while the twin works
-    t0 = time.monotonic()
+    # the service goes on while the twin's worker is busy: a submit is answered and a clock move
+    # runs cycles, and b's request (which runs after a's, for the 3 s budget) is still not done
     with srv.client(tokens["c"]) as c:
         assert c.post("/v1/jobs", json={"workers": 1, "gpus_per_worker": 1, "duration_s": 5}).status_code == 201
     cycles = srv.admin.get("/v1/cluster").json()["cycles"]
     srv.advance(1002.0)
     assert srv.admin.get("/v1/cluster").json()["cycles"] > cycles
-    assert time.monotonic() - t0 < 5.0
+    assert second.is_alive() and sum(_whatif_requests(srv)) >= 1
     first.join(60)
     second.join(60)
     assert answers["a"].status_code == 200 and answers["b"].status_code == 200, (answers["a"].text, answers["b"].text)
+    assert _whatif_requests(srv) == (0, 0)
     # both done: the tenants may ask again
     assert post(srv, tokens["a"], {"horizon_h": 1}).status_code == 200
     assert post(srv, tokens["c"], {"horizon_h": 1}).status_code == 200

@@ -65,6 +65,8 @@ class ServiceMetrics:
         self.commits = Counter("kant_db_commits", "Database transactions that wrote, by writer (submits, loop)",
                                ["writer"], registry=r)
         self.loop_turns = Counter("kant_loop_turns", "Turns of the scheduling loop", registry=r)
+        self.whatif_requests = Gauge("kant_whatif_requests", "What-if requests admitted, by state: running (in the "
+                                     "twin's worker) or waiting for it", ["state"], registry=r)
         self.twin_seconds = Histogram("kant_twin_prediction_seconds",
                                       "Time the digital twin's worker took to predict the pending jobs' starts",
                                       buckets=(0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800), registry=r)

@@ -114,7 +114,8 @@ class Service:
         self.twin = Twin(lambda: queries.twin_snapshot(self.loop), version=lambda: queries.state_version(self.loop),
                          runs=config.predict_runs, min_interval_s=config.predict_every, predict_on=config.predict,
                          metrics=self.metrics)
-        self.whatif_gate = WhatIfGate(config.whatif_budget, config.whatif_queue)
+        self.whatif_gate = WhatIfGate(config.whatif_budget, config.whatif_queue,
+                                      shown=self.metrics.whatif_requests)
         self.endpoints = Endpoints()  # where services' replicas listen (the replicas write, the request route reads)
         self.token_file: TokenFile | None = None  # the admin token file this service writes when ready
         self.traffic = Traffic(self.metrics)  # what the request route measures

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kant.errors import KantError
 from kant.service.errors import Busy, NotLeader, TooLong
@@ -37,6 +37,9 @@ from kant.twin.calibrate import Calibration
 from kant.twin.predict import predict
 from kant.twin.snapshot import TwinSnapshot
 from kant.twin.whatif import Scenario, compare_within
+
+if TYPE_CHECKING:
+    from prometheus_client import Gauge
 
 __all__ = ["Twin", "Predicted", "predict_job_starts", "run_whatif", "WhatIfGate"]
 
@@ -117,23 +120,39 @@ def run_whatif(snapshot: Mapping[str, Any], scenarios: list[Scenario], horizon_s
 
 class WhatIfGate:
     """Admission of what-if requests: at most one per ``key`` (a tenant, an admin token) running or
-    waiting, at most ``queue`` in all; one at a time in the worker (:meth:`turn`), in arrival order
-    as far as a lock gives it."""
+    waiting, at most ``queue`` in all; one at a time in the worker, in arrival order as far as a
+    lock gives it. ``shown`` (the service's ``kant_whatif_requests`` gauge, by state) is kept equal
+    to :meth:`counts`."""
 
-    def __init__(self, budget_s: float, queue: int) -> None:
+    def __init__(self, budget_s: float, queue: int, shown: Gauge | None = None) -> None:
         self.budget_s = budget_s
         self.queue = queue
         self._lock = threading.Lock()
         self._in: dict[str, float] = {}  # key -> when its request came (monotonic)
+        self._running = 0  # requests holding the worker (0 or 1)
         self._turn = threading.Lock()
+        self._shown = shown
+        self._show()
 
     def hard_limit_s(self) -> float:
         """The longest one request holds the worker: twice the budget (the first round always
         runs; a later one may overrun its estimate)."""
         return 2.0 * self.budget_s
 
+    def counts(self) -> tuple[int, int]:
+        """(running, waiting): the requests in the worker now, and those admitted that wait for it."""
+        with self._lock:
+            return self._running, len(self._in) - self._running
+
+    def _show(self) -> None:
+        if self._shown is not None:
+            self._shown.labels("running").set(self._running)
+            self._shown.labels("waiting").set(len(self._in) - self._running)
+
     @contextlib.contextmanager
-    def enter(self, key: str) -> Iterator[None]:
+    def admit(self, key: str) -> Iterator[None]:
+        """Admit ``key``'s request (or raise :class:`~kant.service.errors.Busy`), wait for the
+        worker, hold it for the body, and let the next one in."""
         now = time.monotonic()
         with self._lock:
             since = self._in.get(key)
@@ -144,15 +163,20 @@ class WhatIfGate:
                 raise Busy(f"{len(self._in)} what-if requests are running or waiting, the most this service takes "
                            "(kant serve --whatif-queue)", self.hard_limit_s())
             self._in[key] = now
+            self._show()
+        turn = False
         try:
-            yield
+            with self._turn:
+                with self._lock:
+                    self._running, turn = 1, True
+                    self._show()
+                yield
         finally:
             with self._lock:
                 self._in.pop(key, None)
-
-    def turn(self) -> threading.Lock:
-        """Held while a request runs in the worker (the others wait for it)."""
-        return self._turn
+                if turn:
+                    self._running = 0
+                self._show()
 
 
 class Twin:

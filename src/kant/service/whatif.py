@@ -51,7 +51,7 @@ def run_whatif(twin: Twin, gate: WhatIfGate, body: WhatIfIn, *, html: bool, who:
     turns away is :class:`~kant.service.errors.Busy`."""
     wanted = scenarios(body)
     try:
-        with gate.enter(who), gate.turn():
+        with gate.admit(who):
             out = twin.whatif(wanted, horizon_s=body.horizon_h * 3600.0, runs=body.runs, html=html,
                               budget_s=gate.budget_s, hard_limit_s=gate.hard_limit_s(),
                               arrivals=body.arrivals == "history")
