@@ -142,7 +142,8 @@ def work_check(args: argparse.Namespace) -> None:
     """The work the twin samples (20 draws of :func:`sample_durations`) against the true run times, for
     the running jobs' remaining time and the pending jobs, in GPU-hours, at each ``--work-check`` hour;
     then the GPUs the running jobs free within 1, 3, 6 and 12 hours (mean over the draws / true) and how
-    often a running job's true remaining time is below its median draw."""
+    often a running job's true remaining time is below its median draw; then the model's slope and the
+    window of the longest-planned pending job (:func:`_window_check`)."""
     jobs = philly_slice(args.start_day, args.jobs)
     est = noisy_estimates(jobs, args.sigma, args.seed)
     for h in args.work_check:
