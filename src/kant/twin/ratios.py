@@ -24,10 +24,10 @@ elapsed ``z``.
 end of the planned run times it is cut there (down to half its size for a job planned beyond every
 observation), not moved inward. A window moved inward holds mostly observations planned far from ``p``
 (at the top: the top quarter, from about an hour to a thousand hours), and the global slope does not
-carry them to ``p`` where the ratio's law bends within that range (docs/whatif.md: at 16 h of the
-accuracy slice the true log ratios of the top window's jobs fall by 1.3 from its shortest-planned
-quarter to its longest, and the pending jobs sit at its top: their work was sampled at twice the
-truth).
+carry them to ``p`` where the ratio's law bends within that range; there, too, the censored jobs are
+mostly the longest-planned, so censoring is not independent of ``z`` (docs/whatif.md: at 16 h of the
+accuracy slice the true ``z`` of the top window's jobs falls by 1.3 from its shortest-planned quarter
+to its longest, and the pending jobs sit at its top: their work was sampled at over twice the truth).
 
 **Tail.** Where the estimate ends before all its mass is placed (the largest observation of the window
 is censored), or a running job has outrun every observation of its window, the ratio is the larger of
