@@ -142,7 +142,8 @@ def work_check(args: argparse.Namespace) -> None:
     """The work the twin samples (20 draws of :func:`sample_durations`) against the true run times, for
     the running jobs' remaining time and the pending jobs, in GPU-hours, at each ``--work-check`` hour;
     then the GPUs the running jobs free within 1, 3, 6 and 12 hours (mean over the draws / true) and how
-    often a running job's true remaining time is below its median draw."""
+    often a running job's true remaining time is below its median draw; then the model's slope and the
+    window of the longest-planned pending job (:func:`_window_check`)."""
     jobs = philly_slice(args.start_day, args.jobs)
     est = noisy_estimates(jobs, args.sigma, args.seed)
     for h in args.work_check:
@@ -167,6 +168,35 @@ def work_check(args: argparse.Namespace) -> None:
                           f"{np.sum((true_left <= x * HOUR) * gpus[run]):.0f}" for x in FREED_H)
         print(f"  GPUs freed by the running jobs (sampled / true): {freed}; true remaining below the median draw: "
               f"{np.mean(true_left < np.median(left_draws, 0)):.2f} of the running jobs", flush=True)
+        _window_check(snap, model, true)
+
+
+def _window_check(snap: Any, model: RatioModel, true: np.ndarray) -> None:
+    """--work-check's last line: the slope (and the finished jobs' least-squares one), and the window the
+    longest-planned pending job draws from: its planned run times, its ended jobs, the pending jobs that
+    draw from it, and how the true ``z = log ratio - slope x log planned`` of its jobs (finished: their
+    ratio; running: their true run time) goes with the planned run time (medians by quartile)."""
+    est = np.asarray(snap.jobs["estimate"], dtype=np.float64)
+    pend = [r for r in snap.sched.pending if 0 < est[r] < math.inf]
+    fin_p, fin_r = np.asarray(snap.planned), np.asarray(snap.ratios)
+    run = [r for r in snap.sched.running if 0 < est[r] < math.inf]
+    p_all = np.concatenate([fin_p, est[run]])
+    z_all = np.log(np.concatenate([fin_r, true[run] / est[run]])) - model.slope * np.log(p_all)
+    ls = float(np.polyfit(np.log(fin_p), np.log(fin_r), 1)[0])
+    line = (f"  ratio model: {fin_r.size:,} finished, {model.event.size - fin_r.size:,} running (censored); slope "
+            f"{model.slope:.3f} (least squares over the finished: {ls:.3f}); windows of {model.k}")
+    if pend:
+        top = model.rows(float(est[pend].max()))
+        p_w = model.planned[top]
+        inside = [r for r in pend if model.rows(float(est[r])) == top]
+        mine = (p_all >= p_w[0]) & (p_all <= p_w[-1])
+        quart = np.searchsorted(np.quantile(p_w, [0.25, 0.5, 0.75]), p_all[mine])
+        meds = ", ".join(f"{np.median(z_all[mine][quart == q]):.2f}" for q in range(4) if (quart == q).any())
+        line += (f"; the longest-planned pending job's window: {p_w.size} jobs planned {p_w[0] / HOUR:.2f} to "
+                 f"{p_w[-1] / HOUR:,.0f} h (median {np.median(p_w) / HOUR:.2f} h), {int(model.event[top].sum())} "
+                 f"ended; {len(inside)} pending jobs draw from it (median planned "
+                 f"{np.median(est[inside]) / HOUR:.2f} h); the true z of its jobs by planned quartile: {meds}")
+    print(line, flush=True)
 
 
 def predict_cost(args: argparse.Namespace) -> None:

@@ -144,3 +144,43 @@ def test_product_limit_is_the_kaplan_meier_definition(obs: list[tuple[int, bool,
         expected *= 1.0 - dead / at_risk
         last = int(np.flatnonzero(x == t)[-1])  # the survival just after every exit at t
         assert math.isclose(float(surv[last]), expected, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def test_a_job_past_the_longest_planned_draws_from_the_top_not_a_window_moved_inward() -> None:
+    # 100 jobs planned 1..100 s, ratio 1 up to 80 s and e above (slope 0, windows of 40): a job planned
+    # past all of them draws from the top 20 only (its window cut at the end, centred on it); a window
+    # moved inward (the top 40) would draw ratio 1 half the time
+    planned = np.arange(1.0, 101.0)
+    z = np.where(planned > 80, 1.0, 0.0)
+    model = RatioModel(planned, z, np.ones(100, dtype=bool), np.full(100, -math.inf), 0.0, 40)
+    d = model.sample(np.full(500, 1000.0), np.random.default_rng(0))
+    assert np.allclose(d, 1000.0 * math.e)
+    # and one below the shortest from the bottom 20; one in the middle from the 40 around it
+    assert np.allclose(model.sample(np.full(500, 0.5), np.random.default_rng(0)), 0.5)
+    ratios, mass = model.draws(85.0)  # 20 below it, 20 above cut to 16: jobs 65..100
+    assert ratios.size == 36 and math.isclose(float(mass[ratios > 2].sum()), 20 / 36)
+    # a job planned as many observations are sits in their middle: a whole window, not half of one
+    tied = RatioModel(np.full(100, 100.0), np.arange(100) / 100, np.ones(100, dtype=bool), np.full(100, -math.inf),
+                      0.0, 40)
+    assert tied.draws(100.0)[0].size == 40
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=st.integers(12, 600), data=st.data())
+def test_a_window_is_centred_on_its_estimate_and_cut_at_the_ends(n: int, data: st.DataObject) -> None:
+    # observation i (planned i + 1 s) has ratio exp(i / n): a window's ratios name its observations
+    k = data.draw(st.integers(10, n - 1), label="k")
+    pos = data.draw(st.integers(0, n), label="rank")  # how many observations are planned below the job
+    planned = np.arange(1.0, n + 1.0)
+    model = RatioModel(planned, np.arange(n) / n, np.ones(n, dtype=bool), np.full(n, -math.inf), 0.0, k)
+    ratios, mass = model.draws(pos + 0.5)
+    got = np.rint(np.log(ratios) * n).astype(int)
+    lo, hi = int(got.min()), int(got.max()) + 1
+    assert got.tolist() == list(range(lo, hi)) and math.isclose(float(mass.sum()), 1.0)
+    step = max(1, k // 32)
+    ideal = pos - k // 2  # the window's start centred on the job, before the ends cut it
+    assert (k + 1) // 2 <= hi - lo <= k
+    assert lo == 0 or abs(lo - ideal) <= step // 2 + 1
+    assert hi == n or abs(hi - (ideal + k)) <= step // 2 + 1
+    assert lo > 0 or ideal <= step // 2 + 1  # cut at an end only where the centred window passes it
+    assert hi < n or ideal + k >= n - step // 2 - 1

@@ -20,6 +20,15 @@ jobs' logs alone inherits their bias). A job planned at ``p`` draws
 slope, as before, now with the censored ones. A running job draws from the same estimate above its own
 elapsed ``z``.
 
+**The window at the ends.** The window is centred on ``p``'s place among the observations; near either
+end of the planned run times it is cut there (down to half its size for a job planned beyond every
+observation), not moved inward. A window moved inward holds mostly observations planned far from ``p``
+(at the top: the top quarter, from about an hour to a thousand hours), and the global slope does not
+carry them to ``p`` where the ratio's law bends within that range; there, too, the censored jobs are
+mostly the longest-planned, so censoring is not independent of ``z`` (docs/whatif.md: at 16 h of the
+accuracy slice the true ``z`` of the top window's jobs falls by 1.3 from its shortest-planned quarter
+to its longest, and the pending jobs sit at its top: their work was sampled at over twice the truth).
+
 **Tail.** Where the estimate ends before all its mass is placed (the largest observation of the window
 is censored), or a running job has outrun every observation of its window, the ratio is the larger of
 the last observation and the job's elapsed ratio, times a tail factor: ``exp(e)``, with ``e`` drawn
@@ -187,21 +196,30 @@ class RatioModel:
         return cls(planned, log_x - slope * log_p, event, entry - slope * log_p, slope, neighbours(n) if fit else n)
 
     def _window_lo(self, est: FloatArray) -> IntArray:
-        """Each estimate's window: the k observations nearest in planned run time, its start rounded to
-        a grid of k / WINDOW_GRID positions (off centre by under 1/64 of the window: a prediction then
-        computes at most a few dozen windows' estimates, not one per distinct estimate)."""
+        """Each estimate's window start: the k observations nearest in planned run time, centred on the
+        estimate's place among them, the start rounded to a grid of k / WINDOW_GRID positions (off
+        centre by under 1/64 of the window: a prediction then computes at most a few dozen windows'
+        estimates, not one per distinct estimate). Near either end the window is cut there, not moved
+        inward (:meth:`window`): it keeps at least half its observations and stays centred on the
+        estimate. A start below 0 or past ``n - k`` says so; with one window of every observation
+        (``k = n``) it is 0."""
         n, k = self.planned.size, self.k
+        if k >= n:
+            return np.zeros(est.size, dtype=np.int64)
         step = max(1, k // WINDOW_GRID)
-        lo = np.rint((np.searchsorted(self.planned, est) - k // 2) / step).astype(np.int64) * step
-        out: IntArray = np.clip(lo, 0, n - k)
+        # the estimate's place: the middle of the observations planned at exactly it, if any
+        pos = (np.searchsorted(self.planned, est, side="left") + np.searchsorted(self.planned, est, side="right")) // 2
+        lo = np.rint((pos - k // 2) / step).astype(np.int64) * step
+        out: IntArray = np.clip(lo, -(k // 2), n - (k + 1) // 2)
         return out
 
     def window(self, lo: int) -> tuple[FloatArray, FloatArray, float]:
-        """The window from sorted position ``lo``: its ``z`` sorted, the estimate's cumulative mass at
-        each, and its largest observation (event or censored)."""
+        """The window from sorted position ``lo`` (:meth:`_window_lo`: the observations from ``lo`` to
+        ``lo + k``, cut at either end): its ``z`` sorted, the estimate's cumulative mass at each, and its
+        largest observation (event or censored)."""
         got = self._windows.get(lo)
         if got is None:
-            sl = slice(lo, lo + self.k)
+            sl = self._rows(lo)
             x, mass, tail = km(self.z[sl], self.event[sl], self.z_entry[sl])
             cum = np.cumsum(mass)
             if tail <= 1e-12 and cum.size and cum[-1] > 0:
@@ -209,6 +227,14 @@ class RatioModel:
             got = (x, cum, float(x[-1]))
             self._windows[lo] = got
         return got
+
+    def _rows(self, lo: int) -> slice:
+        return slice(max(lo, 0), min(lo + self.k, self.planned.size))
+
+    def rows(self, estimate: float) -> slice:
+        """The observations a job planned at ``estimate`` draws from, as positions in the model's arrays
+        (``planned``, ``z``, ``event``: sorted by planned run time)."""
+        return self._rows(int(self._window_lo(np.asarray([estimate]))[0]))
 
     def draws(self, estimate: float) -> tuple[FloatArray, FloatArray]:
         """The ratios a job planned at ``estimate`` may draw (its window's observed ones, carried to it)
