@@ -518,6 +518,8 @@ def capacity(args: argparse.Namespace) -> dict[str, Any]:
           f"{len(snap.sched.running):,} running, "
           f"{len(snap.arrivals.get('submit', ())):,} arrivals of history); horizon {args.capacity_horizon_h:g} h; "
           f"{args.capacity_regime} estimates; {args.runs} runs (built in {time.perf_counter() - t0:.1f} s)")
+    seen = np.flatnonzero(jobs.submit <= at)
+    history = [_work(jobs, seen, est)]  # (planned, true GPU-hours, jobs, first submit) of each part
     if args.capacity_history_d:
         # a service that had run for longer: the trace's submits of the days before the slice join the
         # snapshot's arrival history (the cluster's state is the slice's, as without them)
@@ -525,6 +527,7 @@ def capacity(args: argparse.Namespace) -> dict[str, Any]:
         keep = np.flatnonzero(before.submit < float(jobs.submit[0]))
         est_before = noisy_estimates(before, args.sigma, args.seed + 1) if args.capacity_regime == "noisy" else \
             np.asarray(before.duration, dtype=np.float64)
+        history.append(_work(before, keep, est_before))
         old = _arrival_cols(before, keep, est_before)
         snap = dataclasses.replace(snap, arrivals={c: old[c] + tuple(snap.arrivals[c]) for c in ARRIVAL_COLUMNS})
         print(f"arrival history: {keep.size:,} submits of the {args.capacity_history_d:g} days before the slice added")
@@ -536,6 +539,12 @@ def capacity(args: argparse.Namespace) -> dict[str, Any]:
     t_pred = time.perf_counter() - t0
     # the real future: the slice's arrivals in (at, at + horizon], every job with its true run time
     later = np.flatnonzero((jobs.submit > at) & (jobs.submit <= at + horizon))
+    per = horizon / (at - min(h[3] for h in history))  # the history's rate, scaled to the horizon
+    came = _work(jobs, later, est)
+    print(f"arrivals' work in GPU-hours, planned / true: the history's rate over the horizon "
+          f"{sum(h[0] for h in history) * per:,.0f} / {sum(h[1] for h in history) * per:,.0f} "
+          f"({sum(h[2] for h in history):,} jobs in {(at - min(h[3] for h in history)) / HOUR / 24:.2f} days); "
+          f"what came {came[0]:,.0f} / {came[1]:,.0f} ({came[2]:,} jobs)")
     real_cols = _arrival_cols(jobs, later, est)
     real = ArrivalModel(real_cols, np.zeros(24), at, at)
     drawn = Drawn(np.asarray(real_cols["submit"]), np.arange(later.size, dtype=np.int64))
@@ -565,6 +574,13 @@ def capacity(args: argparse.Namespace) -> dict[str, Any]:
           f"group: the largest of its buckets' P90s; '>h': later than the horizon; twin {t_pred:.1f} s, "
           f"simulator {t_real:.1f} s)")
     return out
+
+
+def _work(jobs: JobTable, rows: np.ndarray, est: np.ndarray) -> tuple[float, float, int, float]:
+    """Rows' planned and true GPU-hours, their count and their first submit."""
+    gpus = np.asarray(jobs.total_gpus, dtype=np.float64)[rows]
+    return (float((est[rows] * gpus).sum() / HOUR), float((np.asarray(jobs.duration)[rows] * gpus).sum() / HOUR),
+            int(rows.size), float(jobs.submit[rows].min()) if rows.size else math.inf)
 
 
 def _arrival_cols(jobs: JobTable, rows: np.ndarray, est: np.ndarray) -> dict[str, tuple[Any, ...]]:
