@@ -133,6 +133,10 @@ def test_predict_and_whatif_give_one_answer_and_capacity_by_gang_size() -> None:
     assert np.array_equal(now.prediction.starts, pred.starts, equal_nan=True)
     assert now.changes_text == "as it is" and more.changes_text == "+1 node of 8 x V100"
     assert now.capacity["arrivals_sampled"] > 20
+    # every job of the history plans 8 GPUs x 30 min: 4 GPU-hours per sampled arrival, and 8 arrived
+    # per hour of the history (96 in its 48 h)
+    assert now.capacity["arrivals_gpu_hours"] == pytest.approx(4 * now.capacity["arrivals_sampled"])
+    assert now.capacity["arrival_model"]["planned_gpu_h_per_hour"] == 8.0
     gangs = {g["gang"]: g for g in now.capacity["wait_by_gang"]}
     assert set(gangs) == {"5-8"}
     assert more.capacity["queue_mean"] <= now.capacity["queue_mean"]

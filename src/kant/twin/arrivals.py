@@ -122,12 +122,15 @@ class ArrivalModel:
 
     def describe(self) -> dict[str, Any]:
         """What the model learned, for answers and docs: arrivals seen, hours of history, the mean
-        rate per hour, the busiest and quietest hour of the day and the largest gang seen (GPUs)."""
+        rate per hour, the planned GPU-hours that arrived per hour of history (GPUs times the
+        estimate), the busiest and quietest hour of the day and the largest gang seen (GPUs)."""
         gangs = np.asarray(self.history["workers"], dtype=np.int64) * np.asarray(
             self.history["gpus_per_worker"], dtype=np.int64)
+        planned = float(np.dot(gangs, np.asarray(self.history["estimate"], dtype=np.float64))) / HOUR
         return {"arrivals": len(self), "history_h": round((self.now - self.first) / HOUR, 2),
                 "largest_gang": int(gangs.max()) if gangs.size else 0,
                 "per_hour": round(float(self.rate.mean()) * HOUR, 2),
+                "planned_gpu_h_per_hour": round(planned / max((self.now - self.first) / HOUR, 1e-9), 1),
                 "busiest_hour": int(np.argmax(self.rate)), "quietest_hour": int(np.argmin(self.rate))}
 
 

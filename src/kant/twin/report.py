@@ -60,6 +60,8 @@ def whatif_html(snap: TwinSnapshot, results: Sequence[ScenarioResult]) -> str:
     if any(r.capacity for r in results):
         head += [
             ["arrivals sampled (mean per run)", *(f"{r.capacity.get('arrivals_sampled', 0):,.0f}" for r in results)],
+            ["their planned GPU-hours (mean per run)",
+             *(f"{r.capacity.get('arrivals_gpu_hours', 0):,.0f}" for r in results)],
             ["queue length (mean)", *(_num(r.capacity.get("queue_mean")) for r in results)],
             ["wait P50 (every job in the horizon)", *(_wait(r.capacity.get("wait_all", {}), "p50") for r in results)],
             ["wait P90 (every job in the horizon)", *(_wait(r.capacity.get("wait_all", {}), "p90") for r in results)],

@@ -172,9 +172,10 @@ def _capacity(snap: TwinSnapshot, runs: Sequence[SimResult], lo: float, hi: floa
     of every job that waited during the horizon (pending now, or sampled to arrive in it), P50 and
     P90 by gang size (GPUs asked, docs/metrics.md's buckets; nearest rank; a job not started by
     ``hi`` counts as later than any time: a quantile that lands on one is None, "> horizon"), and
-    the queue length (time-weighted mean over the horizon, and at its end), averaged over the runs."""
+    the queue length (time-weighted mean over the horizon, and at its end), averaged over the runs, and
+    the sampled arrivals: how many, and their planned GPU-hours (GPUs times the estimate), per run."""
     waits: dict[str, list[float]] = {g: [] for g in BUCKETS}
-    queue_mean, queue_end, arrived = [], [], []
+    queue_mean, queue_end, arrived, planned = [], [], [], []
     n = len(snap)
     pending = np.zeros(n, dtype=bool)
     pending[list(snap.sched.pending)] = True
@@ -184,6 +185,8 @@ def _capacity(snap: TwinSnapshot, runs: Sequence[SimResult], lo: float, hi: floa
         submit = np.asarray(jobs.submit, dtype=np.float64)
         counted = np.concatenate([pending, (submit[n:] >= lo) & (submit[n:] < hi)])
         arrived.append(int(counted[n:].sum()))
+        came = np.flatnonzero(counted[n:]) + n
+        planned.append(float(np.dot(gpus[came], np.asarray(jobs.estimate, dtype=np.float64)[came])) / 3600.0)
         start = np.asarray(run.first_start, dtype=np.float64)
         wait = np.where(np.isnan(start) | (start > hi), np.inf, start - submit)
         bucket = gang_bucket(gpus)
@@ -217,7 +220,8 @@ def _capacity(snap: TwinSnapshot, runs: Sequence[SimResult], lo: float, hi: floa
                          "p90": rank(every, 0.9)},
             "queue_mean": float(np.mean(queue_mean)) if queue_mean else None,
             "queue_end": float(np.mean(queue_end)) if queue_end else None,
-            "arrivals_sampled": float(np.mean(arrived)) if sampled and arrived else 0.0}
+            "arrivals_sampled": float(np.mean(arrived)) if sampled and arrived else 0.0,
+            "arrivals_gpu_hours": float(np.mean(planned)) if sampled and planned else 0.0}
 
 
 def _horizon_means(pred: Prediction, lo: float, hi: float) -> tuple[float | None, float | None]:

@@ -140,6 +140,7 @@ def _whatif_tables(data: dict[str, Any]) -> Group:
     if any("queue_mean" in sc for sc in scs):
         rows += [
             ("arrivals sampled", lambda sc: f"{sc.get('arrivals_sampled', 0):,.0f}"),
+            ("their planned GPU-hours", lambda sc: f"{sc.get('arrivals_gpu_hours', 0):,.0f}"),
             ("queue (mean)", lambda sc: _opt_num(sc.get("queue_mean"))),
             ("queue (at the end)", lambda sc: _opt_num(sc.get("queue_end"))),
             ("wait P50 (all jobs)", lambda sc: _wait(sc.get("wait_all", {}), "p50")),
