@@ -43,7 +43,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from kant.actions.evicting import EvictingAction, Skip, Walk, in_queue_order
-from kant.actions.victims import BoolArray, Candidates, FloatArray, IntArray, running_jobs
+from kant.actions.victims import BoolArray, FloatArray, IntArray, running_jobs
 from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import Plugin, Rank
 from kant.framework.registry import register_action
@@ -176,6 +176,6 @@ class Preempt(EvictingAction[_PreemptWalk]):
             return Skip.FAILED
         return sel
 
-    def planned(self, ctx: CycleContext, walk: _PreemptWalk, job: int, victims: list[int], cands: Candidates) -> None:
+    def planned(self, ctx: CycleContext, walk: _PreemptWalk, job: int, victims: list[int]) -> None:
         self.preemptions += len(victims)
         self.preemptors += 1
