@@ -29,6 +29,7 @@ from kant.actions.victims import (
     Candidates,
     FloatArray,
     IntArray,
+    PoolOrder,
     choose_victims,
     one_victim,
     placement_entries,
@@ -76,8 +77,8 @@ class Walk:
     alive: BoolArray = field(init=False)  # pool jobs not evicted in this cycle
     lost: FloatArray | None = None  # work each pool job would lose; computed on first need
     index: dict[int, int] | None = None  # pool job -> its index in ``running``; made on first need
-    #: the pool's jobs as a list and its indices by (rank, work lost, job row); made on first need
-    by_rank: tuple[list[int], list[int]] | None = None
+    #: the pool in (rank, work lost, job row) order, for one_victim; made on first need
+    by_rank: PoolOrder | None = None
 
     def __post_init__(self) -> None:
         self.alive = np.ones(len(self.running), dtype=bool)
@@ -119,10 +120,8 @@ class Walk:
         """:func:`~kant.actions.victims.one_victim` over this pool (what :func:`choose_victims` would
         return for ``walk.candidates(ctx, sel)`` when it is one victim found in one step; else None)."""
         if self.by_rank is None:
-            by_rank = np.lexsort((self.running, self._lost(ctx), self.rank))
-            self.by_rank = (self.running.tolist(), by_rank.tolist())
-        pool, order = self.by_rank
-        return one_victim(ctx, fw, job, pool, order, sel)
+            self.by_rank = PoolOrder(self.running, self.rank, self._lost(ctx))
+        return one_victim(ctx, fw, job, self.by_rank, self.alive, sel)
 
 
 W = TypeVar("W", bound=Walk)

@@ -45,6 +45,7 @@ __all__ = [
     "IntArray",
     "choose_victims",
     "one_victim",
+    "PoolOrder",
     "placement_entries",
     "running_jobs",
     "select",
@@ -204,21 +205,49 @@ def choose_victims(ctx: CycleContext, fw: Framework, job: int, cands: Candidates
     return [int(cands.jobs[i]) for i in best[1]], best[2]
 
 
-def one_victim(ctx: CycleContext, fw: Framework, job: int, pool: list[int], order: list[int],
+class PoolOrder:
+    """An evicting walk's pool (running jobs since before the cycle) for :func:`one_victim`: its jobs,
+    their ranks, its indices by rank, then work lost, then job row, and, made on first need, the GPUs
+    each pool job frees per node."""
+
+    __slots__ = ("_on_node", "jobs", "order", "rank")
+
+    def __init__(self, jobs: IntArray, rank: FloatArray, lost: FloatArray) -> None:
+        self.jobs: list[int] = jobs.tolist()
+        self.rank: list[float] = rank.tolist()
+        self.order: list[int] = np.lexsort((jobs, lost, rank)).tolist()
+        self._on_node: dict[int, list[tuple[int, int]]] | None = None
+
+    def on_node(self, ctx: CycleContext, alive: BoolArray) -> dict[int, list[tuple[int, int]]]:
+        """Per node, (pool index, GPUs it frees there) of the pool jobs on it (those off ``alive``,
+        evicted since, left out: they are no one's candidates)."""
+        if self._on_node is None:
+            allocations, per_worker = ctx.state.allocations, ctx.env.jobs.gpus_per_worker
+            on_node: dict[int, list[tuple[int, int]]] = {}
+            for i, (job, live) in enumerate(zip(self.jobs, alive.tolist(), strict=True)):
+                if live:
+                    g = per_worker.item(job)
+                    for node, count in allocations[job].per_node.items():
+                        on_node.setdefault(node, []).append((i, count * g))
+            self._on_node = on_node
+        return self._on_node
+
+
+def one_victim(ctx: CycleContext, fw: Framework, job: int, pool: PoolOrder, alive: BoolArray,
                sel: BoolArray) -> tuple[list[int], Placement] | None:
-    """What :func:`choose_victims` returns for the candidates ``sel`` of ``pool`` (running jobs;
-    ``order``: the pool's indices by rank, then work lost, then job row) when its
-    one-victim plan's one-step case settles it, found by going down ``order`` instead of over every
-    candidate's entries; None when that case does not settle it here (ask :func:`choose_victims`).
+    """What :func:`choose_victims` returns for the candidates ``sel`` of ``pool`` (all on ``alive``)
+    when its one-victim plan's one-step case settles it, found by going down ``pool.order`` instead
+    of over every candidate's entries; None when that case does not settle it (ask
+    :func:`choose_victims`).
 
     For a one-worker job of whole GPUs asking no CPU or memory, the one-step case
-    (:func:`_single_worker_plan`) takes the entries (candidate, node) on nodes that could hold the
-    worker (:func:`static_ok`) and lack GPUs for it; if the first of them in ``order`` frees enough
-    alone, it is the plan (no entry of a lower rank is on such a node, so its rank is the lowest
-    achievable highest rank, with one victim; among the entries of that rank that free enough it
-    has the least work lost, then the lowest row). If that first entry does not free enough alone
-    (its node may still be useful with others), nothing is settled here. The plan's placement is
-    the same trial as :func:`choose_victims`'s; a failed trial is left to it too."""
+    (:func:`_single_worker_plan`) looks at the entries (candidate, node) on *useful* nodes (that could
+    hold the worker, :func:`static_ok`, once every candidate there is gone) that lack GPUs for it. The
+    lowest rank r0 of these entries is the lowest achievable highest rank; an entry of rank r0 that
+    frees enough alone makes the plan one victim, the one of least work lost, then lowest row. Going
+    down ``pool.order``, r0 is the rank of the first such entry, and the first entry that frees
+    enough alone is the plan if its rank is r0; an entry of a higher rank ends the scan. The plan's
+    placement is the same trial as :func:`choose_victims`'s; a failed trial is left to it too."""
     jobs = ctx.env.jobs
     g = int(jobs.gpus_per_worker[job])
     if not _simple(jobs, job, g) or is_share(g, int(jobs.gpu_milli[job])):
@@ -226,18 +255,28 @@ def one_victim(ctx: CycleContext, fw: Framework, job: int, pool: list[int], orde
     state = ctx.state
     free, allocations, per_worker = state.free, state.allocations, jobs.gpus_per_worker
     ok = static_ok(ctx, fw, job)
-    for i in order:
+    rank, r0 = pool.rank, None
+    useful: dict[int, bool] = {}
+    for i in pool.order:
         if not sel[i]:
             continue
-        victim = pool[i]
+        if r0 is not None and rank[i] != r0:
+            return None
+        victim = pool.jobs[i]
         for node, count in allocations[victim].per_node.items():
-            need = g - free.item(node)
-            if need <= 0 or not ok[node]:
+            have = free.item(node)
+            if have >= g or not ok[node]:
                 continue
-            if count * per_worker.item(victim) < need:
-                return None
-            trial = _simulate_one if fw.places_by_room(ctx, job) else _simulate
-            return trial(ctx, fw, job, [victim])
+            if count * per_worker.item(victim) >= g - have:
+                trial = _simulate_one if fw.places_by_room(ctx, job) else _simulate
+                return trial(ctx, fw, job, [victim])
+            if r0 is None:
+                u = useful.get(node)
+                if u is None:
+                    freed = sum(gpus for k, gpus in pool.on_node(ctx, alive)[node] if sel[k])
+                    u = useful[node] = have + freed >= g
+                if u:
+                    r0 = rank[i]
     return None
 
 
