@@ -121,7 +121,7 @@ class Walk:
         return for ``walk.candidates(ctx, sel)`` when it is one victim found in one step; else None)."""
         if self.by_rank is None:
             self.by_rank = PoolOrder(self.running, self.rank, self._lost(ctx))
-        return one_victim(ctx, fw, job, self.by_rank, self.alive, sel)
+        return one_victim(ctx, fw, job, self.by_rank, sel)
 
 
 W = TypeVar("W", bound=Walk)

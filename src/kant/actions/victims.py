@@ -207,37 +207,21 @@ def choose_victims(ctx: CycleContext, fw: Framework, job: int, cands: Candidates
 
 class PoolOrder:
     """An evicting walk's pool (running jobs since before the cycle) for :func:`one_victim`: its jobs,
-    their ranks, its indices by rank, then work lost, then job row, and, made on first need, the GPUs
-    each pool job frees per node."""
+    their ranks and its indices by rank, then work lost, then job row."""
 
-    __slots__ = ("_on_node", "jobs", "order", "rank")
+    __slots__ = ("jobs", "order", "rank")
 
     def __init__(self, jobs: IntArray, rank: FloatArray, lost: FloatArray) -> None:
         self.jobs: list[int] = jobs.tolist()
         self.rank: list[float] = rank.tolist()
         self.order: list[int] = np.lexsort((jobs, lost, rank)).tolist()
-        self._on_node: dict[int, list[tuple[int, int]]] | None = None
-
-    def on_node(self, ctx: CycleContext, alive: BoolArray) -> dict[int, list[tuple[int, int]]]:
-        """Per node, (pool index, GPUs it frees there) of the pool jobs on it (those off ``alive``,
-        evicted since, left out: they are no one's candidates)."""
-        if self._on_node is None:
-            allocations, per_worker = ctx.state.allocations, ctx.env.jobs.gpus_per_worker
-            on_node: dict[int, list[tuple[int, int]]] = {}
-            for i, (job, live) in enumerate(zip(self.jobs, alive.tolist(), strict=True)):
-                if live:
-                    g = per_worker.item(job)
-                    for node, count in allocations[job].per_node.items():
-                        on_node.setdefault(node, []).append((i, count * g))
-            self._on_node = on_node
-        return self._on_node
 
 
-def one_victim(ctx: CycleContext, fw: Framework, job: int, pool: PoolOrder, alive: BoolArray,
+def one_victim(ctx: CycleContext, fw: Framework, job: int, pool: PoolOrder,
                sel: BoolArray) -> tuple[list[int], Placement] | None:
-    """What :func:`choose_victims` returns for the candidates ``sel`` of ``pool`` (all on ``alive``)
-    when its one-victim plan's one-step case settles it, found by going down ``pool.order`` instead
-    of over every candidate's entries; None when that case does not settle it (ask
+    """What :func:`choose_victims` returns for the candidates ``sel`` of ``pool`` (pool jobs still
+    running) when its one-victim plan's one-step case settles it, found by going down ``pool.order``
+    instead of over every candidate's entries; None when this scan does not settle it (ask
     :func:`choose_victims`).
 
     For a one-worker job of whole GPUs asking no CPU or memory, the one-step case
@@ -245,8 +229,9 @@ def one_victim(ctx: CycleContext, fw: Framework, job: int, pool: PoolOrder, aliv
     hold the worker, :func:`static_ok`, once every candidate there is gone) that lack GPUs for it. The
     lowest rank r0 of these entries is the lowest achievable highest rank; an entry of rank r0 that
     frees enough alone makes the plan one victim, the one of least work lost, then lowest row. Going
-    down ``pool.order``, r0 is the rank of the first such entry, and the first entry that frees
-    enough alone is the plan if its rank is r0; an entry of a higher rank ends the scan. The plan's
+    down ``pool.order``, the first entry on a node that could hold the worker and lacks GPUs has a
+    rank r <= r0 (its node may not be useful); the first entry that frees enough alone is useful, so
+    if its rank is r, r0 = r and it is the plan; an entry of a rank above r ends the scan. The plan's
     placement is the same trial as :func:`choose_victims`'s; a failed trial is left to it too."""
     jobs = ctx.env.jobs
     g = int(jobs.gpus_per_worker[job])
@@ -255,12 +240,11 @@ def one_victim(ctx: CycleContext, fw: Framework, job: int, pool: PoolOrder, aliv
     state = ctx.state
     free, allocations, per_worker = state.free, state.allocations, jobs.gpus_per_worker
     ok = static_ok(ctx, fw, job)
-    rank, r0 = pool.rank, None
-    useful: dict[int, bool] = {}
+    rank, first = pool.rank, None
     for i in pool.order:
         if not sel[i]:
             continue
-        if r0 is not None and rank[i] != r0:
+        if first is not None and rank[i] != first:
             return None
         victim = pool.jobs[i]
         for node, count in allocations[victim].per_node.items():
@@ -270,13 +254,7 @@ def one_victim(ctx: CycleContext, fw: Framework, job: int, pool: PoolOrder, aliv
             if count * per_worker.item(victim) >= g - have:
                 trial = _simulate_one if fw.places_by_room(ctx, job) else _simulate
                 return trial(ctx, fw, job, [victim])
-            if r0 is None:
-                u = useful.get(node)
-                if u is None:
-                    freed = sum(gpus for k, gpus in pool.on_node(ctx, alive)[node] if sel[k])
-                    u = useful[node] = have + freed >= g
-                if u:
-                    r0 = rank[i]
+            first = rank[i]
     return None
 
 
