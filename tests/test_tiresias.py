@@ -162,3 +162,26 @@ def test_waiting_levels_equal_the_service_rule(runs: list[tuple[int, int, int, i
     fast = las.levels(waiting, at).tolist()
     general = las.levels(np.arange(7), at).tolist()[:6]
     assert fast == general
+
+
+@given(runs=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 400), st.integers(0, 900), st.integers(1, 8)),
+                     max_size=25),
+       now=st.integers(0, 3000), factor=st.sampled_from([None, 0.5, 2.0]))
+def test_lowest_rank_bounds_every_rank(runs: list[tuple[int, int, int, int]], now: int, factor: float | None) -> None:
+    """No job, running or waiting, ranks under :meth:`TiresiasLas.lowest` (the preempt action skips a
+    round whose pending jobs all have it), and a job served past the last threshold has it."""
+    b = JobTableBuilder()
+    for i in range(7):
+        b.add(f"j{i}", submit=float(i), duration=1e5)
+    s, las = _plugin(b.build(), [100.0, 1000.0, 2500.0], factor)
+    t = 0.0
+    for job, wait, ran, gpus in runs:
+        p = Placement((0,), gpus)
+        las.job_started(s.env, job, t + wait, p)
+        las.job_stopped(s.env, job, t + wait + ran + 0.1, p, False)
+        t += wait + ran + 0.1
+    las.job_started(s.env, 6, t, Placement((0,), 8))  # job 6 runs, past every threshold after 313 s
+    at = t + now
+    rank = las.rank(s.env, np.arange(7), at)
+    assert float(rank.min()) >= las.lowest()
+    assert (float(rank[6]) == las.lowest()) == (now * 8 >= 2500.0)

@@ -3,7 +3,9 @@ counts the job's worker slots per node instead of over all nodes and skips, with
 reprieve of a victim whose return would leave the job fewer slots than workers, against counting
 over all nodes and trying every reprieve; the one-victim plan's one-step case against its whole
 rule (:func:`kant.actions.victims._single_worker_plan_general`); the one-worker trial on the node-class
-index (:func:`kant.actions.victims._simulate_one`) against a trial on the state. Whole preemptive runs on random
+index (:func:`kant.actions.victims._simulate_one`) against a trial on the state; the walk's one-victim scan
+(:func:`kant.actions.victims.one_victim`) against :func:`~kant.actions.victims.choose_victims` on the
+candidates' arrays. Whole preemptive runs on random
 workloads (CPU, memory, GPU shares, typed GPUs) must give the same per-job outcomes with the fast
 paths on and off."""
 
@@ -18,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kant.actions import victims
+from kant.actions import evicting, victims
 from kant.config import parse_policy
 from kant.model import Cluster, JobTable, JobTableBuilder, NodeSpec
 from kant.sim import ExecutionModel, Simulator
@@ -65,6 +67,7 @@ def _reference() -> Iterator[None]:
         mp.setattr(victims._SlotBound, "of", classmethod(lambda cls, ctx, job, ok: None))
         mp.setattr(victims, "_single_worker_plan", victims._single_worker_plan_general)
         mp.setattr(victims, "_simulate_one", victims._simulate)
+        mp.setattr(evicting, "one_victim", lambda *args: None)
         yield
 
 
@@ -128,3 +131,64 @@ def test_one_worker_trial_on_the_classes_places_as_on_the_state(case: tuple[Clus
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(victims, "_simulate_one", both)
         _outcome(*case, tiresias)
+
+
+@st.composite
+def _one_worker_workloads(draw: st.DrawFn) -> tuple[Cluster, JobTable]:
+    """One-worker jobs of 1-8 GPUs (the one-victim scan's case), ranks 0-3, on nodes of 4 or 8 GPUs
+    of two types: nodes of several small victims beside bigger ones of other ranks."""
+    nodes = [NodeSpec(f"n{i}", draw(st.sampled_from(["A", "B"])), draw(st.sampled_from([4, 8])))
+             for i in range(draw(st.integers(1, 5)))]
+    b = JobTableBuilder(source="hypothesis")
+    for i in range(draw(st.integers(4, 40))):
+        b.add(f"j{i}", submit=float(draw(st.integers(0, 30))), duration=float(draw(st.integers(1, 40))),
+              workers=1, gpus_per_worker=draw(st.sampled_from([1, 1, 2, 4, 8])),
+              gpu_type=draw(st.sampled_from([None, None, "A"])), priority=draw(st.integers(0, 3)))
+    return Cluster.from_nodes(nodes, nodes_per_leaf=2, leaves_per_spine=2), b.build()
+
+
+def _scan_checked(case: tuple[Cluster, JobTable], tiresias: bool) -> int:
+    """Run ``case``, checking at every try the walk's one-victim scan settles that its plan (victim
+    and placement) is the one :func:`choose_victims` gives on the candidates' arrays; returns how
+    many tries it settled."""
+    one = evicting.Walk.one_victim
+    settled = 0
+
+    def both(walk: evicting.Walk, ctx: Any, fw: Any, job: int, sel: Any) -> Any:
+        nonlocal settled
+        got = one(walk, ctx, fw, job, sel)
+        if got is not None:
+            settled += 1
+            assert got == victims.choose_victims(ctx, fw, job, walk.candidates(ctx, sel))
+        return got
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(evicting.Walk, "one_victim", both)
+        _outcome(*case, tiresias)
+    return settled
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=st.one_of(_one_worker_workloads(), _gang_workloads()), tiresias=st.booleans())
+def test_one_victim_scan_plans_as_choose_victims(case: tuple[Cluster, JobTable], tiresias: bool) -> None:
+    """Also where a run's outcome would hide a difference (see :func:`_scan_checked`)."""
+    _scan_checked(case, tiresias)
+
+
+def _four_gpu_case(big_rank: int) -> tuple[Cluster, JobTable]:
+    """Two nodes of 4 GPUs: two 2-GPU jobs of priority 0 on one, a 4-GPU job of ``big_rank`` (started
+    later: less work lost) on the other; a 4-GPU job of priority 3 arrives."""
+    b = JobTableBuilder(source="test")
+    for name, submit, gpus, prio in (("a", 0.0, 2, 0), ("b", 0.0, 2, 0), ("c", 3.0, 4, big_rank)):
+        b.add(name, submit=submit, duration=100.0, workers=1, gpus_per_worker=gpus, priority=prio)
+    b.add("d", submit=5.0, duration=10.0, workers=1, gpus_per_worker=4, priority=3)
+    return Cluster.from_nodes([NodeSpec("n0", "A", 4), NodeSpec("n1", "A", 4)], nodes_per_leaf=2,
+                              leaves_per_spine=2), b.build()
+
+
+def test_one_victim_scan_settles_only_the_one_step_case() -> None:
+    """The 4-GPU job's lowest-rank candidates are the two 2-GPU jobs, short alone: the scan must not
+    take the 4-GPU job of a higher rank (the rule evicts the pair); with the 4-GPU job of the lowest
+    rank too (and the least work lost), the scan settles it."""
+    assert _scan_checked(_four_gpu_case(1), False) == 0
+    assert _scan_checked(_four_gpu_case(0), False) == 1

@@ -29,7 +29,9 @@ from kant.actions.victims import (
     Candidates,
     FloatArray,
     IntArray,
+    PoolOrder,
     choose_victims,
+    one_victim,
     placement_entries,
     select,
     work_lost,
@@ -75,26 +77,51 @@ class Walk:
     alive: BoolArray = field(init=False)  # pool jobs not evicted in this cycle
     lost: FloatArray | None = None  # work each pool job would lose; computed on first need
     index: dict[int, int] | None = None  # pool job -> its index in ``running``; made on first need
+    #: the pool in (rank, work lost, job row) order, for one_victim; made on first need
+    by_rank: PoolOrder | None = None
 
     def __post_init__(self) -> None:
         self.alive = np.ones(len(self.running), dtype=bool)
 
-    def evicted(self, victims: list[int]) -> None:
-        """``victims`` (pool jobs) were evicted: they are no longer candidates in this cycle."""
+    def _index(self) -> dict[int, int]:
         index = self.index
         if index is None:
             index = self.index = {job: i for i, job in enumerate(self.running.tolist())}
-        alive = self.alive
+        return index
+
+    def evicted(self, victims: list[int]) -> None:
+        """``victims`` (pool jobs) were evicted: they are no longer candidates in this cycle."""
+        index, alive = self._index(), self.alive
         for v in victims:
             alive[index[v]] = False
 
-    def candidates(self, ctx: CycleContext, sel: BoolArray) -> Candidates:
-        """The pool jobs selected by ``sel``, with rank, work lost and placements."""
-        if self.entries is None:
-            self.entries = placement_entries(ctx, self.running)
+    def _lost(self, ctx: CycleContext) -> FloatArray:
         if self.lost is None:
             self.lost = work_lost(ctx, self.running, self.checkpoint_interval_s)
-        return select(self.running, self.rank, self.lost, self.entries, sel)
+        return self.lost
+
+    def lost_of(self, ctx: CycleContext, jobs: list[int]) -> list[float]:
+        """The work each of ``jobs`` (pool jobs) loses if evicted now (:func:`work_lost`)."""
+        lost, index = self._lost(ctx), self._index()
+        return [float(lost[index[j]]) for j in jobs]
+
+    def placements_changed(self) -> None:
+        """Pool jobs' placements changed (elastic lenders shrank): forget what was read from them."""
+        self.entries = self.lost = self.by_rank = None
+
+    def candidates(self, ctx: CycleContext, sel: BoolArray) -> Candidates:
+        """The pool jobs selected by ``sel``, with rank, work lost and placements."""
+        if self.entries is None:  # (after one_victim's plans, some of the pool may be evicted)
+            self.entries = placement_entries(ctx, self.running, self.alive)
+        return select(self.running, self.rank, self._lost(ctx), self.entries, sel)
+
+    def one_victim(self, ctx: CycleContext, fw: Framework, job: int,
+                   sel: BoolArray) -> tuple[list[int], Placement] | None:
+        """:func:`~kant.actions.victims.one_victim` over this pool (what :func:`choose_victims` would
+        return for ``walk.candidates(ctx, sel)`` when it is one victim found in one step; else None)."""
+        if self.by_rank is None:
+            self.by_rank = PoolOrder(self.running, self.rank, self._lost(ctx))
+        return one_victim(ctx, fw, job, self.by_rank, sel)
 
 
 W = TypeVar("W", bound=Walk)
@@ -129,13 +156,15 @@ class EvictingAction(Action, Generic[W]):
         """Which of ``walk.running`` may be evicted for ``job`` (a mask), or why not to try."""
         raise NotImplementedError
 
-    def planned(self, ctx: CycleContext, walk: W, job: int, victims: list[int], cands: Candidates) -> None:
-        """``job`` will start by evicting ``victims`` (chosen from ``cands``): count it."""
+    def planned(self, ctx: CycleContext, walk: W, job: int, victims: list[int]) -> None:
+        """``job`` will start by evicting ``victims`` (pool jobs of ``walk``): count it."""
 
     def plan(self, ctx: CycleContext, fw: Framework, walk: W, job: int,
              cands: Candidates) -> tuple[list[int], Placement] | None:
         """The victims among ``cands`` and the job's placement once they are gone (None: no plan).
-        Default: :func:`~kant.actions.victims.choose_victims` (lowest rank, fewest, least work lost)."""
+        Default: :func:`~kant.actions.victims.choose_victims` (lowest rank, fewest, least work lost).
+        An action that keeps the default is first asked :meth:`Walk.one_victim` (the same plan when
+        it is one victim found in one step, without the candidates' arrays)."""
         return choose_victims(ctx, fw, job, cands)
 
     def exhausted(self, walk: W) -> bool:
@@ -161,6 +190,8 @@ class EvictingAction(Action, Generic[W]):
     def _walk(self, ctx: CycleContext, fw: Framework, walk: W) -> int:
         failed, limit, victim_pool = walk.failed, self.limit, self.victim_pool
         elastic = ctx.env.jobs.elastic
+        # the one-step plan first where the action plans by choose_victims and no elastic job may lend
+        quick = type(self).plan is EvictingAction.plan and not elastic
         started = 0
         for job, key in zip(walk.pending, walk.keys, strict=True):
             if key in failed:
@@ -171,22 +202,24 @@ class EvictingAction(Action, Generic[W]):
             if sel is Skip.FAILED:
                 failed.add(key)
                 continue
-            cands = walk.candidates(ctx, sel)
-            if elastic and fw.admit(ctx, job).ok and shrink_to_start(ctx, fw, job, elastic,
-                                                                    cands.jobs.tolist()) >= 0:
-                # lent workers of elastic candidates were enough: nobody is evicted (kant.actions.elastic)
-                walk.entries = walk.lost = None  # (the lenders' placements changed)
-                self.shrink_starts += 1
-                started += 1
-                if (limit is not None and started >= limit) or self.exhausted(walk):
-                    break
-                continue
-            plan = self.plan(ctx, fw, walk, job, cands)
+            plan = walk.one_victim(ctx, fw, job, sel) if quick else None
             if plan is None:
-                failed.add(key)
-                continue
+                cands = walk.candidates(ctx, sel)
+                if elastic and fw.admit(ctx, job).ok and shrink_to_start(ctx, fw, job, elastic,
+                                                                        cands.jobs.tolist()) >= 0:
+                    # lent workers of elastic candidates were enough: nobody is evicted (kant.actions.elastic)
+                    walk.placements_changed()
+                    self.shrink_starts += 1
+                    started += 1
+                    if (limit is not None and started >= limit) or self.exhausted(walk):
+                        break
+                    continue
+                plan = self.plan(ctx, fw, walk, job, cands)
+                if plan is None:
+                    failed.add(key)
+                    continue
             victims, placement = plan
-            self.planned(ctx, walk, job, victims, cands)
+            self.planned(ctx, walk, job, victims)
             execute_plan(ctx, fw, job, victims, placement)
             walk.evicted(victims)
             started += 1

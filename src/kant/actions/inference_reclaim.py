@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kant.actions.common import start_job
 from kant.actions.evicting import EvictingAction, Skip, Walk
-from kant.actions.victims import BoolArray, Candidates, running_jobs
+from kant.actions.victims import BoolArray, running_jobs
 from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import CoScheduling
 from kant.framework.registry import register_action
@@ -120,10 +120,9 @@ class InferenceReclaim(EvictingAction[Walk]):
             return Skip.FAILED
         return walk.alive.copy()
 
-    def planned(self, ctx: CycleContext, walk: Walk, job: int, victims: list[int], cands: Candidates) -> None:
-        lost = dict(zip(cands.jobs.tolist(), cands.lost.tolist(), strict=True))
+    def planned(self, ctx: CycleContext, walk: Walk, job: int, victims: list[int]) -> None:
         self.victims += len(victims)
         self.gpus_reclaimed += int(ctx.env.jobs.total_gpus[victims].sum())
-        self.lost_gpu_seconds += float(sum(lost[v] for v in victims))
+        self.lost_gpu_seconds += float(sum(walk.lost_of(ctx, victims)))
         self.reclaims += 1
         self.reclaim_starts.append((job, ctx.now))

@@ -43,7 +43,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from kant.actions.evicting import EvictingAction, Skip, Walk, in_queue_order
-from kant.actions.victims import BoolArray, Candidates, FloatArray, IntArray, running_jobs
+from kant.actions.victims import BoolArray, FloatArray, IntArray, running_jobs
 from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import Plugin, Rank
 from kant.framework.registry import register_action
@@ -66,15 +66,15 @@ class PreemptArgs(BaseModel):
     allocate_after: bool = True
 
 
-def resolve_rank(fw: Framework, rank_by: str) -> RankFn:
+def resolve_rank(fw: Framework, rank_by: str) -> tuple[RankFn, float]:
     """``priority`` -> JobTable.priority; otherwise the ``rank`` of the policy's :class:`Rank` plugin
-    of that name."""
+    of that name; with the rank no job has less than (:meth:`Rank.lowest`; -inf for priorities)."""
     if rank_by == "priority":
-        return lambda env, jobs, now: env.jobs.priority[jobs].astype(np.float64)
+        return (lambda env, jobs, now: env.jobs.priority[jobs].astype(np.float64)), -math.inf
     plugin = fw.plugin(Rank, rank_by)
     if plugin is None:
         raise ValueError(_rank_by_error(rank_by, [type(p) for p in fw.plugins]))
-    return plugin.rank
+    return plugin.rank, plugin.lowest()
 
 
 def _rank_by_error(rank_by: str, plugins: Sequence[type[Plugin]]) -> str | None:
@@ -105,6 +105,7 @@ class Preempt(EvictingAction[_PreemptWalk]):
         self.limit = a.max_preemptors_per_cycle
         self.allocate_after = a.allocate_after
         self._rank: RankFn | None = None
+        self._lowest = -math.inf  # no job's rank is under it (Rank.lowest)
         self._round = -math.inf
         self._asked = -math.inf  # the round whose boundary wake-up was last asked for
         self.preemptions = 0  # victims evicted
@@ -119,7 +120,7 @@ class Preempt(EvictingAction[_PreemptWalk]):
     def attach(self, fw: Framework) -> None:
         args = self.args
         assert isinstance(args, PreemptArgs)
-        self._rank = resolve_rank(fw, args.rank_by)
+        self._rank, self._lowest = resolve_rank(fw, args.rank_by)
 
     def begin(self, ctx: CycleContext, fw: Framework) -> _PreemptWalk | None:
         args = self.args
@@ -140,12 +141,15 @@ class Preempt(EvictingAction[_PreemptWalk]):
         if not ctx.running or not len(ctx.queue):
             return None
         env = ctx.env
-        running = running_jobs(ctx)
-        run_rank = rank_fn(env, running, now)
         pending = np.fromiter(ctx.queue, dtype=np.int64, count=len(ctx.queue))
         pend_rank = rank_fn(env, pending, now)
+        top = float(pend_rank.max())
+        if top <= self._lowest:  # no running job can rank under every pending job
+            return None
+        running = running_jobs(ctx)
+        run_rank = rank_fn(env, running, now)
         low = float(run_rank.min())
-        if float(pend_rank.max()) <= low:
+        if top <= low:
             return None
         eligible = pend_rank > low
         rank_of = dict(zip(pending[eligible].tolist(), pend_rank[eligible].tolist(), strict=True))
@@ -176,6 +180,6 @@ class Preempt(EvictingAction[_PreemptWalk]):
             return Skip.FAILED
         return sel
 
-    def planned(self, ctx: CycleContext, walk: _PreemptWalk, job: int, victims: list[int], cands: Candidates) -> None:
+    def planned(self, ctx: CycleContext, walk: _PreemptWalk, job: int, victims: list[int]) -> None:
         self.preemptions += len(victims)
         self.preemptors += 1

@@ -261,7 +261,7 @@ class Reclaim(EvictingAction[_ReclaimWalk]):
             return Skip.FAILED
         return sel
 
-    def planned(self, ctx: CycleContext, walk: _ReclaimWalk, job: int, victims: list[int], cands: Candidates) -> None:
+    def planned(self, ctx: CycleContext, walk: _ReclaimWalk, job: int, victims: list[int]) -> None:
         if self._tree is not None:
             self._tree.reclaimed(job, victims)
             self.evictions += len(victims)

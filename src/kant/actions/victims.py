@@ -36,6 +36,7 @@ from kant.framework.statement import Statement
 from kant.framework.status import Status
 from kant.model.fit import is_share, worker_slots
 from kant.model.state import Placement
+from kant.model.store import JobStore
 
 __all__ = [
     "BoolArray",
@@ -43,6 +44,8 @@ __all__ = [
     "FloatArray",
     "IntArray",
     "choose_victims",
+    "one_victim",
+    "PoolOrder",
     "placement_entries",
     "running_jobs",
     "select",
@@ -79,10 +82,15 @@ def running_jobs(ctx: CycleContext) -> IntArray:
     return np.fromiter(ctx.running, dtype=np.int64, count=len(ctx.running))
 
 
-def placement_entries(ctx: CycleContext, jobs: IntArray) -> tuple[IntArray, IntArray, IntArray]:
-    """(index into ``jobs``, node, workers on that node) for every node each running job uses."""
+def placement_entries(ctx: CycleContext, jobs: IntArray,
+                      alive: BoolArray | None = None) -> tuple[IntArray, IntArray, IntArray]:
+    """(index into ``jobs``, node, workers on that node) for every node each running job uses (none
+    for a job off ``alive``: evicted since, no longer running)."""
     allocations = ctx.state.allocations
-    per_node = [allocations[v].per_node for v in jobs.tolist()]
+    if alive is None:
+        per_node = [allocations[v].per_node for v in jobs.tolist()]
+    else:
+        per_node = [allocations[v].per_node if a else {} for v, a in zip(jobs.tolist(), alive.tolist(), strict=True)]
     sizes = np.fromiter(map(len, per_node), dtype=np.int64, count=len(per_node))
     n = int(sizes.sum())
     return (np.repeat(np.arange(len(per_node), dtype=np.int64), sizes),
@@ -171,9 +179,7 @@ def choose_victims(ctx: CycleContext, fw: Framework, job: int, cands: Candidates
     if not useful_entry.any():
         return None
     plan: list[int] | None = None
-    simple = (w == 1 and int(jobs.gpus_per_worker[job]) > 0 and int(jobs.cpu_milli[job]) == 0
-              and int(jobs.memory_mib[job]) == 0)
-    if simple:
+    if _simple(jobs, job, int(jobs.gpus_per_worker[job])):
         plan = _single_worker_plan(ctx, job, cands, idx[useful_entry], node[useful_entry], gpus[useful_entry])
     if plan is not None:
         chosen = [int(cands.jobs[i]) for i in plan]
@@ -197,6 +203,64 @@ def choose_victims(ctx: CycleContext, fw: Framework, job: int, cands: Candidates
     if best is None:
         return None
     return [int(cands.jobs[i]) for i in best[1]], best[2]
+
+
+class PoolOrder:
+    """An evicting walk's pool (running jobs since before the cycle) for :func:`one_victim`: its jobs,
+    their ranks and its indices by rank, then work lost, then job row."""
+
+    __slots__ = ("jobs", "order", "rank")
+
+    def __init__(self, jobs: IntArray, rank: FloatArray, lost: FloatArray) -> None:
+        self.jobs: list[int] = jobs.tolist()
+        self.rank: list[float] = rank.tolist()
+        self.order: list[int] = np.lexsort((jobs, lost, rank)).tolist()
+
+
+def one_victim(ctx: CycleContext, fw: Framework, job: int, pool: PoolOrder,
+               sel: BoolArray) -> tuple[list[int], Placement] | None:
+    """What :func:`choose_victims` returns for the candidates ``sel`` of ``pool`` (pool jobs still
+    running) when its one-victim plan's one-step case settles it, found by going down ``pool.order``
+    instead of over every candidate's entries; None when this scan does not settle it (ask
+    :func:`choose_victims`).
+
+    For a one-worker job of whole GPUs asking no CPU or memory, the one-step case
+    (:func:`_single_worker_plan`) looks at the entries (candidate, node) on *useful* nodes (that could
+    hold the worker, :func:`static_ok`, once every candidate there is gone) that lack GPUs for it. The
+    lowest rank r0 of these entries is the lowest achievable highest rank; an entry of rank r0 that
+    frees enough alone makes the plan one victim, the one of least work lost, then lowest row. Going
+    down ``pool.order``, the first entry on a node that could hold the worker and lacks GPUs has a
+    rank r <= r0 (its node may not be useful); the first entry that frees enough alone is useful, so
+    if its rank is r, r0 = r and it is the plan; an entry of a rank above r ends the scan. The plan's
+    placement is the same trial as :func:`choose_victims`'s; a failed trial is left to it too."""
+    jobs = ctx.env.jobs
+    g = int(jobs.gpus_per_worker[job])
+    if not _simple(jobs, job, g) or is_share(g, int(jobs.gpu_milli[job])):
+        return None
+    state = ctx.state
+    free, allocations, per_worker = state.free, state.allocations, jobs.gpus_per_worker
+    ok = static_ok(ctx, fw, job)
+    rank, first = pool.rank, None
+    for i in pool.order:
+        if not sel[i]:
+            continue
+        if first is not None and rank[i] != first:
+            return None
+        victim = pool.jobs[i]
+        for node, count in allocations[victim].per_node.items():
+            have = free.item(node)
+            if have >= g or not ok[node]:
+                continue
+            if count * per_worker.item(victim) >= g - have:
+                trial = _simulate_one if fw.places_by_room(ctx, job) else _simulate
+                return trial(ctx, fw, job, [victim])
+            first = rank[i]
+    return None
+
+
+def _simple(jobs: JobStore, job: int, g: int) -> bool:
+    """A one-worker job of GPUs asking no CPU or memory (the one-victim plan's case)."""
+    return int(jobs.workers[job]) == 1 and g > 0 and int(jobs.cpu_milli[job]) == 0 and int(jobs.memory_mib[job]) == 0
 
 
 def _plan_key(cands: Candidates, members: list[int]) -> tuple[float, int, float, tuple[int, ...]]:

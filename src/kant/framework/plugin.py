@@ -10,6 +10,7 @@ Filters and scores work on whole arrays of nodes at once (NumPy), never one node
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
@@ -240,6 +241,11 @@ class Rank(Plugin):
 
     def rank(self, env: SchedulerEnv, jobs: IntArray, now: float) -> FloatArray:
         raise NotImplementedError
+
+    def lowest(self) -> float:
+        """A rank no job ever has less than (-inf: none known). A pending job of this rank cannot
+        preempt anything (the ``preempt`` action skips its round when every pending job has it)."""
+        return -math.inf
 
 
 class Guarantee(Plugin):

@@ -170,3 +170,7 @@ class TiresiasLas(QueueSort, JobListener, Rank):
     def rank(self, env: SchedulerEnv, jobs: IntArray, now: float) -> FloatArray:
         """Preemption rank for the ``preempt`` action: higher = more important (``-level``)."""
         return -self.levels(jobs, now).astype(np.float64)
+
+    def lowest(self) -> float:
+        """The last queue's rank: no level is above the number of thresholds."""
+        return -float(len(self._thresholds))
