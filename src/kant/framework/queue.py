@@ -411,12 +411,8 @@ class PendingQueue:
         order, a scan for a dynamic one."""
         if dynamic_key is not None:
             return min(self._keys, key=dynamic_key, default=None)
-        first = self._first
-        if first is None:
-            first = self._first = min(self._heads.values(), default=None)
-            if first is None:
-                return None
-        return self._by_shape[first[1]][0]
+        first = self.head_entry()
+        return None if first is None else self._by_shape[first[1]][0]
 
     # --- one cycle's walk --------------------------------------------------------------------
     def block(self, shape: int) -> None:
