@@ -189,6 +189,9 @@ class PendingQueue:
         # per shape, (the key of its first job, the shape): the walks' heap entries, kept as jobs come
         # and go instead of rebuilt by each walk
         self._heads: dict[int, tuple[SortKey, int]] = {}
+        # the least of ``_heads`` (the queue's first job's entry), kept as jobs come and go; None:
+        # to be found again (its shape's first job left) or the queue is empty
+        self._first: tuple[SortKey, int] | None = None
         self._request_count: dict[int, int] = {}
         self._shape_request: dict[int, int] = {}  # every job of a shape has the same request
         self.pending_gpus = 0
@@ -317,14 +320,14 @@ class PendingQueue:
             self.shape_changes += 1
         if not lst:
             lst.append(job)
-            self._heads[shape] = (key, shape)
+            self._new_head(shape, key)
         elif keys[lst[-1]] <= key:
             lst.append(job)
         else:
             i = bisect_right(lst, key, key=keys.__getitem__)
             lst.insert(i, job)
             if not i:
-                self._heads[shape] = (key, shape)
+                self._new_head(shape, key)
             if self._watchers:
                 self._edited(shape, self._front.get(shape, 0) + i)
         self.pending_gpus += self._total_gpus[job]
@@ -348,6 +351,9 @@ class PendingQueue:
             self._front[shape] = self._front.get(shape, 0) + 1
             if lst:
                 self._heads[shape] = (keys[lst[0]], shape)
+            first = self._first
+            if first is not None and first[1] == shape:
+                self._first = None  # (the shape's next key may not be the least any more)
         else:
             try:  # most other removals are near the front (backfill, preemption of a recent arrival)
                 i = lst.index(job, 1, _NEAR)
@@ -375,6 +381,21 @@ class PendingQueue:
             del self._request_count[request]
             self.request_changes += 1
 
+    def _new_head(self, shape: int, key: SortKey) -> None:
+        """``key`` is now the first key of ``shape``'s list (a push at its front)."""
+        entry = self._heads[shape] = (key, shape)
+        first = self._first
+        if first is not None and key < first[0]:
+            self._first = entry
+
+    def head_entry(self) -> tuple[SortKey, int] | None:
+        """(the static key of the queue's first job, its shape), the least of :meth:`head_entries`
+        (None: the queue is empty); O(1) while the first job stays, O(shapes) once after it leaves."""
+        first = self._first
+        if first is None:
+            first = self._first = min(self._heads.values(), default=None)
+        return first
+
     def position(self, job: int, dynamic_key: Callable[[int], SortKey] | None = None) -> int:
         """How many pending jobs come before ``job`` in queue order (O(shapes log n) for a static
         order, a full sort for a dynamic one)."""
@@ -390,7 +411,7 @@ class PendingQueue:
         order, a scan for a dynamic one."""
         if dynamic_key is not None:
             return min(self._keys, key=dynamic_key, default=None)
-        first = min(self._heads.values(), default=None)
+        first = self.head_entry()
         return None if first is None else self._by_shape[first[1]][0]
 
     # --- one cycle's walk --------------------------------------------------------------------

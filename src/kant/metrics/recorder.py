@@ -12,6 +12,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 from enum import IntEnum
+from struct import Struct
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,9 @@ SERIES = (
     "pending_gpus",  # GPUs those jobs ask for
     "running_jobs",
 )
+#: one sample's values as the bytes ``Recorder._values`` holds (native ``q``, as the array's items):
+#: appended with one ``frombytes``, not one array item write per value
+_pack_sample = Struct(f"{len(SERIES)}q").pack
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,8 +171,9 @@ class Recorder:
             times.pop()
             del values[-len(SERIES):]
         times.append(now)
-        values.extend((state.allocated_gpus, state.down_gpus, state.partial_nodes, state.free_on_partial,
-                       state.empty_nodes, queue_len, pending_gpus, len(state.allocations)))
+        values.frombytes(_pack_sample(state.allocated_gpus, state.down_gpus, state.partial_nodes,
+                                      state.free_on_partial, state.empty_nodes, queue_len, pending_gpus,
+                                      len(state.allocations)))
 
     def nodes_down(self, now: float, state: ClusterState) -> None:
         """Node states changed at ``now`` (a failure, a repair): record how many GPU nodes are down from

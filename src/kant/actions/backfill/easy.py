@@ -348,11 +348,12 @@ class EasyCycle:
         once and dropped: such shapes are left out."""
         queue, requests, failed = self.ctx.queue, self.requests, self.failed_keys
         heads = queue.head_entries()  # (each shape's first key, the shape)
-        if not heads:
+        least = queue.head_entry()  # the least of them: the queue's first job's (kept by the queue)
+        if least is None:
             return [], []
         left_out: list[tuple[float, ...]] = []
         heap: list[tuple[tuple[float, ...], int]]
-        first = queue.shape_jobs(min(heads.values())[1])[0]  # the queue's first job (keys are unique)
+        first = queue.shape_jobs(least[1])[0]  # the queue's first job
         if requests[first] in failed and (not self.check_admit or self.fw.admit(self.ctx, first).ok):
             self.head = first
             shape_request = queue.shape_requests()  # a shape's jobs all have its request
