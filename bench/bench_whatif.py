@@ -378,6 +378,8 @@ def summarise(r: Replay, drain: bool = False) -> dict[str, Any]:
         "naive_compared": int(ok_naive.sum()),
         "naive_p50_h": _pct(e_naive, 50), "naive_p90_h": _pct(e_naive, 90),
         "naive_r_p50_h": _pct(e_naive_r, 50), "naive_r_p90_h": _pct(e_naive_r, 90),
+        # issue 30's median-error target is this ratio (<= 0.5)
+        "twin_over_naive_r_p50": _ratio(_pct(err, 50), _pct(e_naive_r, 50)),
         "remaining_wait_p50_h": _pct(wait, 50), "remaining_wait_p90_h": _pct(wait, 90),
         # the predictions that looked at least an hour ahead
         "long_compared": int(long.sum()),
@@ -387,6 +389,11 @@ def summarise(r: Replay, drain: bool = False) -> dict[str, Any]:
         "long_naive_r_p50_h": _pct(np.abs(naive_r - actual)[long & ok_naive] / HOUR, 50),
         "wall_s": round(r.wall_s, 1), "predict_s": round(r.predict_s, 1),
     }
+
+
+def _ratio(a: float, b: float) -> float:
+    """``a / b`` (NaN where either is NaN or ``b`` is 0)."""
+    return a / b if b and not (math.isnan(a) or math.isnan(b)) else math.nan
 
 
 def _f(x: float, nd: int = 2) -> str:
@@ -400,17 +407,18 @@ def _p(x: float) -> str:
 def print_accuracy(summaries: Sequence[dict[str, Any]]) -> None:
     head = ("policy", "regime", "preds", "jobs", "twin P50", "twin P90", "bias P50", "in band", "< P10", "> P90",
             "naive P50",
-            "naive P90", "naive/R P50", "naive/R P90", "never", "no P50")
+            "naive P90", "naive/R P50", "naive/R P90", "twin / naive/R P50", "never", "no P50")
     lines: list[Sequence[str]] = [head]
     for s in summaries:
         lines.append((s["policy"], s["regime"], str(s["compared"]), str(s["jobs_predicted"]), _f(s["twin_p50_h"]),
                       _f(s["twin_p90_h"]), _f(s["twin_bias_p50_h"]), _p(s["in_band"]), _p(s["below_band"]),
                       _p(s["above_band"]), _f(s["naive_p50_h"]), _f(s["naive_p90_h"]), _f(s["naive_r_p50_h"]),
-                      _f(s["naive_r_p90_h"]),
+                      _f(s["naive_r_p90_h"]), _f(s["twin_over_naive_r_p50"]),
                       str(s["never_started"]), str(s["no_p50"])))
     table(lines)
     print("\nerrors |predicted - actual start| in hours; bias = median(predicted - actual) (< 0: too early); "
-          "in band: P10 <= actual <= P90; < P10: started before the band (the twin was too late), > P90: after it")
+          "in band: P10 <= actual <= P90; < P10: started before the band (the twin was too late), > P90: after it; "
+          "twin / naive/R P50: the twin's median error over naive/R's (issue 30's target: <= 0.5)")
     print("\npredictions whose job actually waited >= 1 h more after the prediction:")
     head2 = ("policy", "regime", "preds", "wait P50", "wait P90", "twin P50", "twin P90", "in band", "naive P50",
              "naive/R P50")
