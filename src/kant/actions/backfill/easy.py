@@ -20,6 +20,7 @@ from typing import Protocol
 from kant.actions.backfill.host import Host
 from kant.actions.backfill.leftover import Leftover, LongBlocked
 from kant.actions.backfill.reservation import EasyReservation, ReservationKeeper
+from kant.actions.backfill.resume import HEAP_EMPTY, KeptWalk
 from kant.framework.context import CycleContext
 from kant.framework.runner import DynamicKey, Framework
 from kant.framework.status import Status
@@ -164,6 +165,9 @@ class EasyCycle:
         self.jump_ok = True  # off: long jobs are passed over only up to the merge's next key (for the tests)
         self.min_run = _MIN_RUN
         self.runs: dict[int, LongRun] = {}
+        # the last walk's looks, to resume from (see KeptWalk)
+        self.kept_walk = KeptWalk()
+        self.resume_ok = True  # off: every walk from the beginning (for the tests)
         self._edits: dict[int, int] = {}
         self._watched: object = None  # the queue the edits are watched on
         self.reset(bf, ctx, fw)
@@ -179,6 +183,7 @@ class EasyCycle:
         self.res: EasyReservation | None = None
         self.shadow = math.inf  # jobs ending after it are "long"
         self.max_short = -math.inf  # longest estimate of a job found short once planned (see QuietWalk)
+        self.plan_serial = -1  # the reservation's serial when planned
         self._prefetched: tuple[int, EasyReservation | None] | None = None  # (head, its reservation)
         bf.failed.refresh(ctx.state)
         self.failed = bf.failed
@@ -214,7 +219,7 @@ class EasyCycle:
         return self.now + self.estimate(job) > self.shadow
 
     def prefetch(self, head: int) -> EasyReservation | None:
-        """The reservation :meth:`_plan` will find for ``head``, got now (the state must not change
+        """The reservation :meth:`plan` will find for ``head``, got now (the state must not change
         before the walk plans)."""
         bf, ctx = self.bf, self.ctx
         res = bf.kept.get(bf, ctx, self.fw, head)
@@ -222,13 +227,30 @@ class EasyCycle:
         self._prefetched = (head, res)
         return res
 
-    def _plan(self) -> None:
+    def reservation(self, head: int) -> EasyReservation | None:
+        """The reservation :meth:`plan` finds for ``head``: the one prefetched, or got now."""
+        got = self._prefetched
+        return got[1] if got is not None and got[0] == head else self.prefetch(head)
+
+    def plan(self) -> None:
         """Get the head's reservation: from here on, jobs that end after its shadow time are long."""
         self.planned = True
-        got = self._prefetched
-        res = got[1] if got is not None and got[0] == self.head else self.prefetch(self.head)
-        self.res = res
+        res = self.res = self.reservation(self.head)
         self.shadow = math.inf if res is None else res.shadow
+        self.plan_serial = -1 if res is None else res.serial
+        self.kept_walk.planned(self)
+
+    def room(self, job: int) -> int:
+        """-1 when the free capacity may hold ``job``'s workers (as far as :meth:`Framework.room_for`
+        tells), else the room it has."""
+        if self.bf.job_gpus[job] > 0:
+            room = self.fw.room_for(self.ctx, job)
+            if room < self.bf.job_workers[job]:
+                return room
+        return -1
+
+    def has_room(self, job: int) -> bool:
+        return self.room(job) < 0
 
     def _cannot_fit(self, job: int, request: int, status: Status, room: int) -> int:
         self.failed.add(self.env, request, job, status, room)
@@ -261,13 +283,12 @@ class EasyCycle:
                 ctx.reasons[shape] = status
                 return BLOCK
         if request not in self.room_ok:
-            if bf.job_gpus[job] > 0:
-                room = fw.room_for(ctx, job)
-                if room < bf.job_workers[job]:
-                    return self._cannot_fit(job, request, _NO_ROOM, room)
+            room = self.room(job)
+            if room >= 0:
+                return self._cannot_fit(job, request, _NO_ROOM, room)
             self.room_ok.add(request)
         if self.head >= 0 and not self.planned:
-            self._plan()
+            self.plan()
             long = self.now + est > self.shadow
             if not long and est > self.max_short:
                 self.max_short = est
@@ -287,6 +308,26 @@ class EasyCycle:
             if self.head < 0:
                 ctx.reasons[shape] = result
             return self._cannot_fit(job, request, result, fw.room_for(ctx, job))
+        placed = self.long_placement(job, request)
+        if placed is None:
+            return LONG
+        res = self.res
+        assert res is not None
+        if placed.gpu_milli < FULL_GPU_MILLI and placed.gpus == 1:  # a share: what it takes of the free GPUs
+            free_before = ctx.state.free.copy()
+            self._started(job, placed)
+            res.take(placed, bf.capacity.modelled_rows, free_before - ctx.state.free)
+        else:
+            self._started(job, placed)
+            res.take(placed, bf.capacity.modelled_rows)
+        res.accounted.add(job)
+        return STARTED
+
+    def long_placement(self, job: int, request: int) -> Placement | None:
+        """Where long ``job`` can start in what the reservation leaves (its request has room in the
+        free capacity and is not in LongBlocked); None: it cannot, and its request goes into
+        LongBlocked."""
+        bf, ctx, fw = self.bf, self.ctx, self.fw
         res = self.res
         assert res is not None
         leftover = self.leftover
@@ -295,27 +336,19 @@ class EasyCycle:
         if g == 1 and bf.job_milli[job] < FULL_GPU_MILLI and bool((res.spare[0] < 0).any()):
             # a long share could stay on a GPU the reservation needs back (see EasyReservation.pin)
             bf.long_blocked.add(request)
-            return LONG
+            return None
         if leftover.whole:  # the room for its workers was checked on this capacity
             result = fw.place(ctx, job)
         elif g > 0 and leftover.slots(g, bf.job_type[job], bf.type_mask(self.env, job),
                                       bf.job_milli[job]) < bf.job_workers[job]:
             bf.long_blocked.add(request)
-            return LONG
+            return None
         else:
             result = fw.place(leftover.view(ctx), job)
         if not isinstance(result, Placement):
             bf.long_blocked.add(request)
-            return LONG
-        if result.gpu_milli < FULL_GPU_MILLI and result.gpus == 1:  # a share: what it takes of the free GPUs
-            free_before = ctx.state.free.copy()
-            self._started(job, result)
-            res.take(result, bf.capacity.modelled_rows, free_before - ctx.state.free)
-        else:
-            self._started(job, result)
-            res.take(result, bf.capacity.modelled_rows)
-        res.accounted.add(job)
-        return STARTED
+            return None
+        return result
 
     def _rewind(self, ahead: dict[int, int], pos: dict[int, int], heap: list[tuple[tuple[float, ...], int]],
                 started: tuple[float, ...]) -> None:
@@ -418,6 +451,24 @@ class EasyCycle:
         passed = 0  # left-out shapes passed so far (once exact)
         top_key: tuple[float, ...] | None = None
         last = -1  # the last job looked at
+        # the looks at shapes whose long jobs are passed over, kept for the next walk (see KeptWalk),
+        # up to the first start or the first limit test that can bind; ``fb``: looks at shapes a
+        # fresh walk would leave out next time (their request is in the memo)
+        kept = self.kept_walk
+        logging = self.resume_ok and quiet_ok and not jump and self.head >= 0
+        log = kept.entries.append
+        limit0 = limit
+        fb = 0
+        bound: tuple[float, ...] | None = None
+        if logging:
+            kept.watch(queue)
+            k, got = kept.resume(self, heap, left_out, max_jobs)
+            if got is not None:
+                heap, pos, short_only, looked, last, top_key = got[:6]
+                room_ok |= got.room_ok
+            kept.begin(self, k, left_out)
+        else:
+            kept.forget()
         while heap:
             if looked >= limit:
                 if not exact:
@@ -444,6 +495,7 @@ class EasyCycle:
             looked += 1
             request = requests[job]
             if self.head >= 0 and request in failed:
+                fb += 1
                 continue  # known not to fit the free capacity; the head is already found
             if request in long_blocked and request in room_ok and now + estimate(job) > self.shadow:
                 # consider's verdict without the call (the most frequent look on a long queue): a
@@ -455,9 +507,11 @@ class EasyCycle:
             else:
                 verdict = consider(job, shape)
                 if verdict == BLOCK:
+                    fb += 1
                     continue
                 shadow = self.shadow  # known once the head is planned
                 if verdict == STARTED:
+                    logging = False
                     if bf.exhausted(state):
                         return
                     lst = shape_jobs(shape)  # the started job left the list
@@ -517,6 +571,12 @@ class EasyCycle:
             pos[shape] = i
             if i < len(lst):
                 heappush(heap, (key(lst[i]), shape))
+            if logging:  # a look that passed the shape's long jobs over (a start ended the logging)
+                if looked < limit0:
+                    log((shape, job, bases.get(shape, 0) + i, looked - fb, last, self.max_short,
+                         bound if bound is not None else HEAP_EMPTY))
+                else:
+                    logging = False
         if quiet_ok and not jump and looked >= max_jobs and before == (
                 bf.backfilled, bf.failed.changes, bf.long_blocked.changes):
             frontier = key(last) if last >= 0 else ()
