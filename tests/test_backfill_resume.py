@@ -95,6 +95,7 @@ def _run(data: Data, pol: Any, resume: bool) -> tuple[Any, list[Any], list[Any],
 
     def walk(self: EasyCycle) -> None:
         self.resume_ok = resume
+        self.min_resume = 1  # keep after every walk (the short walks of these small runs too)
         run_static(self)
         q, bf = self.quiet, self.bf
         walks.append((self.now, self.head, self.planned, self.shadow, self.plan_serial, q.valid,
@@ -103,10 +104,10 @@ def _run(data: Data, pol: Any, resume: bool) -> tuple[Any, list[Any], list[Any],
                       bf.long_blocked.changes))
 
     def counted(self: KeptWalk, *args: Any) -> Any:
-        k, got = kept_resume(self, *args)
+        got = kept_resume(self, *args)
         if got is not None:
             skipped[0] += got.looked
-        return k, got
+        return got
 
     EasyCycle.run_static = walk  # type: ignore[method-assign]
     KeptWalk.resume = counted  # type: ignore[method-assign]

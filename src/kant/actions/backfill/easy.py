@@ -39,6 +39,11 @@ LONG = 3  # no job of this request that ends after the shadow time can start thi
 #: over again (a 100,000-job run on 10,000 nodes enters the loop some 30 times a walk, mostly for a few jobs)
 _MIN_RUN = 8
 
+#: a walk keeps its looks for the next one (KeptWalk) only after a walk that looked at this many jobs:
+#: keeping costs every walk, resuming pays only where walks are long (the Kant policy at 300k jobs
+#: looks at 300 in most walks; the README default's walks mostly at one or two)
+_MIN_RESUME = 100
+
 _NO_ROOM = Status.unschedulable("no room for its workers in the free capacity", "backfill")
 
 
@@ -165,22 +170,32 @@ class EasyCycle:
         self.jump_ok = True  # off: long jobs are passed over only up to the merge's next key (for the tests)
         self.min_run = _MIN_RUN
         self.runs: dict[int, LongRun] = {}
+        self.planned = False
+        self.res: EasyReservation | None = None
+        self.plan_serial = -1
+        self.shadow = math.inf
+        #: the reservation, its serial and shadow time the last walk that planned planned with
+        self.last_plan: tuple[EasyReservation | None, int, float] = (None, -1, math.inf)
         # the last walk's looks, to resume from (see KeptWalk)
         self.kept_walk = KeptWalk()
         self.resume_ok = True  # off: every walk from the beginning (for the tests)
+        self.min_resume = _MIN_RESUME
+        self.long_walk = False  # the last walk looked at min_resume jobs or more
         self._edits: dict[int, int] = {}
         self._watched: object = None  # the queue the edits are watched on
         self.reset(bf, ctx, fw)
 
     def reset(self, bf: EasyHost, ctx: CycleContext, fw: Framework) -> None:
         """Start a new pass (the object is reused from cycle to cycle)."""
+        if self.planned:  # what the last walk planned with (see KeptWalk)
+            self.last_plan = (self.res, self.plan_serial, self.shadow)
         self.bf, self.ctx, self.fw = bf, ctx, fw
         self.check_admit = bool(fw.admitters)
         self.env = ctx.env
         self.now = ctx.now
         self.head = -1
         self.planned = False
-        self.res: EasyReservation | None = None
+        self.res = None
         self.shadow = math.inf  # jobs ending after it are "long"
         self.max_short = -math.inf  # longest estimate of a job found short once planned (see QuietWalk)
         self.plan_serial = -1  # the reservation's serial when planned
@@ -227,18 +242,13 @@ class EasyCycle:
         self._prefetched = (head, res)
         return res
 
-    def reservation(self, head: int) -> EasyReservation | None:
-        """The reservation :meth:`plan` finds for ``head``: the one prefetched, or got now."""
-        got = self._prefetched
-        return got[1] if got is not None and got[0] == head else self.prefetch(head)
-
     def plan(self) -> None:
         """Get the head's reservation: from here on, jobs that end after its shadow time are long."""
         self.planned = True
-        res = self.res = self.reservation(self.head)
+        got = self._prefetched
+        res = self.res = got[1] if got is not None and got[0] == self.head else self.prefetch(self.head)
         self.shadow = math.inf if res is None else res.shadow
         self.plan_serial = -1 if res is None else res.serial
-        self.kept_walk.planned(self)
 
     def room(self, job: int) -> int:
         """-1 when the free capacity may hold ``job``'s workers (as far as :meth:`Framework.room_for`
@@ -455,19 +465,17 @@ class EasyCycle:
         # up to the first start or the first limit test that can bind; ``fb``: looks at shapes a
         # fresh walk would leave out next time (their request is in the memo)
         kept = self.kept_walk
-        logging = self.resume_ok and quiet_ok and not jump and self.head >= 0
+        logging = self.resume_ok and self.long_walk and quiet_ok and not jump and self.head >= 0
         log = kept.entries.append
         limit0 = limit
         fb = 0
         bound: tuple[float, ...] | None = None
         if logging:
-            kept.watch(queue)
-            k, got = kept.resume(self, heap, left_out, max_jobs)
+            got = kept.resume(self, heap, left_out, max_jobs)
             if got is not None:
                 heap, pos, short_only, looked, last, top_key = got[:6]
                 room_ok |= got.room_ok
-            kept.begin(self, k, left_out)
-        else:
+        elif kept.entries:
             kept.forget()
         while heap:
             if looked >= limit:
@@ -513,6 +521,7 @@ class EasyCycle:
                 if verdict == STARTED:
                     logging = False
                     if bf.exhausted(state):
+                        self.long_walk = looked >= self.min_resume
                         return
                     lst = shape_jobs(shape)  # the started job left the list
                     if ahead:
@@ -577,6 +586,7 @@ class EasyCycle:
                          bound if bound is not None else HEAP_EMPTY))
                 else:
                     logging = False
+        self.long_walk = looked >= self.min_resume
         if quiet_ok and not jump and looked >= max_jobs and before == (
                 bf.backfilled, bf.failed.changes, bf.long_blocked.changes):
             frontier = key(last) if last >= 0 else ()

@@ -30,6 +30,11 @@ Entry = tuple[int, int, int, int, int, float, SortKey]
 #: the bound of a look after which the heap was empty: above every key (they begin with a finite float)
 HEAP_EMPTY: SortKey = (math.inf,)
 _BOUND = itemgetter(6)
+
+
+def _no_key(job: int) -> SortKey:  # pragma: no cover - not watching a queue yet, so never told of edits
+    return ()
+
 _LOOKED = itemgetter(3)
 _JOB, _SHAPE_AT = itemgetter(1), itemgetter(0, 2)
 
@@ -70,68 +75,54 @@ class KeptWalk:
     request is in the memo; otherwise they begin below ``bound`` and the resume stops before them).
 
     The queue tells this object of every push and removal (it is a :class:`QueueObserver`); the
-    walk calls :meth:`begin` when it starts recording (that marks the queue) and appends entries."""
+    walk calls :meth:`resume` when it starts keeping (from then on the queue's edits count) and
+    appends entries."""
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
-        self.head = -1
-        self.res: object = None
-        self.serial = -1
-        self.shadow = math.inf
+        self.head = -1  # the head of the walk the entries are of (it planned with cycle.last_plan)
         self._queue: PendingQueue | None = None
-        self._key: Callable[[int], SortKey] | None = None
+        self._key: Callable[[int], SortKey] = _no_key
         self._low: SortKey | None = None  # the lowest key pushed or removed since begin()
         self._left: set[SortKey] = set()  # the first keys of the shapes the walk left out
 
     # --- the queue's edits (QueueObserver) --------------------------------------------------------
-    def added(self, job: int) -> None:
-        self._edited(job)
+    def edited(self, job: int) -> None:
+        """``job`` was pushed or removed."""
+        key = self._key(job)
+        low = self._low
+        if low is None or key < low:
+            self._low = key
 
-    def removed(self, job: int) -> None:
-        self._edited(job)
-
-    def _edited(self, job: int) -> None:
-        if self._key is not None:
-            key = self._key(job)
-            low = self._low
-            if low is None or key < low:
-                self._low = key
-
-    def watch(self, queue: PendingQueue) -> None:
-        """Keep walks on ``queue`` (a new queue forgets what was kept)."""
-        if queue is not self._queue:
-            self._queue = queue
-            self._key = queue.key_of
-            queue.observe(self)
-            self.forget()
+    added = removed = edited
 
     # --- the walk ---------------------------------------------------------------------------------
     def forget(self) -> None:
         self.entries.clear()
-        self.head = -1
-        self.res = None
 
-    def begin(self, cycle: EasyCycle, keep: int, left_out: list[SortKey]) -> None:
-        """A walk starts recording with the first ``keep`` kept entries (those it resumed after);
-        ``left_out``: the first keys of the shapes it leaves out."""
-        del self.entries[keep:]
+    def resume(self, cycle: EasyCycle, start: list[tuple[SortKey, int]], left_out: list[SortKey],
+               max_jobs: int) -> Resumed | None:
+        """The state after the kept looks ``cycle`` (reset; its head found in the memo, nothing looked
+        at yet) repeats (None: none; it walks from the beginning), and from here on the looks it
+        passes long jobs at are kept after those. ``start``: the walk's first heap, (first key,
+        shape) of each shape it does not leave out; ``left_out``: the first keys of those it leaves
+        out. Does on the way what a fresh walk does at the kept looks (plans the head, tests each
+        request's room and fills :class:`LongBlocked`), in their order."""
+        queue = cycle.ctx.queue
+        if queue is not self._queue:  # a new queue: nothing kept
+            self._queue = queue
+            self._key = queue.key_of
+            queue.observe(self)
+            self.entries.clear()
+        k, got = self._resume(cycle, start, left_out, max_jobs)
+        del self.entries[k:]
         self.head = cycle.head
         self._left = set(left_out)
         self._low = None
+        return got
 
-    def planned(self, cycle: EasyCycle) -> None:
-        """The walk planned its head (before its first kept look)."""
-        self.res = cycle.res
-        self.serial = cycle.plan_serial
-        self.shadow = cycle.shadow
-
-    def resume(self, cycle: EasyCycle, start: list[tuple[SortKey, int]], left_out: list[SortKey],
-               max_jobs: int) -> tuple[int, Resumed | None]:
-        """Where ``cycle`` (reset; its head found in the memo, nothing looked at yet) can start: the
-        number of kept entries it repeats and the state after them (None: from the beginning).
-        ``start``: the walk's first heap, (first key, shape) of each shape it does not leave out;
-        ``left_out``: the first keys of those it leaves out. Does on the way what a fresh walk does at the kept looks
-        (plans the head, tests each request's room and fills :class:`LongBlocked`), in their order."""
+    def _resume(self, cycle: EasyCycle, start: list[tuple[SortKey, int]], left_out: list[SortKey],
+                max_jobs: int) -> tuple[int, Resumed | None]:
         entries = self.entries
         if not entries or cycle.head != self.head:
             return 0, None
@@ -139,7 +130,7 @@ class KeptWalk:
         if self._low is not None:
             k = bisect_left(entries, self._low, hi=k, key=_BOUND)  # those with bound < low
         k = bisect_left(entries, max_jobs - len(left_out), hi=k, key=_LOOKED)  # no limit test binds before
-        now, shadow = cycle.now, self.shadow
+        now, shadow = cycle.now, cycle.last_plan[2]
         while k and now + entries[k - 1][5] > shadow:  # a job found short has become long
             k -= 1
         got = self._heap(cycle, start, left_out, k)
@@ -185,10 +176,10 @@ class KeptWalk:
             if request in failed or not cycle.has_room(job):
                 return e
             if not e:  # the first look plans the head: the same reservation as the kept walk's
-                res = cycle.reservation(cycle.head)
-                if res is None or res is not self.res or res.serial != self.serial:
-                    return 0
                 cycle.plan()
+                res, serial, _ = cycle.last_plan
+                if cycle.res is None or cycle.res is not res or cycle.plan_serial != serial:
+                    return 0
             if request not in cycle.long_blocked and cycle.long_placement(job, request) is not None:
                 return e  # it can start now: the walk looks again from here
         return k
