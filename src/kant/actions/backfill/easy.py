@@ -174,13 +174,11 @@ class EasyCycle:
         self.res: EasyReservation | None = None
         self.plan_serial = -1
         self.shadow = math.inf
-        #: the reservation, its serial and shadow time the last walk that planned planned with
-        self.last_plan: tuple[EasyReservation | None, int, float] = (None, -1, math.inf)
-        # the last walk's looks, to resume from (see KeptWalk)
-        self.kept_walk = KeptWalk()
-        self.resume_ok = True  # off: every walk from the beginning (for the tests)
-        self.min_resume = _MIN_RESUME
-        self.long_walk = False  # the last walk looked at min_resume jobs or more
+        # the last walk's looks, to resume from, and what it planned with (see KeptWalk). What it
+        # needs between walks lives there, not here: an EasyCycle holds 28 attributes, and CPython
+        # 3.11 keeps an object's attributes in its class's shared keys only up to 30 (past that
+        # every ``self.x`` in the walk is a dict lookup: +1.5 % instructions on the README default)
+        self.kept_walk = KeptWalk(_MIN_RESUME)
         self._edits: dict[int, int] = {}
         self._watched: object = None  # the queue the edits are watched on
         self.reset(bf, ctx, fw)
@@ -188,7 +186,7 @@ class EasyCycle:
     def reset(self, bf: EasyHost, ctx: CycleContext, fw: Framework) -> None:
         """Start a new pass (the object is reused from cycle to cycle)."""
         if self.planned:  # what the last walk planned with (see KeptWalk)
-            self.last_plan = (self.res, self.plan_serial, self.shadow)
+            self.kept_walk.last_plan = (self.res, self.plan_serial, self.shadow)
         self.bf, self.ctx, self.fw = bf, ctx, fw
         self.check_admit = bool(fw.admitters)
         self.env = ctx.env
@@ -465,17 +463,16 @@ class EasyCycle:
         # up to the first start or the first limit test that can bind; ``fb``: looks at shapes a
         # fresh walk would leave out next time (their request is in the memo)
         kept = self.kept_walk
-        logging = self.resume_ok and self.long_walk and quiet_ok and not jump and self.head >= 0
-        log = kept.entries.append
-        limit0 = limit
+        logging = kept.enabled and kept.long_walk and quiet_ok and not jump and self.head >= 0
         fb = 0
-        bound: tuple[float, ...] | None = None
         if logging:
+            log, limit0 = kept.entries.append, limit
+            bound: tuple[float, ...] | None = None
             got = kept.resume(self, heap, left_out, max_jobs)
             if got is not None:
                 heap, pos, short_only, looked, last, top_key = got[:6]
                 room_ok |= got.room_ok
-        elif kept.entries:
+        elif kept.watching:
             kept.forget()
         while heap:
             if looked >= limit:
@@ -521,7 +518,7 @@ class EasyCycle:
                 if verdict == STARTED:
                     logging = False
                     if bf.exhausted(state):
-                        self.long_walk = looked >= self.min_resume
+                        kept.long_walk = looked >= kept.min_looks
                         return
                     lst = shape_jobs(shape)  # the started job left the list
                     if ahead:
@@ -586,7 +583,7 @@ class EasyCycle:
                          bound if bound is not None else HEAP_EMPTY))
                 else:
                     logging = False
-        self.long_walk = looked >= self.min_resume
+        kept.long_walk = looked >= kept.min_looks
         if quiet_ok and not jump and looked >= max_jobs and before == (
                 bf.backfilled, bf.failed.changes, bf.long_blocked.changes):
             frontier = key(last) if last >= 0 else ()

@@ -20,6 +20,7 @@ from kant.framework.queue import PendingQueue, SortKey
 
 if TYPE_CHECKING:
     from kant.actions.backfill.easy import EasyCycle
+    from kant.actions.backfill.reservation import EasyReservation
 
 __all__ = ["HEAP_EMPTY", "KeptWalk", "Resumed"]
 
@@ -78,10 +79,19 @@ class KeptWalk:
     walk calls :meth:`resume` when it starts keeping (from then on the queue's edits count) and
     appends entries."""
 
-    def __init__(self) -> None:
+    def __init__(self, min_looks: int) -> None:
         self.entries: list[Entry] = []
-        self.head = -1  # the head of the walk the entries are of (it planned with cycle.last_plan)
+        self.head = -1  # the head of the walk the entries are of (it planned with last_plan)
+        #: the reservation, its serial and shadow time the last walk that planned planned with
+        self.last_plan: tuple[EasyReservation | None, int, float] = (None, -1, math.inf)
+        self.enabled = True  # off: every walk from the beginning (for the tests)
+        #: the walk keeps its looks only after a walk that looked at this many jobs or more
+        self.min_looks = min_looks
+        self.long_walk = False  # the last walk looked at min_looks jobs or more
         self._queue: PendingQueue | None = None
+        #: told of the queue's edits: from the walk that may keep entries until they are forgotten
+        #: (a push or removal costs a call only while something may be kept)
+        self.watching = False
         self._key: Callable[[int], SortKey] = _no_key
         self._low: SortKey | None = None  # the lowest key pushed or removed since begin()
         self._left: set[SortKey] = set()  # the first keys of the shapes the walk left out
@@ -98,7 +108,12 @@ class KeptWalk:
 
     # --- the walk ---------------------------------------------------------------------------------
     def forget(self) -> None:
+        """Keep nothing, and stop watching the queue until the next :meth:`resume`."""
         self.entries.clear()
+        if self.watching:
+            assert self._queue is not None
+            self._queue.unobserve(self)
+            self.watching = False
 
     def resume(self, cycle: EasyCycle, start: list[tuple[SortKey, int]], left_out: list[SortKey],
                max_jobs: int) -> Resumed | None:
@@ -110,10 +125,12 @@ class KeptWalk:
         request's room and fills :class:`LongBlocked`), in their order."""
         queue = cycle.ctx.queue
         if queue is not self._queue:  # a new queue: nothing kept
+            self.forget()
             self._queue = queue
             self._key = queue.key_of
+        if not self.watching:
             queue.observe(self)
-            self.entries.clear()
+            self.watching = True
         k, got = self._resume(cycle, start, left_out, max_jobs)
         del self.entries[k:]
         self.head = cycle.head
@@ -130,7 +147,7 @@ class KeptWalk:
         if self._low is not None:
             k = bisect_left(entries, self._low, hi=k, key=_BOUND)  # those with bound < low
         k = bisect_left(entries, max_jobs - len(left_out), hi=k, key=_LOOKED)  # no limit test binds before
-        now, shadow = cycle.now, cycle.last_plan[2]
+        now, shadow = cycle.now, self.last_plan[2]
         while k and now + entries[k - 1][5] > shadow:  # a job found short has become long
             k -= 1
         got = self._heap(cycle, start, left_out, k)
@@ -177,7 +194,7 @@ class KeptWalk:
                 return e
             if not e:  # the first look plans the head: the same reservation as the kept walk's
                 cycle.plan()
-                res, serial, _ = cycle.last_plan
+                res, serial, _ = self.last_plan
                 if cycle.res is None or cycle.res is not res or cycle.plan_serial != serial:
                     return 0
             if request not in cycle.long_blocked and cycle.long_placement(job, request) is not None:
