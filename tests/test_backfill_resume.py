@@ -10,6 +10,7 @@ into the middle of a list), wrong estimates (early releases move the reservation
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -103,8 +104,8 @@ def freed_or_taken(draw: st.DrawFn) -> Data:
     gap = draw(st.integers(10, 30))
     for i in range(draw(st.integers(0, 15))):
         d = float(draw(st.integers(gap, 3 * gap)))
-        b.add(f"short{i}", submit=t + gap * (i + 1), duration=d, workers=1, gpus_per_worker=draw(st.sampled_from([1, 2])),
-              estimate=d)
+        g = draw(st.sampled_from([1, 2]))
+        b.add(f"short{i}", submit=t + gap * (i + 1), duration=d, workers=1, gpus_per_worker=g, estimate=d)
     return cluster, b.build(), []
 
 
@@ -130,11 +131,12 @@ def _run(data: Data, pol: Any, resume: bool) -> tuple[Any, list[Any], list[Any],
     run_static, kept_resume = EasyCycle.run_static, KeptWalk.resume
 
     def walk(self: EasyCycle) -> None:
-        self.kept_walk.enabled = resume
-        self.kept_walk.min_looks = 1  # keep after every walk (the short walks of these small runs too)
+        # keep after every walk (the short walks of these small runs too), or never
+        self.kept_walk.min_looks = 1 if resume else sys.maxsize
         run_static(self)
         q, bf = self.quiet, self.bf
-        walks.append((self.now, self.head, self.planned, self.shadow, self.plan_serial, q.valid,
+        walks.append((self.now, self.head, self.planned, self.shadow,
+                      -1 if self.res is None else self.res.serial, q.valid,
                       (q.frontier, q.max_short) if q.valid else None,
                       sorted(bf.failed.request_keys()), bf.failed.changes, sorted(bf.long_blocked.requests),
                       bf.long_blocked.changes))

@@ -172,12 +172,12 @@ class EasyCycle:
         self.runs: dict[int, LongRun] = {}
         self.planned = False
         self.res: EasyReservation | None = None
-        self.plan_serial = -1
         self.shadow = math.inf
         # the last walk's looks, to resume from, and what it planned with (see KeptWalk). What it
-        # needs between walks lives there, not here: an EasyCycle holds 28 attributes, and CPython
+        # needs between walks lives there, not here: an EasyCycle holds 27 attributes, and CPython
         # 3.11 keeps an object's attributes in its class's shared keys only up to 30 (past that
-        # every ``self.x`` in the walk is a dict lookup: +1.5 % instructions on the README default)
+        # every ``self.x`` in the walk is a dict lookup: 32 of them cost 0.6 % more instructions on
+        # ``cg.py philly-80 kant 20000``)
         self.kept_walk = KeptWalk(_MIN_RESUME)
         self._edits: dict[int, int] = {}
         self._watched: object = None  # the queue the edits are watched on
@@ -185,8 +185,6 @@ class EasyCycle:
 
     def reset(self, bf: EasyHost, ctx: CycleContext, fw: Framework) -> None:
         """Start a new pass (the object is reused from cycle to cycle)."""
-        if self.planned:  # what the last walk planned with (see KeptWalk)
-            self.kept_walk.last_plan = (self.res, self.plan_serial, self.shadow)
         self.bf, self.ctx, self.fw = bf, ctx, fw
         self.check_admit = bool(fw.admitters)
         self.env = ctx.env
@@ -196,7 +194,6 @@ class EasyCycle:
         self.res = None
         self.shadow = math.inf  # jobs ending after it are "long"
         self.max_short = -math.inf  # longest estimate of a job found short once planned (see QuietWalk)
-        self.plan_serial = -1  # the reservation's serial when planned
         self._prefetched: tuple[int, EasyReservation | None] | None = None  # (head, its reservation)
         bf.failed.refresh(ctx.state)
         self.failed = bf.failed
@@ -246,7 +243,7 @@ class EasyCycle:
         got = self._prefetched
         res = self.res = got[1] if got is not None and got[0] == self.head else self.prefetch(self.head)
         self.shadow = math.inf if res is None else res.shadow
-        self.plan_serial = -1 if res is None else res.serial
+        self.kept_walk.last_plan = res  # what the next walk may resume under
 
     def room(self, job: int) -> int:
         """-1 when the free capacity may hold ``job``'s workers (as far as :meth:`Framework.room_for`
@@ -463,10 +460,9 @@ class EasyCycle:
         # up to the first start or the first limit test that can bind; ``fb``: looks at shapes a
         # fresh walk would leave out next time (their request is in the memo)
         kept = self.kept_walk
-        logging = kept.enabled and kept.long_walk and quiet_ok and not jump and self.head >= 0
-        fb = 0
+        logging = kept.long_walk and quiet_ok and not jump and self.head >= 0
         if logging:
-            log, limit0 = kept.entries.append, limit
+            log, limit0, fb = kept.entries.append, limit, 0
             bound: tuple[float, ...] | None = None
             got = kept.resume(self, heap, left_out, max_jobs)
             if got is not None:
@@ -500,7 +496,8 @@ class EasyCycle:
             looked += 1
             request = requests[job]
             if self.head >= 0 and request in failed:
-                fb += 1
+                if logging:
+                    fb += 1
                 continue  # known not to fit the free capacity; the head is already found
             if request in long_blocked and request in room_ok and now + estimate(job) > self.shadow:
                 # consider's verdict without the call (the most frequent look on a long queue): a
@@ -512,7 +509,8 @@ class EasyCycle:
             else:
                 verdict = consider(job, shape)
                 if verdict == BLOCK:
-                    fb += 1
+                    if logging:
+                        fb += 1
                     continue
                 shadow = self.shadow  # known once the head is planned
                 if verdict == STARTED:

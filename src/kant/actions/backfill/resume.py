@@ -82,10 +82,11 @@ class KeptWalk:
     def __init__(self, min_looks: int) -> None:
         self.entries: list[Entry] = []
         self.head = -1  # the head of the walk the entries are of (it planned with last_plan)
-        #: the reservation, its serial and shadow time the last walk that planned planned with
-        self.last_plan: tuple[EasyReservation | None, int, float] = (None, -1, math.inf)
-        self.enabled = True  # off: every walk from the beginning (for the tests)
-        #: the walk keeps its looks only after a walk that looked at this many jobs or more
+        #: the reservation the last walk that planned planned with (EasyCycle.plan sets it; a
+        #: reservation is never given a new serial, so the same object is the same reservation)
+        self.last_plan: EasyReservation | None = None
+        #: the walk keeps its looks only after a walk that looked at this many jobs or more (the
+        #: tests: 1 keeps after every walk, ``sys.maxsize`` never)
         self.min_looks = min_looks
         self.long_walk = False  # the last walk looked at min_looks jobs or more
         self._queue: PendingQueue | None = None
@@ -147,7 +148,8 @@ class KeptWalk:
         if self._low is not None:
             k = bisect_left(entries, self._low, hi=k, key=_BOUND)  # those with bound < low
         k = bisect_left(entries, max_jobs - len(left_out), hi=k, key=_LOOKED)  # no limit test binds before
-        now, shadow = cycle.now, self.last_plan[2]
+        planned = self.last_plan  # read before the walk plans again (in _verdicts)
+        now, shadow = cycle.now, math.inf if planned is None else planned.shadow
         while k and now + entries[k - 1][5] > shadow:  # a job found short has become long
             k -= 1
         got = self._heap(cycle, start, left_out, k)
@@ -159,7 +161,7 @@ class KeptWalk:
         # the fresh walk's looks up to entry k - 1 are those kept (the queue is the same there): the
         # verdicts now, one look per request (the later ones of a request repeat the first)
         kept = k
-        k = self._verdicts(cycle, k)
+        k = self._verdicts(cycle, k, planned)
         if not k:
             return 0, None
         if k < kept:
@@ -182,8 +184,9 @@ class KeptWalk:
         return k, Resumed(heap, pos, set(pos), last[3], last[4], queue.key(last[1]),
                           set(map(cycle.requests.__getitem__, map(_JOB, entries[:k]))))
 
-    def _verdicts(self, cycle: EasyCycle, k: int) -> int:
-        """How many of the first ``k`` entries a fresh walk repeats, with its looks' side effects."""
+    def _verdicts(self, cycle: EasyCycle, k: int, planned: EasyReservation | None) -> int:
+        """How many of the first ``k`` entries a fresh walk repeats, with its looks' side effects
+        (``planned``: the reservation the kept walk planned with)."""
         jobs = list(map(_JOB, self.entries[:k]))
         looked = list(map(cycle.requests.__getitem__, jobs))
         failed = cycle.failed_keys
@@ -194,8 +197,7 @@ class KeptWalk:
                 return e
             if not e:  # the first look plans the head: the same reservation as the kept walk's
                 cycle.plan()
-                res, serial, _ = self.last_plan
-                if cycle.res is None or cycle.res is not res or cycle.plan_serial != serial:
+                if cycle.res is None or cycle.res is not planned:
                     return 0
             if request not in cycle.long_blocked and cycle.long_placement(job, request) is not None:
                 return e  # it can start now: the walk looks again from here
