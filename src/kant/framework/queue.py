@@ -298,6 +298,10 @@ class PendingQueue:
         """Tell ``observer`` of every job pushed and removed from now on."""
         self._observers.append(observer)
 
+    def unobserve(self, observer: QueueObserver) -> None:
+        """Stop telling ``observer`` (one told by :meth:`observe`)."""
+        self._observers.remove(observer)
+
     def _edited(self, shape: int, at: int) -> None:
         for edits in self._watchers:
             low = edits.get(shape)

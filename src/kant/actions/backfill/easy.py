@@ -20,6 +20,7 @@ from typing import Protocol
 from kant.actions.backfill.host import Host
 from kant.actions.backfill.leftover import Leftover, LongBlocked
 from kant.actions.backfill.reservation import EasyReservation, ReservationKeeper
+from kant.actions.backfill.resume import HEAP_EMPTY, KeptWalk
 from kant.framework.context import CycleContext
 from kant.framework.runner import DynamicKey, Framework
 from kant.framework.status import Status
@@ -37,6 +38,11 @@ LONG = 3  # no job of this request that ends after the shadow time can start thi
 #: long jobs passed over one by one that start or extend a LongRun: fewer cost more to keep than to pass
 #: over again (a 100,000-job run on 10,000 nodes enters the loop some 30 times a walk, mostly for a few jobs)
 _MIN_RUN = 8
+
+#: a walk keeps its looks for the next one (KeptWalk) only after a walk that looked at this many jobs:
+#: keeping costs every walk, resuming pays only where walks are long (the Kant policy at 300k jobs
+#: looks at 300 in most walks; the README default's walks mostly at one or two)
+_MIN_RESUME = 100
 
 _NO_ROOM = Status.unschedulable("no room for its workers in the free capacity", "backfill")
 
@@ -164,6 +170,15 @@ class EasyCycle:
         self.jump_ok = True  # off: long jobs are passed over only up to the merge's next key (for the tests)
         self.min_run = _MIN_RUN
         self.runs: dict[int, LongRun] = {}
+        self.planned = False
+        self.res: EasyReservation | None = None
+        self.shadow = math.inf
+        # the last walk's looks, to resume from, and what it planned with (see KeptWalk). What it
+        # needs between walks lives there, not here: an EasyCycle holds 27 attributes, and CPython
+        # 3.11 keeps an object's attributes in its class's shared keys only up to 30 (past that
+        # every ``self.x`` in the walk is a dict lookup: 32 of them cost 0.6 % more instructions on
+        # ``cg.py philly-80 kant 20000``)
+        self.kept_walk = KeptWalk(_MIN_RESUME)
         self._edits: dict[int, int] = {}
         self._watched: object = None  # the queue the edits are watched on
         self.reset(bf, ctx, fw)
@@ -176,7 +191,7 @@ class EasyCycle:
         self.now = ctx.now
         self.head = -1
         self.planned = False
-        self.res: EasyReservation | None = None
+        self.res = None
         self.shadow = math.inf  # jobs ending after it are "long"
         self.max_short = -math.inf  # longest estimate of a job found short once planned (see QuietWalk)
         self._prefetched: tuple[int, EasyReservation | None] | None = None  # (head, its reservation)
@@ -214,7 +229,7 @@ class EasyCycle:
         return self.now + self.estimate(job) > self.shadow
 
     def prefetch(self, head: int) -> EasyReservation | None:
-        """The reservation :meth:`_plan` will find for ``head``, got now (the state must not change
+        """The reservation :meth:`plan` will find for ``head``, got now (the state must not change
         before the walk plans)."""
         bf, ctx = self.bf, self.ctx
         res = bf.kept.get(bf, ctx, self.fw, head)
@@ -222,13 +237,25 @@ class EasyCycle:
         self._prefetched = (head, res)
         return res
 
-    def _plan(self) -> None:
+    def plan(self) -> None:
         """Get the head's reservation: from here on, jobs that end after its shadow time are long."""
         self.planned = True
         got = self._prefetched
-        res = got[1] if got is not None and got[0] == self.head else self.prefetch(self.head)
-        self.res = res
+        res = self.res = got[1] if got is not None and got[0] == self.head else self.prefetch(self.head)
         self.shadow = math.inf if res is None else res.shadow
+        self.kept_walk.last_plan = res  # what the next walk may resume under
+
+    def room(self, job: int) -> int:
+        """-1 when the free capacity may hold ``job``'s workers (as far as :meth:`Framework.room_for`
+        tells), else the room it has."""
+        if self.bf.job_gpus[job] > 0:
+            room = self.fw.room_for(self.ctx, job)
+            if room < self.bf.job_workers[job]:
+                return room
+        return -1
+
+    def has_room(self, job: int) -> bool:
+        return self.room(job) < 0
 
     def _cannot_fit(self, job: int, request: int, status: Status, room: int) -> int:
         self.failed.add(self.env, request, job, status, room)
@@ -261,13 +288,12 @@ class EasyCycle:
                 ctx.reasons[shape] = status
                 return BLOCK
         if request not in self.room_ok:
-            if bf.job_gpus[job] > 0:
-                room = fw.room_for(ctx, job)
-                if room < bf.job_workers[job]:
-                    return self._cannot_fit(job, request, _NO_ROOM, room)
+            room = self.room(job)
+            if room >= 0:
+                return self._cannot_fit(job, request, _NO_ROOM, room)
             self.room_ok.add(request)
         if self.head >= 0 and not self.planned:
-            self._plan()
+            self.plan()
             long = self.now + est > self.shadow
             if not long and est > self.max_short:
                 self.max_short = est
@@ -287,6 +313,26 @@ class EasyCycle:
             if self.head < 0:
                 ctx.reasons[shape] = result
             return self._cannot_fit(job, request, result, fw.room_for(ctx, job))
+        placed = self.long_placement(job, request)
+        if placed is None:
+            return LONG
+        res = self.res
+        assert res is not None
+        if placed.gpu_milli < FULL_GPU_MILLI and placed.gpus == 1:  # a share: what it takes of the free GPUs
+            free_before = ctx.state.free.copy()
+            self._started(job, placed)
+            res.take(placed, bf.capacity.modelled_rows, free_before - ctx.state.free)
+        else:
+            self._started(job, placed)
+            res.take(placed, bf.capacity.modelled_rows)
+        res.accounted.add(job)
+        return STARTED
+
+    def long_placement(self, job: int, request: int) -> Placement | None:
+        """Where long ``job`` can start in what the reservation leaves (its request has room in the
+        free capacity and is not in LongBlocked); None: it cannot, and its request goes into
+        LongBlocked."""
+        bf, ctx, fw = self.bf, self.ctx, self.fw
         res = self.res
         assert res is not None
         leftover = self.leftover
@@ -295,27 +341,19 @@ class EasyCycle:
         if g == 1 and bf.job_milli[job] < FULL_GPU_MILLI and bool((res.spare[0] < 0).any()):
             # a long share could stay on a GPU the reservation needs back (see EasyReservation.pin)
             bf.long_blocked.add(request)
-            return LONG
+            return None
         if leftover.whole:  # the room for its workers was checked on this capacity
             result = fw.place(ctx, job)
         elif g > 0 and leftover.slots(g, bf.job_type[job], bf.type_mask(self.env, job),
                                       bf.job_milli[job]) < bf.job_workers[job]:
             bf.long_blocked.add(request)
-            return LONG
+            return None
         else:
             result = fw.place(leftover.view(ctx), job)
         if not isinstance(result, Placement):
             bf.long_blocked.add(request)
-            return LONG
-        if result.gpu_milli < FULL_GPU_MILLI and result.gpus == 1:  # a share: what it takes of the free GPUs
-            free_before = ctx.state.free.copy()
-            self._started(job, result)
-            res.take(result, bf.capacity.modelled_rows, free_before - ctx.state.free)
-        else:
-            self._started(job, result)
-            res.take(result, bf.capacity.modelled_rows)
-        res.accounted.add(job)
-        return STARTED
+            return None
+        return result
 
     def _rewind(self, ahead: dict[int, int], pos: dict[int, int], heap: list[tuple[tuple[float, ...], int]],
                 started: tuple[float, ...]) -> None:
@@ -419,6 +457,20 @@ class EasyCycle:
         passed = 0  # left-out shapes passed so far (once exact)
         top_key: tuple[float, ...] | None = None
         last = -1  # the last job looked at
+        # the looks at shapes whose long jobs are passed over, kept for the next walk (see KeptWalk),
+        # up to the first start or the first limit test that can bind; ``fb``: looks at shapes a
+        # fresh walk would leave out next time (their request is in the memo)
+        kept = self.kept_walk
+        logging = kept.long_walk and quiet_ok and not jump and self.head >= 0
+        if logging:
+            log, limit0, fb = kept.entries.append, limit, 0
+            bound: tuple[float, ...] | None = None
+            got = kept.resume(self, heap, left_out, max_jobs)
+            if got is not None:
+                heap, pos, short_only, looked, last, top_key = got[:6]
+                room_ok |= got.room_ok
+        elif kept.watching:
+            kept.forget()
         while heap:
             if looked >= limit:
                 if not exact:
@@ -445,6 +497,8 @@ class EasyCycle:
             looked += 1
             request = requests[job]
             if self.head >= 0 and request in failed:
+                if logging:
+                    fb += 1
                 continue  # known not to fit the free capacity; the head is already found
             if request in long_blocked and request in room_ok and now + estimate(job) > self.shadow:
                 # consider's verdict without the call (the most frequent look on a long queue): a
@@ -456,10 +510,14 @@ class EasyCycle:
             else:
                 verdict = consider(job, shape)
                 if verdict == BLOCK:
+                    if logging:
+                        fb += 1
                     continue
                 shadow = self.shadow  # known once the head is planned
                 if verdict == STARTED:
+                    logging = False
                     if bf.exhausted(state):
+                        kept.long_walk = looked >= kept.min_looks
                         return
                     lst = shape_jobs(shape)  # the started job left the list
                     if ahead:
@@ -518,6 +576,13 @@ class EasyCycle:
             pos[shape] = i
             if i < len(lst):
                 heappush(heap, (key(lst[i]), shape))
+            if logging:  # a look that passed the shape's long jobs over (a start ended the logging)
+                if looked < limit0:
+                    log((shape, job, bases.get(shape, 0) + i, looked - fb, last, self.max_short,
+                         bound if bound is not None else HEAP_EMPTY))
+                else:
+                    logging = False
+        kept.long_walk = looked >= kept.min_looks
         if quiet_ok and not jump and looked >= max_jobs and before == (
                 bf.backfilled, bf.failed.changes, bf.long_blocked.changes):
             frontier = key(last) if last >= 0 else ()
