@@ -14,15 +14,47 @@ from bisect import bisect_left
 from collections.abc import Callable
 from heapq import heapify
 from operator import itemgetter
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from kant.framework.queue import PendingQueue, SortKey
 
 if TYPE_CHECKING:
-    from kant.actions.backfill.easy import EasyCycle
-    from kant.actions.backfill.reservation import EasyReservation
+    from collections.abc import Container
 
-__all__ = ["HEAP_EMPTY", "KeptWalk", "Resumed"]
+    from kant.actions.backfill.reservation import EasyReservation
+    from kant.framework.context import CycleContext
+    from kant.model.state import Placement
+
+__all__ = ["HEAP_EMPTY", "KeptWalk", "Resumed", "Walker"]
+
+
+class Walker(Protocol):
+    """What a :class:`KeptWalk` reads and calls of the walk it keeps and resumes
+    (:class:`kant.actions.backfill.easy.EasyCycle`, which imports this module: typed here, not
+    imported back)."""
+
+    max_short: float  # the longest estimate of a job found short once planned (the resume sets it)
+
+    @property
+    def ctx(self) -> CycleContext: ...
+    @property
+    def head(self) -> int: ...
+    @property
+    def now(self) -> float: ...
+    @property
+    def res(self) -> EasyReservation | None: ...
+    @property
+    def requests(self) -> list[int]: ...
+    @property
+    def failed_keys(self) -> Container[int]: ...
+    @property
+    def long_blocked(self) -> Container[int]: ...
+    @property
+    def estimate(self) -> Callable[[int], float]: ...
+
+    def has_room(self, job: int) -> bool: ...
+    def plan(self) -> None: ...
+    def long_placement(self, job: int, request: int) -> Placement | None: ...
 
 #: one kept look: (shape, its job, the shape's position after the look and the long jobs passed with
 #: it, jobs looked at so far less those of shapes a fresh walk leaves out, the last job looked at,
@@ -116,7 +148,7 @@ class KeptWalk:
             self._queue.unobserve(self)
             self.watching = False
 
-    def resume(self, cycle: EasyCycle, start: list[tuple[SortKey, int]], left_out: list[SortKey],
+    def resume(self, cycle: Walker, start: list[tuple[SortKey, int]], left_out: list[SortKey],
                max_jobs: int) -> Resumed | None:
         """The state after the kept looks ``cycle`` (reset; its head found in the memo, nothing looked
         at yet) repeats (None: none; it walks from the beginning), and from here on the looks it
@@ -139,7 +171,7 @@ class KeptWalk:
         self._low = None
         return got
 
-    def _resume(self, cycle: EasyCycle, start: list[tuple[SortKey, int]], left_out: list[SortKey],
+    def _resume(self, cycle: Walker, start: list[tuple[SortKey, int]], left_out: list[SortKey],
                 max_jobs: int) -> tuple[int, Resumed | None]:
         entries = self.entries
         if not entries or cycle.head != self.head:
@@ -184,7 +216,7 @@ class KeptWalk:
         return k, Resumed(heap, pos, set(pos), last[3], last[4], queue.key(last[1]),
                           set(map(cycle.requests.__getitem__, map(_JOB, entries[:k]))))
 
-    def _verdicts(self, cycle: EasyCycle, k: int, planned: EasyReservation | None) -> int:
+    def _verdicts(self, cycle: Walker, k: int, planned: EasyReservation | None) -> int:
         """How many of the first ``k`` entries a fresh walk repeats, with its looks' side effects
         (``planned``: the reservation the kept walk planned with)."""
         jobs = list(map(_JOB, self.entries[:k]))
@@ -203,7 +235,7 @@ class KeptWalk:
                 return e  # it can start now: the walk looks again from here
         return k
 
-    def _heap(self, cycle: EasyCycle, start: list[tuple[SortKey, int]], left_out: list[SortKey],
+    def _heap(self, cycle: Walker, start: list[tuple[SortKey, int]], left_out: list[SortKey],
               k: int) -> tuple[list[tuple[SortKey, int]], dict[int, int], SortKey | None]:
         """The merge's heap (not heapified) and each shape's index after entry ``k - 1``, from the
         walk's first heap ``start`` (the shapes it does not leave out) and the first keys of those it
