@@ -138,14 +138,10 @@ def test_bundled_tiresias_policy_on_random_workloads(cluster: Cluster, jobs: Job
     assert np.allclose(res.gpu_seconds[done & (res.preemptions == 0)], demanded[done & (res.preemptions == 0)])
 
 
-@given(runs=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 400), st.integers(0, 900), st.integers(1, 8)),
-                     max_size=25),
-       now=st.integers(0, 3000), factor=st.sampled_from([None, 0.5, 2.0]))
-def test_waiting_levels_equal_the_service_rule(runs: list[tuple[int, int, int, int]], now: int,
-                                              factor: float | None) -> None:
-    """The levels of waiting jobs come from the level counted at their last stop (issue 32); a job
-    array that holds a running job takes the general rule (service up to now): both agree on every
-    waiting job, whatever runs, promotions and starvation came before."""
+def _served(runs: list[tuple[int, int, int, int]], factor: float | None) -> tuple[Scheduler, TiresiasLas, float]:
+    """Seven jobs under thresholds 100 / 1,000 / 2,500 s, run and stopped as ``runs`` says (job, wait
+    before, time run, GPUs), one after another: the scheduler, the plugin and the time the last
+    stopped."""
     b = JobTableBuilder()
     for i in range(7):
         b.add(f"j{i}", submit=float(i), duration=1e5)
@@ -156,6 +152,18 @@ def test_waiting_levels_equal_the_service_rule(runs: list[tuple[int, int, int, i
         las.job_started(s.env, job, t + wait, p)
         las.job_stopped(s.env, job, t + wait + ran + 0.1, p, False)
         t += wait + ran + 0.1
+    return s, las, t
+
+
+@given(runs=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 400), st.integers(0, 900), st.integers(1, 8)),
+                     max_size=25),
+       now=st.integers(0, 3000), factor=st.sampled_from([None, 0.5, 2.0]))
+def test_waiting_levels_equal_the_service_rule(runs: list[tuple[int, int, int, int]], now: int,
+                                              factor: float | None) -> None:
+    """The levels of waiting jobs come from the level counted at their last stop (issue 32); a job
+    array that holds a running job takes the general rule (service up to now): both agree on every
+    waiting job, whatever runs, promotions and starvation came before."""
+    s, las, t = _served(runs, factor)
     las.job_started(s.env, 6, t, Placement((0,), 1))  # job 6 runs
     waiting = np.arange(6)
     at = t + now
@@ -170,16 +178,7 @@ def test_waiting_levels_equal_the_service_rule(runs: list[tuple[int, int, int, i
 def test_lowest_rank_bounds_every_rank(runs: list[tuple[int, int, int, int]], now: int, factor: float | None) -> None:
     """No job, running or waiting, ranks under :meth:`TiresiasLas.lowest` (the preempt action skips a
     round whose pending jobs all have it), and a job served past the last threshold has it."""
-    b = JobTableBuilder()
-    for i in range(7):
-        b.add(f"j{i}", submit=float(i), duration=1e5)
-    s, las = _plugin(b.build(), [100.0, 1000.0, 2500.0], factor)
-    t = 0.0
-    for job, wait, ran, gpus in runs:
-        p = Placement((0,), gpus)
-        las.job_started(s.env, job, t + wait, p)
-        las.job_stopped(s.env, job, t + wait + ran + 0.1, p, False)
-        t += wait + ran + 0.1
+    s, las, t = _served(runs, factor)
     las.job_started(s.env, 6, t, Placement((0,), 8))  # job 6 runs, past every threshold after 313 s
     at = t + now
     rank = las.rank(s.env, np.arange(7), at)
