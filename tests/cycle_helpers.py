@@ -59,3 +59,19 @@ def record_reasons(sched: Any) -> list[dict[int, str]]:
 
     sched.cycle = recorded
     return reasons
+
+
+def record_cycles(sched: Any) -> list[Any]:
+    """Wrap ``sched.cycle`` so that after every cycle (its time, its starts as (job, nodes), the shapes'
+    reasons as strings) is appended to the list returned."""
+    cycles: list[Any] = []
+    cycle = sched.cycle
+
+    def recorded(now: float) -> Any:
+        result = cycle(now)
+        cycles.append((now, [(job, p.nodes) for job, p in result.started],
+                       {shape: str(status) for shape, status in sched._reasons.items()}))
+        return result
+
+    sched.cycle = recorded
+    return cycles

@@ -18,7 +18,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cycle_helpers import easy_policy
+from cycle_helpers import easy_policy, record_cycles
 from kant.actions.backfill.easy import EasyCycle
 from kant.model.cluster import Cluster
 from kant.model.job import JobTable, JobTableBuilder
@@ -56,17 +56,8 @@ def _run(data: Data, pol: Any, keep_runs: bool, min_run: int = 8,
     cluster, jobs, failures = data
     sim = Simulator(cluster, jobs, pol, failures=failures)
     sched = sim.scheduler
-    cycles: list[Any] = []
+    cycles = record_cycles(sched)
     walks: list[Any] = []
-    cycle = sched.cycle
-
-    def recorded(now: float):  # type: ignore[no-untyped-def]
-        result = cycle(now)
-        cycles.append((now, [(job, p.nodes) for job, p in result.started],
-                       {shape: str(status) for shape, status in sched._reasons.items()}))
-        return result
-
-    sched.cycle = recorded  # type: ignore[method-assign]
     run_static = EasyCycle.run_static
 
     def walk(self: EasyCycle) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cycle_helpers import easy_policy
+from cycle_helpers import easy_policy, record_cycles
 from kant.actions.backfill.easy import EasyCycle
 from kant.actions.backfill.resume import KeptWalk
 from kant.model.cluster import Cluster
@@ -116,18 +116,9 @@ def _run(data: Data, pol: Any, resume: bool) -> tuple[Any, list[Any], list[Any],
     cluster, jobs, failures = data
     sim = Simulator(cluster, jobs, pol, failures=failures)
     sched = sim.scheduler
-    cycles: list[Any] = []
+    cycles = record_cycles(sched)
     walks: list[Any] = []
     skipped = [0]
-    cycle = sched.cycle
-
-    def recorded(now: float):  # type: ignore[no-untyped-def]
-        result = cycle(now)
-        cycles.append((now, [(job, p.nodes) for job, p in result.started],
-                       {shape: str(status) for shape, status in sched._reasons.items()}))
-        return result
-
-    sched.cycle = recorded  # type: ignore[method-assign]
     run_static, kept_resume = EasyCycle.run_static, KeptWalk.resume
 
     def walk(self: EasyCycle) -> None:
