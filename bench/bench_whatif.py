@@ -547,11 +547,12 @@ def capacity(args: argparse.Namespace) -> dict[str, Any]:
     t_pred = time.perf_counter() - t0
     # the real future: the slice's arrivals in (at, at + horizon], every job with its true run time
     later = np.flatnonzero((jobs.submit > at) & (jobs.submit <= at + horizon))
-    per = horizon / (at - min(h[3] for h in history))  # the history's rate, scaled to the horizon
+    span = at - min(h[3] for h in history)
+    per = horizon / span  # the history's rate, scaled to the horizon
     came = _work(jobs, later, est)
     print(f"arrivals' work in GPU-hours, planned / true: the history's rate over the horizon "
           f"{sum(h[0] for h in history) * per:,.0f} / {sum(h[1] for h in history) * per:,.0f} "
-          f"({sum(h[2] for h in history):,} jobs in {(at - min(h[3] for h in history)) / HOUR / 24:.2f} days); "
+          f"({sum(h[2] for h in history):,} jobs in {span / HOUR / 24:.2f} days); "
           f"what came {came[0]:,.0f} / {came[1]:,.0f} ({came[2]:,} jobs)")
     real_cols = _arrival_cols(jobs, later, est)
     real = ArrivalModel(real_cols, np.zeros(24), at, at)
