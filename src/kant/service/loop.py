@@ -157,6 +157,8 @@ class ServiceLoop:
         self.history = history  # the dashboard's time series (kant.service.dashboard.History): views and waits
         self.compact_min = compact_min
         self.inbox: queue.SimpleQueue[Command] = queue.SimpleQueue()
+        #: arrivals put in the inbox (by the submit writer, before it acknowledges them): see queue_stamp
+        self.arrivals_posted = 0
         self._thread: threading.Thread | None = None
         self._running = False
         self.failed: BaseException | None = None
@@ -208,6 +210,13 @@ class ServiceLoop:
     def state_version(self) -> int:
         """Bumped by every change of state: the twin's staleness test."""
         return self.live.state_version
+
+    def queue_stamp(self) -> tuple[int, int, int, int]:
+        """What a copy of the queue was read at: :meth:`Reads.queue_stamp
+        <kant.service.live.reads.Reads.queue_stamp>` and the arrivals posted to the inbox, so that a
+        submit acknowledged but not yet taken by the loop already makes a copy stale (a read after it
+        goes to the loop's thread, behind the arrivals in the inbox). Plain reads of counters."""
+        return (*self.reads.queue_stamp(), self.arrivals_posted)
 
     # --- loading ------------------------------------------------------------------------------
     def load(self, cluster_if_empty: Cluster | None = None) -> None:
@@ -581,6 +590,8 @@ class ServiceLoop:
 
     # --- commands from other threads ----------------------------------------------------------
     def submit_arrivals(self, arrivals: Sequence[Arrival]) -> None:
+        """From the submit writer's thread (its one caller), before the submits are acknowledged."""
+        self.arrivals_posted += 1
         self.inbox.put(Arrivals(arrivals))
 
     def _ask(self, cmd: Command, timeout: float) -> Any:

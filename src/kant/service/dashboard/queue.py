@@ -40,7 +40,7 @@ def _capture(lp: ServiceLoop) -> _Queue:
     """On the loop's thread: every pending job in scheduler order with its reason, the head, the clock."""
     t0 = time.thread_time()
     sched = lp.sched
-    stamp = lp.reads.queue_stamp()
+    stamp = lp.queue_stamp()
     now = lp.clock.now()
     dynamic = sched.framework.dynamic_key(now)
     key: Callable[[int], Any] = dynamic if dynamic is not None else sched.queue.key_of
@@ -70,7 +70,7 @@ class _Queue:
     """The queue as the loop's thread read it, for every caller (scoped per request)."""
 
     sched: object  # the scheduler it was read from (a rebuild makes a new one)
-    stamp: tuple[int, int, int]  # Reads.queue_stamp() when read
+    stamp: tuple[int, int, int, int]  # ServiceLoop.queue_stamp() when read
     now: float
     queue_len: int
     rows: list[dict[str, Any]]  # every pending job, in order, with its reason
@@ -81,11 +81,11 @@ class _Queue:
 
 class QueueCache:
     """The one copy of the queue in the scheduler's order with every pending job's reason, read on the
-    loop's thread when the queue may have changed (:meth:`Reads.queue_stamp
-    <kant.service.live.reads.Reads.queue_stamp>`: a state change, a scheduling cycle, a job in or
-    out) and kept until then; each request's view (a tenant's jobs, a tenant filter, a limit) is cut
-    from it off the loop's thread. Many requests between two cycles cost one sort and one pass of
-    reasons."""
+    loop's thread when the queue may have changed (:meth:`ServiceLoop.queue_stamp
+    <kant.service.loop.ServiceLoop.queue_stamp>`: a state change, a scheduling cycle, a job in or
+    out, a submit acknowledged) and kept until then; each request's view (a tenant's jobs, a tenant
+    filter, a limit) is cut from it off the loop's thread. Many requests between two cycles cost one
+    sort and one pass of reasons."""
 
     def __init__(self, svc: Service) -> None:
         self.svc = svc
@@ -98,7 +98,7 @@ class QueueCache:
 
     def _fresh(self, loop: ServiceLoop) -> bool:
         got = self._got
-        return got is not None and got.sched is loop.sched and got.stamp == loop.reads.queue_stamp()
+        return got is not None and got.sched is loop.sched and got.stamp == loop.queue_stamp()
 
     def get(self) -> tuple[_Queue, bool]:
         """The queue, and whether this call read it afresh."""
