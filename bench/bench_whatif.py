@@ -189,6 +189,7 @@ class LivePolls:
     no_prediction: int = 0
     no_prediction_after_refresh: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
+    ages: list[float] = field(default_factory=list)  # per scored prediction: poll time - the snapshot's time
 
 
 def live_replay(policy: str, regime: str, args: argparse.Namespace) -> tuple[Replay, LivePolls]:
@@ -270,6 +271,7 @@ def live_replay(policy: str, regime: str, args: argparse.Namespace) -> tuple[Rep
                             seen.reasons[key] = seen.reasons.get(key, 0) + 1
                             continue
                         polled.add(job_id)
+                        seen.ages.append(at - float(pred["as_of"]))
                         out.preds.append((job_id, at, pred["p10"], pred["p50"], pred["p90"],
                                           int(why.get("position") or 0), math.nan, 0))
                     out.ticks += 1
@@ -460,9 +462,12 @@ def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
                 s["polls"], s["no_prediction"] = seen.polls, seen.no_prediction
                 s["no_prediction_after_refresh"] = seen.no_prediction_after_refresh
                 s["no_prediction_reasons"] = seen.reasons
+                ages = np.asarray(seen.ages) / HOUR
+                s["age_p50_h"], s["age_p90_h"] = _pct(ages, 50), _pct(ages, 90)
                 print(f"  {policy} / {regime}: {r.ticks} polls rounds, {seen.polls:,} pending jobs polled, "
                       f"{seen.no_prediction:,} without a prediction ({seen.no_prediction_after_refresh:,} of them "
-                      f"already in the twin's snapshot), {r.wall_s:.1f} s wall; {seen.reasons}", flush=True)
+                      f"already in the twin's snapshot), {r.wall_s:.1f} s wall; {seen.reasons}; the answers' age "
+                      f"(poll - snapshot) P50 {s['age_p50_h']:.3f} h, P90 {s['age_p90_h']:.3f} h", flush=True)
             else:
                 r = replay(jobs, estimates[regime], policy, regime, args.cluster, runs=args.runs,
                            warmup_s=args.warmup_h * HOUR, tick_s=args.tick_h * HOUR, arrivals=not args.no_arrivals,
@@ -474,7 +479,7 @@ def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
                       f"{r.wall_s:.1f} s wall ({r.predict_s:.1f} s predicting)", flush=True)
             summaries.append(s)
             raw.append({"policy": policy, "regime": regime,
-                        "preds": [list(p) for p in r.preds],
+                        "preds": [list(p) for p in r.preds], "ages": seen.ages if args.live else None,
                         "actual": {str(k): v for k, v in sorted(r.actual.items())}})
     print()
     print_accuracy(summaries)
