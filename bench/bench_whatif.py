@@ -763,6 +763,9 @@ def main() -> None:
                     help="--live: wall seconds to wait after the last arrival for the polled jobs to start")
     ap.add_argument("--work-check", type=float, action="append", metavar="H",
                     help="the twin's sampled work against the true one, H hours into the slice (kant, noisy)")
+    ap.add_argument("--running-check", type=float, action="append", metavar="H",
+                    help="the running jobs' remaining run times against the twin's, the full slice's and the "
+                         "history's medians, H hours into the slice (kant, noisy)")
     ap.add_argument("--predict-cost", type=float, action="append", metavar="H",
                     help="CPU seconds of the ratio model and of predict(runs=10) on the slice's snapshot at H hours")
     ap.add_argument("--nodes", type=int, default=10_000)
@@ -771,15 +774,18 @@ def main() -> None:
     ap.add_argument("--speed-policy", action="append")
     args = ap.parse_args()
     if not (args.accuracy or args.speed or args.sweep or args.capacity or args.ratio_check or args.work_check
-            or args.predict_cost):
-        ap.error("give --accuracy, --speed, --capacity, --ratio-check, --work-check, --predict-cost and/or --sweep")
-    if args.ratio_check or args.work_check or args.predict_cost:
-        from whatif_ratios import predict_cost, ratio_check, work_check  # (bench/whatif_ratios.py)
+            or args.predict_cost or args.running_check):
+        ap.error("give --accuracy, --speed, --capacity, --ratio-check, --work-check, --running-check, "
+                 "--predict-cost and/or --sweep")
+    if args.ratio_check or args.work_check or args.predict_cost or args.running_check:
+        from whatif_ratios import predict_cost, ratio_check, running_check, work_check  # (bench/whatif_ratios.py)
 
         if args.ratio_check:
             ratio_check(args)
         if args.work_check:
             work_check(args)
+        if args.running_check:
+            running_check(args)
         if args.predict_cost:
             predict_cost(args)
     if args.capacity:

@@ -25,6 +25,7 @@ from kant.twin.predict import (
     predict,
     sample_durations,
 )
+from kant.twin.ratios import km
 from whatif_slice import HOUR, noisy_estimates, philly_slice, snapshot_after, table
 
 FREED_H = (1, 3, 6, 12)  # --work-check: GPUs the running jobs free by then
@@ -197,6 +198,68 @@ def _window_check(snap: Any, model: RatioModel, true: np.ndarray) -> None:
                  f"ended; {len(inside)} pending jobs draw from it (median planned "
                  f"{np.median(est[inside]) / HOUR:.2f} h); the true z of its jobs by planned quartile: {meds}")
     print(line, flush=True)
+
+
+def running_check(args: argparse.Namespace) -> None:
+    """How the running jobs' remaining run times compare with three medians, at each ``--running-check``
+    hour of the slice (kant, noisy): the twin's (40 draws of :func:`sample_durations`); the full
+    slice's (every job of the slice planned within a factor e^0.5 of the job's and longer than its
+    elapsed time, an oracle that knows the future jobs); and the Kaplan-Meier estimate of the history in
+    run-time space with every job started at its submission (no scheduler: what the history alone
+    says, censored at the hour). A median that fits has about half of the true remaining times below it."""
+    jobs = philly_slice(args.start_day, args.jobs)
+    est0 = noisy_estimates(jobs, args.sigma, args.seed)
+    true_all = np.asarray(jobs.duration, dtype=np.float64)
+    log_est = np.log(np.maximum(est0, 1.0))
+    sub = np.asarray(jobs.submit, dtype=np.float64) - float(jobs.submit[0])
+    for h in args.running_check:
+        snap, _ = snapshot_after(jobs, est0, "kant", args.cluster, float(jobs.submit[0]) + h * HOUR)
+        model = RatioModel.fit(snap)
+        est = np.asarray(snap.jobs["estimate"], dtype=np.float64)
+        names = snap.jobs["name"]
+        run = list(snap.sched.running)
+        el = np.asarray([snap.now - snap.sched.running[r].start for r in run])
+        draws = np.asarray([sample_durations(snap, np.random.default_rng([args.seed, k]), model)
+                            for k in range(40)])[:, run]
+        left = np.asarray([true_all[int(names[r])] for r in run]) - el
+        twin = np.median(np.maximum(draws - el, 0), 0)
+        pool = np.asarray([_median_left(true_all[(np.abs(log_est - np.log(est[r])) < 0.5) & (true_all > e)], e)
+                           for r, e in zip(run, el, strict=True)])
+        ok = ~np.isnan(pool)
+        # the history alone, no scheduler: every job started at its submission, censored at the hour
+        now = h * HOUR
+        seen = sub <= now
+        ended = seen & (sub + true_all <= now)
+        going = np.flatnonzero(seen & ~ended)
+        hist = np.flatnonzero(seen)
+        run_time = np.where(ended, true_all, now - sub)
+        below = []
+        for j in going:
+            e = now - sub[j]
+            near = hist[np.abs(log_est[hist] - log_est[j]) < 0.5]
+            m = _km_median_left(run_time[near], ended[near], e) if near.size >= 5 else math.nan
+            if not math.isnan(m):
+                below.append(true_all[j] - e < m)
+        print(f"{h:g} h: {len(run)} running; true remaining below the twin's median draw: "
+              f"{np.mean(left < twin):.2f}; below the full slice's median: {np.mean(left[ok] < pool[ok]):.2f} "
+              f"({int(ok.sum())} jobs); no scheduler, {going.size} running: below the history's Kaplan-Meier "
+              f"median {np.mean(below):.2f} ({len(below)} jobs with one)", flush=True)
+
+
+def _median_left(run_times: np.ndarray, elapsed: float) -> float:
+    return float(np.median(run_times - elapsed)) if run_times.size >= 5 else math.nan
+
+
+def _km_median_left(run_time: np.ndarray, ended: np.ndarray, elapsed: float) -> float:
+    """The Kaplan-Meier median of the run time left beyond ``elapsed`` (NaN: the estimate places less
+    than half its mass beyond ``elapsed`` below its last observation)."""
+    x, mass, tail = km(np.log(np.maximum(run_time, 1.0)), ended, np.full(run_time.size, -math.inf))
+    keep = x > math.log(max(elapsed, 1.0))
+    xm, mm = x[keep], mass[keep]
+    total = float(mm.sum()) + tail
+    if total <= 0 or mm.sum() / total < 0.5:
+        return math.nan
+    return float(np.exp(xm[np.searchsorted(np.cumsum(mm) / total, 0.5)]) - elapsed)
 
 
 def predict_cost(args: argparse.Namespace) -> None:
