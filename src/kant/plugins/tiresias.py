@@ -69,6 +69,7 @@ class TiresiasLas(QueueSort, JobListener, Rank):
     Args = TiresiasArgs
     DYNAMIC = True
     WAITING_KEYS = True
+    RANK_IS_MINUS_KEY = True  # rank() is -levels(), key() the level (the same rule, see key)
 
     def setup(self, env: SchedulerEnv) -> None:
         args = self.args
