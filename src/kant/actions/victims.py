@@ -207,7 +207,8 @@ def choose_victims(ctx: CycleContext, fw: Framework, job: int, cands: Candidates
 
 class PoolOrder:
     """An evicting walk's pool (running jobs since before the cycle) for :func:`one_victim`: its jobs,
-    their ranks and its indices by rank, then work lost, then job row."""
+    their ranks and the indices of those not evicted since (:meth:`drop`) by rank, then work lost,
+    then job row."""
 
     __slots__ = ("jobs", "order", "rank")
 
@@ -216,13 +217,18 @@ class PoolOrder:
         self.rank: list[float] = rank.tolist()
         self.order: list[int] = np.lexsort((jobs, lost, rank)).tolist()
 
+    def drop(self, index: int) -> None:
+        """The pool job at ``index`` was evicted: no later scan passes over it (the scans' victims
+        are of the lowest ranks, found near the front of the order)."""
+        self.order.remove(index)
+
 
 def one_victim(ctx: CycleContext, fw: Framework, job: int, pool: PoolOrder,
                sel: BoolArray) -> tuple[list[int], Placement] | None:
     """What :func:`choose_victims` returns for the candidates ``sel`` of ``pool`` (pool jobs still
-    running) when its one-victim plan's one-step case settles it, found by going down ``pool.order``
-    instead of over every candidate's entries; None when this scan does not settle it (ask
-    :func:`choose_victims`).
+    running: none of those dropped from ``pool.order``) when its one-victim plan's one-step case
+    settles it, found by going down ``pool.order`` instead of over every candidate's entries; None
+    when this scan does not settle it (ask :func:`choose_victims`).
 
     For a one-worker job of whole GPUs asking no CPU or memory, the one-step case
     (:func:`_single_worker_plan`) looks at the entries (candidate, node) on *useful* nodes (that could
