@@ -138,6 +138,8 @@ class TiresiasLas(QueueSort, JobListener, Rank):
         if pending.all():  # the queue's jobs (the queue order sorts them every cycle)
             return np.where(self._starving(jobs, now), 0, self.waiting_level[jobs])
         level = self.thresholds.searchsorted(self.service(jobs, now), side="right").astype(np.int64)
+        if not pending.any():  # the running jobs (a preemption round's pool): none can starve
+            return level
         return np.where(pending & self._starving(jobs, now), 0, level)
 
     def key(self, env: SchedulerEnv, job: int, now: float) -> float:
