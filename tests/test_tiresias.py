@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 import numpy as np
@@ -170,6 +171,24 @@ def test_waiting_levels_equal_the_service_rule(runs: list[tuple[int, int, int, i
     fast = las.levels(waiting, at).tolist()
     general = las.levels(np.arange(7), at).tolist()[:6]
     assert fast == general
+
+
+@given(runs=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 400), st.integers(0, 900), st.integers(1, 8)),
+                     max_size=25),
+       now=st.integers(0, 3000), factor=st.sampled_from([None, 0.5, 2.0]), gpus=st.integers(1, 8))
+def test_running_levels_equal_the_service_rule(runs: list[tuple[int, int, int, int]], now: int,
+                                               factor: float | None, gpus: int) -> None:
+    """The levels of an array of running jobs only (a preemption round's pool; no starvation test)
+    are those of the same jobs in an array with waiting jobs, and the thresholds over their service
+    up to now (jobs that starved while waiting start again: they run, never promoted by the test)."""
+    s, las, t = _served(runs, factor)
+    running = np.arange(3)
+    for job in running.tolist():
+        las.job_started(s.env, job, t, Placement((0,), gpus))
+    at = t + now
+    alone = las.levels(running, at).tolist()
+    assert alone == las.levels(np.arange(7), at).tolist()[:3]
+    assert alone == [bisect.bisect_right(las._thresholds, v) for v in las.service(running, at).tolist()]
 
 
 @given(runs=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 400), st.integers(0, 900), st.integers(1, 8)),

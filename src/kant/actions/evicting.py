@@ -91,9 +91,12 @@ class Walk:
 
     def evicted(self, victims: list[int]) -> None:
         """``victims`` (pool jobs) were evicted: they are no longer candidates in this cycle."""
-        index, alive = self._index(), self.alive
+        index, alive, by_rank = self._index(), self.alive, self.by_rank
         for v in victims:
-            alive[index[v]] = False
+            i = index[v]
+            alive[i] = False
+            if by_rank is not None:
+                by_rank.drop(i)
 
     def _lost(self, ctx: CycleContext) -> FloatArray:
         if self.lost is None:

@@ -36,7 +36,8 @@ Arguments:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from bisect import bisect_left
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from kant.actions.evicting import EvictingAction, Skip, Walk, in_queue_order
 from kant.actions.victims import BoolArray, FloatArray, IntArray, running_jobs
 from kant.framework.context import CycleContext, SchedulerEnv
-from kant.framework.plugin import Plugin, Rank
+from kant.framework.plugin import Plugin, QueueSort, Rank
 from kant.framework.registry import register_action
 from kant.framework.runner import Framework
 
@@ -54,6 +55,7 @@ __all__ = ["NAME", "Preempt", "PreemptArgs", "RankFn", "resolve_rank"]
 NAME = "preempt"
 
 RankFn = Callable[[SchedulerEnv, IntArray, float], FloatArray]
+SortKey = tuple[float, ...]
 
 
 class PreemptArgs(BaseModel):
@@ -75,6 +77,27 @@ def resolve_rank(fw: Framework, rank_by: str) -> tuple[RankFn, float]:
     if plugin is None:
         raise ValueError(_rank_by_error(rank_by, [type(p) for p in fw.plugins]))
     return plugin.rank, plugin.lowest()
+
+
+def ranks_by_kept_order(fw: Framework, rank_by: str) -> bool:
+    """Can the pending side of a round be read from the kept order? The ranking plugin ranks a pending
+    job minus its queue key (:attr:`Rank.RANK_IS_MINUS_KEY`), it is the policy's first sorter (the
+    queue order's first place), and the policy keeps its pending order (``Framework.kept``)."""
+    plugin = None if rank_by == "priority" else fw.plugin(Rank, rank_by)
+    return (isinstance(plugin, QueueSort) and plugin.RANK_IS_MINUS_KEY and fw.kept is not None
+            and fw.sorters[0] is plugin)
+
+
+def _kept_top(lists: Mapping[int, list[SortKey]]) -> float:
+    """The highest rank of the pending jobs: minus the least first key (each shape's list is sorted)."""
+    return -min(lst[0][0] for lst in lists.values())
+
+
+def _kept_eligible(lists: Mapping[int, list[SortKey]], low: float) -> list[tuple[SortKey, int]]:
+    """(full sort key, shape) of the pending jobs ranked above ``low`` (first key under ``-low``), in
+    queue order: per shape, the prefix of its sorted list, merged."""
+    bound = (-low,)  # a key (k, submit, row) is under it exactly when k < -low
+    return sorted((entry, shape) for shape, lst in lists.items() for entry in lst[:bisect_left(lst, bound)])
 
 
 def _rank_by_error(rank_by: str, plugins: Sequence[type[Plugin]]) -> str | None:
@@ -106,6 +129,7 @@ class Preempt(EvictingAction[_PreemptWalk]):
         self.allocate_after = a.allocate_after
         self._rank: RankFn | None = None
         self._lowest = -math.inf  # no job's rank is under it (Rank.lowest)
+        self._by_kept = False  # the pending jobs' ranks and order read from the kept order
         self._round = -math.inf
         self._asked = -math.inf  # the round whose boundary wake-up was last asked for
         self.preemptions = 0  # victims evicted
@@ -121,6 +145,7 @@ class Preempt(EvictingAction[_PreemptWalk]):
         args = self.args
         assert isinstance(args, PreemptArgs)
         self._rank, self._lowest = resolve_rank(fw, args.rank_by)
+        self._by_kept = ranks_by_kept_order(fw, args.rank_by)
 
     def begin(self, ctx: CycleContext, fw: Framework) -> _PreemptWalk | None:
         args = self.args
@@ -141,9 +166,15 @@ class Preempt(EvictingAction[_PreemptWalk]):
         if not ctx.running or not len(ctx.queue):
             return None
         env = ctx.env
-        pending = np.fromiter(ctx.queue, dtype=np.int64, count=len(ctx.queue))
-        pend_rank = rank_fn(env, pending, now)
-        top = float(pend_rank.max())
+        # the pending side: from the kept order where it gives the ranks, else ranked and sorted here
+        key = fw.dynamic_key(now) if self._by_kept else None
+        lists = key.kept_by_shape(ctx.queue) if key is not None else None
+        if lists is not None:
+            top = _kept_top(lists)
+        else:
+            pending = np.fromiter(ctx.queue, dtype=np.int64, count=len(ctx.queue))
+            pend_rank = rank_fn(env, pending, now)
+            top = float(pend_rank.max())
         if top <= self._lowest:  # no running job can rank under every pending job
             return None
         running = running_jobs(ctx)
@@ -151,11 +182,17 @@ class Preempt(EvictingAction[_PreemptWalk]):
         low = float(run_rank.min())
         if top <= low:
             return None
-        eligible = pend_rank > low
-        rank_of = dict(zip(pending[eligible].tolist(), pend_rank[eligible].tolist(), strict=True))
-        order = in_queue_order(ctx, fw, pending[eligible])
-        shapes = ctx.queue.shapes[np.asarray(order, dtype=np.int64)].tolist()
-        keys = [(s, rank_of[j]) for s, j in zip(shapes, order, strict=True)]
+        if lists is not None:
+            eligible = _kept_eligible(lists, low)
+            order = [int(entry[-1]) for entry, _ in eligible]
+            keys = [(shape, -entry[0]) for entry, shape in eligible]
+            rank_of = {job: rank for job, (_, rank) in zip(order, keys, strict=True)}
+        else:
+            chosen = pend_rank > low
+            rank_of = dict(zip(pending[chosen].tolist(), pend_rank[chosen].tolist(), strict=True))
+            order = in_queue_order(ctx, fw, pending[chosen])
+            shapes = ctx.queue.shapes[np.asarray(order, dtype=np.int64)].tolist()
+            keys = [(s, rank_of[j]) for s, j in zip(shapes, order, strict=True)]
         walk = _PreemptWalk(order, keys, running, run_rank, set(), args.checkpoint_interval_s)
         walk.rank_of = rank_of
         if args.min_run_s > 0:

@@ -190,24 +190,31 @@ def choose_victims(ctx: CycleContext, fw: Framework, job: int, cands: Candidates
     useful_gpus = np.bincount(idx[useful_entry], weights=gpus[useful_entry], minlength=len(cands))
     useful = np.flatnonzero(useful_gpus > 0)
     rows, ug, lost, rank = cands.jobs[useful], -useful_gpus[useful], cands.lost[useful], cands.rank[useful]
-    best: tuple[tuple[float, int, float, tuple[int, ...]], list[int], Placement] | None = None
+    best: tuple[tuple[float, int, float, tuple[int, ...]], list[int], Placement | None] | None = None
     # two greedy orders within each rank: least work lost first, and most GPUs freed first (fewer victims)
     for order in (useful[np.lexsort((rows, ug, lost, rank))], useful[np.lexsort((rows, lost, ug, rank))]):
-        result = _greedy_plan(ctx, fw, job, cands, order, ok)
-        if result is None:
+        greedy = _greedy_plan(ctx, fw, job, cands, order, ok)
+        if greedy is None:
             continue
-        members, placement = result
+        members, placement = greedy
         key = _plan_key(cands, members)
         if best is None or key < best[0]:
             best = (key, members, placement)
     if best is None:
         return None
-    return [int(cands.jobs[i]) for i in best[1]], best[2]
+    chosen = [int(cands.jobs[i]) for i in best[1]]
+    if best[2] is not None:
+        return chosen, best[2]
+    placed = _simulate(ctx, fw, job, chosen)  # a plan on a delta: placed once, the best plan only
+    if placed is None:  # pragma: no cover - the slot test said it places
+        raise AssertionError("a plan on a delta that does not place")
+    return placed
 
 
 class PoolOrder:
     """An evicting walk's pool (running jobs since before the cycle) for :func:`one_victim`: its jobs,
-    their ranks and its indices by rank, then work lost, then job row."""
+    their ranks and the indices of those not evicted since (:meth:`drop`) by rank, then work lost,
+    then job row."""
 
     __slots__ = ("jobs", "order", "rank")
 
@@ -216,13 +223,18 @@ class PoolOrder:
         self.rank: list[float] = rank.tolist()
         self.order: list[int] = np.lexsort((jobs, lost, rank)).tolist()
 
+    def drop(self, index: int) -> None:
+        """The pool job at ``index`` was evicted: no later scan passes over it (the scans' victims
+        are of the lowest ranks, found near the front of the order)."""
+        self.order.remove(index)
+
 
 def one_victim(ctx: CycleContext, fw: Framework, job: int, pool: PoolOrder,
                sel: BoolArray) -> tuple[list[int], Placement] | None:
     """What :func:`choose_victims` returns for the candidates ``sel`` of ``pool`` (pool jobs still
-    running) when its one-victim plan's one-step case settles it, found by going down ``pool.order``
-    instead of over every candidate's entries; None when this scan does not settle it (ask
-    :func:`choose_victims`).
+    running: none of those dropped from ``pool.order``) when its one-victim plan's one-step case
+    settles it, found by going down ``pool.order`` instead of over every candidate's entries; None
+    when this scan does not settle it (ask :func:`choose_victims`).
 
     For a one-worker job of whole GPUs asking no CPU or memory, the one-step case
     (:func:`_single_worker_plan`) looks at the entries (candidate, node) on *useful* nodes (that could
@@ -527,10 +539,11 @@ class _SlotBound:
 
 
 def _greedy_plan(ctx: CycleContext, fw: Framework, job: int, cands: Candidates, order: IntArray,
-                 ok: BoolArray) -> tuple[list[int], Placement] | None:
+                 ok: BoolArray) -> tuple[list[int], Placement | None] | None:
     """Evict candidates (indices into ``cands``) in ``order`` until the job fits, then reprieve every
     victim, most important first (rank, work lost, row descending), that is not needed. Returns the
-    victims (indices, ascending) and the placement; changes nothing."""
+    victims (indices, ascending) and the placement (None for a plan on a delta: the job places with
+    these victims gone, :func:`_simulate` gives the placement); changes nothing."""
     state, jobs = ctx.state, ctx.env.jobs
     w = int(jobs.workers[job])
     bound = _SlotBound.of(ctx, job, ok)
@@ -542,10 +555,7 @@ def _greedy_plan(ctx: CycleContext, fw: Framework, job: int, cands: Candidates, 
             if members is None:
                 return None
             assert isinstance(members, list)
-            result = _simulate(ctx, fw, job, [int(cands.jobs[i]) for i in members])
-            if result is not None:
-                return members, result[1]
-            raise AssertionError("a plan on a delta that does not place")  # pragma: no cover
+            return members, None
     trial = Statement(state)
     evicted: list[int] = []
     placed = False

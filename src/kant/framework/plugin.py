@@ -239,6 +239,12 @@ class Rank(Plugin):
     """Ranks jobs for eviction: the ``preempt`` action's ``rank_by: <plugin name>`` (higher = more
     important; a running job is only evicted for a pending job of strictly higher rank)."""
 
+    #: the plugin is also a :class:`QueueSort` and a pending job's rank is minus its queue key at any
+    #: time (Tiresias: rank ``-level``, key ``level``): where the plugin is the policy's first sorter
+    #: and the pending order is kept (:class:`~kant.framework.kept_order.KeptOrder`), the ``preempt``
+    #: action reads the pending jobs' ranks and their queue order from it
+    RANK_IS_MINUS_KEY: ClassVar[bool] = False
+
     def rank(self, env: SchedulerEnv, jobs: IntArray, now: float) -> FloatArray:
         raise NotImplementedError
 

@@ -69,6 +69,7 @@ class TiresiasLas(QueueSort, JobListener, Rank):
     Args = TiresiasArgs
     DYNAMIC = True
     WAITING_KEYS = True
+    RANK_IS_MINUS_KEY = True  # rank() is -levels(), key() the level (the same rule, see key)
 
     def setup(self, env: SchedulerEnv) -> None:
         args = self.args
@@ -137,6 +138,8 @@ class TiresiasLas(QueueSort, JobListener, Rank):
         if pending.all():  # the queue's jobs (the queue order sorts them every cycle)
             return np.where(self._starving(jobs, now), 0, self.waiting_level[jobs])
         level = self.thresholds.searchsorted(self.service(jobs, now), side="right").astype(np.int64)
+        if not pending.any():  # the running jobs (a preemption round's pool): none can starve
+            return level
         return np.where(pending & self._starving(jobs, now), 0, level)
 
     def key(self, env: SchedulerEnv, job: int, now: float) -> float:
