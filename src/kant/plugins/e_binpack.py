@@ -173,6 +173,10 @@ class EBinpack(Place):
         self._per_leaf_array: Stamped[IntArray] = Stamped(np.zeros(0, dtype=np.int64))  # the same, as an array
         self._leaf_spine: list[int] = []
         self._rows: NodeRows | None = None
+        # share-aware placement of one-worker jobs has its own search; otherwise a one-worker job no
+        # node has room for ends in _no_fit(0) on either path of place (the class index's, the scan's)
+        self._share_aware = self._args.share_aware
+        self.one_worker_by_room = not self._share_aware
 
     @property
     def _args(self) -> EBinpackArgs:
@@ -391,7 +395,7 @@ class EBinpack(Place):
         return cached.keep(state, state.version, keys)
 
     def place(self, ctx: CycleContext, job: int, fw: Placer) -> Placement | Status:
-        if self._args.share_aware and fw.job_workers[job] == 1:
+        if self._share_aware and fw.job_workers[job] == 1:
             return self._place_share_aware(ctx, job, fw)
         if fw.is_share(job):
             return fw.place_workers(ctx, job)
