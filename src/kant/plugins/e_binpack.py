@@ -64,6 +64,7 @@ from kant.framework.plugin import IntArray, Place, Placer
 from kant.framework.registry import register_plugin
 from kant.framework.status import SUCCESS, Status
 from kant.model.classes import NodeClasses
+from kant.model.fit import FULL_GPU_MILLI
 from kant.model.state import Placement
 from kant.plugins.topology import (
     CLUSTER,
@@ -397,9 +398,8 @@ class EBinpack(Place):
     def place(self, ctx: CycleContext, job: int, fw: Placer) -> Placement | Status:
         if self._share_aware and fw.job_workers[job] == 1:
             return self._place_share_aware(ctx, job, fw)
-        if fw.is_share(job):
+        if fw.job_milli[job] < FULL_GPU_MILLI and fw.is_share(job):
             return fw.place_workers(ctx, job)
-        jobs = ctx.env.jobs
         w, g, c, m = fw.job_workers[job], fw.job_gpus[job], fw.job_cpu[job], fw.job_mem[job]
         # the class index when it gives the same answer as the node scan: no filters, the live state,
         # a GPU job, CPU and memory not asked for (or not modelled), an exact single-node key
@@ -449,7 +449,7 @@ class EBinpack(Place):
             key = self._group_key(ctx, tier, nodes, g)
             return Placement(fill_in_order(nodes, key, slots[nodes], w), g, c, m)
         return Status.unschedulable(
-            f"needs {jobs.describe_request(job)}; {args.topology} topology: no "
+            f"needs {ctx.env.jobs.describe_request(job)}; {args.topology} topology: no "
             f"{' or '.join(TIERS[t] for t in tiers)} has room for the whole gang now "
             f"({total} worker slot(s) in the cluster)",
             NAME,
