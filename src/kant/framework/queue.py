@@ -450,7 +450,9 @@ class PendingQueue:
         order, a scan for a dynamic one."""
         if dynamic_key is not None:
             return min(self._keys, key=dynamic_key, default=None)
-        first = self.head_entry()
+        first = self._first  # (kept: no call to head_entry while the first job stays)
+        if first is None:
+            first = self.head_entry()
         return None if first is None else self._by_shape[first[1]][0]
 
     # --- one cycle's walk --------------------------------------------------------------------

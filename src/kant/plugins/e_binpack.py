@@ -411,7 +411,10 @@ class EBinpack(Place):
             classes = None
         if classes is not None:
             t = fw.job_type[job]
-            best = self._pick(ctx, classes, self._class_plan(ctx.env, classes, w * g, t))
+            plan = self._plans.get((w * g, t))  # (the cached plan without a call: see _class_plan)
+            if plan is None:
+                plan = self._class_plan(ctx.env, classes, w * g, t)
+            best = self._pick(ctx, classes, plan)
             if best >= 0:  # one worker, or the whole gang on one node
                 return Placement((best,) * w, g, c, m)
             if w == 1:
