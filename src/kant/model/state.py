@@ -40,8 +40,6 @@ class Placement:
     gpu_milli: int = FULL_GPU_MILLI
     gpu_pick: tuple[int, ...] = ()
     per_node: dict[int, int] = field(init=False, repr=False, compare=False)
-    #: ``gpus`` x workers (set once at construction: read at every stop, a property would be a call)
-    total_gpus: int = field(init=False, repr=False, compare=False)
 
     # The generated __init__ of a frozen dataclass sets each field through a lookup of
     # object.__setattr__; this one (the same arguments, a placement is made at every start) calls
@@ -54,7 +52,6 @@ class Placement:
         _set_mem(self, memory_mib)
         _set_milli(self, gpu_milli)
         _set_pick(self, gpu_pick)
-        _set_total(self, gpus * len(nodes))
         if len(nodes) == 1:
             _set_per_node(self, {nodes[0]: 1})
         else:
@@ -62,6 +59,10 @@ class Placement:
             for n in nodes:
                 counts[n] = counts.get(n, 0) + 1
             _set_per_node(self, counts)
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus * len(self.nodes)
 
     def distinct_nodes(self) -> list[int]:
         return list(self.per_node)
@@ -81,8 +82,8 @@ def slot_setters(cls: type, *names: str) -> list[Callable[[Any, Any], None]]:
     return [vars(cls)[name].__set__ for name in names]
 
 
-_set_nodes, _set_gpus, _set_cpu, _set_mem, _set_milli, _set_pick, _set_per_node, _set_total = slot_setters(
-    Placement, "nodes", "gpus", "cpu_milli", "memory_mib", "gpu_milli", "gpu_pick", "per_node", "total_gpus")
+_set_nodes, _set_gpus, _set_cpu, _set_mem, _set_milli, _set_pick, _set_per_node = slot_setters(
+    Placement, "nodes", "gpus", "cpu_milli", "memory_mib", "gpu_milli", "gpu_pick", "per_node")
 
 #: :meth:`ClusterState.what_if` recounts from the changed nodes alone while they are at most one in
 #: this many nodes (beyond, the full recount over every node is about as cheap)
