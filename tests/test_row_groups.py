@@ -51,3 +51,5 @@ def test_dense_groups_take_small_ranges_and_leave_wide_ones() -> None:
     wide = [np.array([0, 10**12], dtype=np.int64)]
     assert q._dense_groups(wide) is None
     assert q._dense_groups([np.array([0.5, 1.5])]) is None  # not integers
+    assert q._dense_groups([np.array([2**63, 2**63 + 1], dtype=np.uint64)]) is None  # beyond int64
+    assert q._dense_groups([np.array([True, False, True])]) is not None  # booleans are integers here

@@ -180,6 +180,8 @@ def _dense_groups(cols: list[IntArray]) -> tuple[IntArray, IntArray] | None:
         if col.dtype.kind not in "iub":
             return None
         lo, hi = int(col.min()), int(col.max())
+        if lo < -(1 << 62) or hi >= 1 << 62:  # (values an int64 difference may not hold)
+            return None
         size = hi - lo + 1
         span *= size
         if span > _DENSE_SLOTS * n + 1024:
