@@ -198,3 +198,25 @@ def test_tie_breaks_on_many_leaves() -> None:
             slow = fw.place(ctx, 0)
             assert isinstance(fast, Placement) and fast.nodes == (expected,), (policy, fast)
             assert fast == slow
+
+
+@settings(max_examples=400, deadline=None)
+@given(cases(), st.sampled_from(["e-binpack", "e-binpack-spine", "e-binpack-no-tie", "e-binpack-off"]),
+       st.booleans())
+def test_one_worker_placed_without_the_room_test_as_with_it(
+        case: tuple[Cluster, dict[str, Any], list[int], list[bool]], policy: str, scan: bool) -> None:
+    """E-Binpack's ``one_worker_by_room`` (issue 32): the runner asks it at once for a one-worker job,
+    without ``room_for`` first; the outcome (the placement, or the status itself) is the one the room
+    test then the placer give, on the class index and on the node scan."""
+    cluster, job, used, down = case
+    job = {**job, "workers": 1}
+    ctx, fw = build(cluster, job, used, down, POLICIES[policy]())
+    if scan:
+        ctx.state.classes = None
+    placer = fw.placer
+    assert placer is not None and placer.one_worker_by_room
+    fast = fw.place(ctx, 0)
+    placer.one_worker_by_room = False
+    slow = fw.place(ctx, 0)
+    assert fast == slow
+    assert isinstance(fast, Placement) == (fw.room_for(ctx, 0) >= 1)

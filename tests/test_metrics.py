@@ -551,3 +551,22 @@ def test_every_typed_field_of_metrics_is_a_registry_line() -> None:
     typed = {f.name for f in fields(Metrics)} - {"extra", "extra_rows", "notes"}
     assert sorted(m.name for m in METRICS) == sorted(typed)
     assert [m.name for m in METRICS if m.rows][:3] == ["gar", "sor", "gfr"]
+
+
+def test_series_plots_x_rounded_once_as_each_alone() -> None:
+    """The report's time-series plots share their x (one timeline's bins): rounded once (issue 32), each
+    plot's x is what rounding its own bins gives, and the plots are those made one by one."""
+    from kant.metrics import report
+
+    result = main_result()
+    metrics = summarize(result)
+    plots = report._plot_data(result, metrics)
+    timeline = report._timeline(result)
+    alone = {spec[0]: report._series_data(timeline, result, *spec) for spec in report._SERIES_PLOTS}
+    series_plots = [p for p in plots if p["id"] in alone]
+    assert len(series_plots) == len(report._SERIES_PLOTS)
+    for plot in series_plots:
+        assert plot == alone[plot["id"]]
+        assert plot["x"] == report._rounded(report._series_plot(result, plot["id"], timeline)[0][1], 7)
+    xs: dict[bytes, list[float | None]] = {b"other": [1.0]}  # a cache holding other x values: not used for these
+    assert report._series_data(timeline, result, *report._SERIES_PLOTS[0], xs) == alone["gar"]

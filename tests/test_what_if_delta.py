@@ -71,3 +71,6 @@ def test_delta_copy_equals_the_recount(cluster: Cluster, ops: list[tuple[int, in
             assert a.dtype == b.dtype and np.array_equal(a, b), name
         assert delta._leaf_free == full._leaf_free and delta._spine_free == full._spine_free
         assert delta._hist == full._hist and delta.hist_counts[1] == full.hist_counts[1]
+        # hist_counts is kept with the list each copy counts in (and the live state's is its own)
+        assert delta.hist_counts[0] is delta._hist and full.hist_counts[0] is full._hist
+        assert state.hist_counts[0] is state._hist and state._hist is not delta._hist

@@ -45,7 +45,9 @@ class FailedRequests:
 
     def __init__(self) -> None:
         self._entries: dict[int, _Entry] = {}
-        self._seen = 0
+        #: the release count the memo has replayed up to (see :meth:`refresh`; read only: an attribute,
+        #: as the allocate action's idle test reads it at every idle cycle)
+        self.seen = 0
         #: bumped whenever the set of failed requests changes (a reader may cache what it derived)
         self.changes = 0
         self._serial = 0
@@ -55,11 +57,6 @@ class FailedRequests:
         self._grown = -1  # the replay's ``grown`` when the heaps were last checked (-1: check them)
         self._due: dict[Kind, list[tuple[int, int, int]]] = {}  # per watched kind: (total due, serial, request)
         self._kinds: dict[tuple[int, int, bool], Kind] = {}  # (GPUs, job GPU-type code, other) -> kind
-
-    @property
-    def seen(self) -> int:
-        """The release count the memo has replayed up to (see :meth:`refresh`)."""
-        return self._seen
 
     def __contains__(self, request: object) -> bool:
         return request in self._entries
@@ -106,7 +103,7 @@ class FailedRequests:
         if replay is None:
             shared = getattr(env, "release_replay", None)
             replay = self._replay = shared if isinstance(shared, ReleaseReplay) else ReleaseReplay()
-        if replay.seen < self._seen and self._state is not None:
+        if replay.seen < self.seen and self._state is not None:
             replay.advance(self._state)  # (so that what it replayed covers this memo's refresh)
         lacks = 1 if other else w - room  # CPU or memory needs: any return on an allowed node may help
         heap = self._due.get(kind)
@@ -114,16 +111,16 @@ class FailedRequests:
             heap = self._due[kind] = []
             replay.watch(kind)
         # the kind's total as of this memo's last refresh (returns logged since count towards it)
-        heappush(heap, (replay.total_at(kind, self._seen) + lacks, serial, request))
+        heappush(heap, (replay.total_at(kind, self.seen) + lacks, serial, request))
         self._grown = -1  # (it may be due already, at the next refresh)
 
     def refresh(self, state: ClusterState) -> None:
         """Replay the capacity returns logged since the last refresh; forget requests they may help."""
         end = state.release_count
-        seen = self._seen
+        seen = self.seen
         if seen >= end:
             return
-        self._seen = end
+        self.seen = end
         self._state = state
         entries = self._entries
         if not entries:

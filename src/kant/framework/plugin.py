@@ -216,6 +216,11 @@ class Place(Plugin):
     REQUEST_ONLY: ClassVar[bool] = True
     #: the plugin places GPU-share requests too; else the runner places them by filter+score
     SHARES: ClassVar[bool] = False
+    #: for a one-worker job of whole GPUs (``gpu_milli`` 1000) that no node has room for (the runner's
+    #: :meth:`~kant.framework.runner.Framework.room_for` is 0), :meth:`place` returns the runner's no-fit
+    #: status for no room (``needs ...; room now for 0 worker(s)``, plugin ``node-resources-fit``): the
+    #: runner then asks it for such a job without testing ``room_for`` first (its search is the test)
+    one_worker_by_room: bool = False
 
     def place(self, ctx: CycleContext, job: int, fw: Placer) -> Placement | Status:
         raise NotImplementedError

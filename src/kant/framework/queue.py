@@ -146,9 +146,12 @@ def _intern(table: dict[tuple[int, ...], int], cols: list[IntArray]) -> IntArray
 
 
 def _row_groups(cols: list[IntArray]) -> tuple[IntArray, IntArray]:
-    """``(group, first)``: a dense group id per row of the columns ``cols`` (equal rows, equal ids)
-    and the first row of each group, from one int64 key per row (column codes in mixed radix) when
-    their product fits."""
+    """``(group, first)``: a dense group id per row of the columns ``cols`` (equal rows, equal ids,
+    numbered in the order of the rows' keys) and the first row of each group, from one int64 key per
+    row (column codes in mixed radix) when their product fits."""
+    dense = _dense_groups(cols)
+    if dense is not None:
+        return dense
     codes, sizes = [], []
     for col in cols:
         values, code = np.unique(col, return_inverse=True)
@@ -162,6 +165,40 @@ def _row_groups(cols: list[IntArray]) -> tuple[IntArray, IntArray]:
         key = key * size + code
     _, first, group = np.unique(key, return_index=True, return_inverse=True)
     return group.reshape(-1).astype(np.int64), first.astype(np.int64)
+
+
+def _dense_groups(cols: list[IntArray]) -> tuple[IntArray, IntArray] | None:
+    """:func:`_row_groups` without a sort, for integer columns of small ranges (a trace's request
+    columns: a few distinct values each): each value less its column's least is its code, and the
+    keys (mixed radix) index a table of first rows, one slot per possible key. The same groups,
+    numbered alike (in key order); None when a column is not integer or the keys' range is over
+    ``_DENSE_SLOTS`` slots per row."""
+    n = len(cols[0])
+    key = np.zeros(n, dtype=np.int64)
+    span = 1
+    for col in cols:
+        if col.dtype.kind not in "iub":
+            return None
+        lo, hi = int(col.min()), int(col.max())
+        if lo < -(1 << 62) or hi >= 1 << 62:  # (values an int64 difference may not hold)
+            return None
+        size = hi - lo + 1
+        span *= size
+        if span > _DENSE_SLOTS * n + 1024:
+            return None
+        key *= size
+        key += col.astype(np.int64) - lo
+    first = np.full(span, n, dtype=np.int64)
+    np.minimum.at(first, key, np.arange(n, dtype=np.int64))  # each key's first row (n: none)
+    present = first < n
+    rank = np.cumsum(present) - 1  # a present key's group: how many present keys are below it
+    group: IntArray = rank[key]
+    firsts: IntArray = first[present]
+    return group, firsts
+
+
+#: :func:`_dense_groups` takes key ranges up to this many slots per row (the table is 8 bytes a slot)
+_DENSE_SLOTS = 8
 
 
 _EMPTY: deque[int] = deque()
@@ -415,7 +452,9 @@ class PendingQueue:
         order, a scan for a dynamic one."""
         if dynamic_key is not None:
             return min(self._keys, key=dynamic_key, default=None)
-        first = self.head_entry()
+        first = self._first  # (kept: no call to head_entry while the first job stays)
+        if first is None:
+            first = self.head_entry()
         return None if first is None else self._by_shape[first[1]][0]
 
     # --- one cycle's walk --------------------------------------------------------------------

@@ -266,11 +266,15 @@ class Framework:
 
     def place(self, ctx: CycleContext, job: int) -> Placement | Status:
         """Place the whole gang now (all workers or none), or say why not."""
+        placer = self.placer
+        if placer is not None and placer.one_worker_by_room and self.job_workers[job] == 1 \
+                and self.job_milli[job] >= 1000:
+            return placer.place(ctx, job, self)  # (its search finds no node exactly when room_for is 0)
         room = self.room_for(ctx, job)
         if room < self.job_workers[job]:
             return self._no_fit(ctx, job, room)
-        if self.placer is not None and (self.job_milli[job] >= 1000 or self.placer.SHARES or not self.is_share(job)):
-            return self.placer.place(ctx, job, self)
+        if placer is not None and (self.job_milli[job] >= 1000 or placer.SHARES or not self.is_share(job)):
+            return placer.place(ctx, job, self)
         return self.place_workers(ctx, job)
 
     def places_by_room(self, ctx: CycleContext, job: int) -> bool:

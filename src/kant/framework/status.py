@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 __all__ = ["Code", "Status", "SUCCESS"]
@@ -21,10 +21,11 @@ class Status:
     code: Code = Code.SUCCESS
     reason: str = ""
     plugin: str = ""
+    #: ``code`` is SUCCESS (set once at construction: read at every arrival, a property would be a call)
+    ok: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def ok(self) -> bool:
-        return self.code == Code.SUCCESS
+    def __post_init__(self) -> None:
+        _set_ok(self, self.code == Code.SUCCESS)
 
     def __str__(self) -> str:
         if self.ok:
@@ -40,5 +41,7 @@ class Status:
     def unresolvable(reason: str, plugin: str = "") -> Status:
         return Status(Code.UNRESOLVABLE, reason, plugin)
 
+
+_set_ok = vars(Status)["ok"].__set__  # the slot's own setter (the class is frozen)
 
 SUCCESS = Status()

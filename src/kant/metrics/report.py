@@ -174,12 +174,18 @@ def _rounded(values: FloatArray, digits: int) -> list[float | None]:
 
 
 def _series_data(timeline: _Span, result: SimResult, which: str, title: str, ylabel: str,
-                 ymax: float | None) -> dict[str, Any]:
+                 ymax: float | None, xs: dict[bytes, list[float | None]] | None = None) -> dict[str, Any]:
+    """One time-series plot's data; ``xs``: the x values already rounded, by their bytes (the plots of
+    one timeline share their bins: their x is rounded once)."""
     lines = _series_plot(result, which, timeline)
     x = lines[0][1] if lines else np.empty(0)
     series = [{"label": label, "y": _rounded(y, 4)} for label, _, y in lines]
+    known = None if xs is None else xs.get(x.tobytes())
+    rounded_x = _rounded(x, 7) if known is None else known
+    if xs is not None:
+        xs[x.tobytes()] = rounded_x
     return {"id": which, "kind": "line", "title": title, "xlabel": "days from first submit", "ylabel": ylabel,
-            "ymax": ymax, "yfmt": "pct" if ymax == 1.05 else "num", "x": _rounded(x, 7), "series": series}
+            "ymax": ymax, "yfmt": "pct" if ymax == 1.05 else "num", "x": rounded_x, "series": series}
 
 
 def _daily_data(metrics: Metrics) -> dict[str, Any]:
@@ -212,9 +218,10 @@ def _jwtd_data(result: SimResult) -> dict[str, Any]:
 def _plot_data(result: SimResult, metrics: Metrics) -> list[dict[str, Any]]:
     """Every plot of a run's report as data, in page order."""
     timeline = _timeline(result)  # one for the four series plots
-    plots = [_series_data(timeline, result, *_SERIES_PLOTS[0])]
+    xs: dict[bytes, list[float | None]] = {}  # (their x, rounded once: see _series_data)
+    plots = [_series_data(timeline, result, *_SERIES_PLOTS[0], xs)]
     plots.append(_daily_data(metrics))
-    plots += [_series_data(timeline, result, *spec) for spec in _SERIES_PLOTS[1:]]
+    plots += [_series_data(timeline, result, *spec, xs) for spec in _SERIES_PLOTS[1:]]
     plots.append(_jwtd_data(result))
     return plots
 

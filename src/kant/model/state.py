@@ -169,13 +169,15 @@ class ClusterState:
     def free_hist(self, hist: npt.NDArray[np.int64]) -> None:
         self._hist_shape: tuple[int, int] = (int(hist.shape[0]), int(hist.shape[1]))
         self._hist_width = self._hist_shape[1]
-        self._hist: list[int] = hist.reshape(-1).tolist()
+        self._set_hist(hist.reshape(-1).tolist())
 
-    @property
-    def hist_counts(self) -> tuple[list[int], int]:
-        """The free-GPU histogram as (flat list, row width): ``counts[t * width + k]`` is
-        ``free_hist[t, k]``. The live list, read only: cheaper than the array for a few reads."""
-        return self._hist, self._hist_width
+    def _set_hist(self, counts: list[int]) -> None:
+        """The histogram's flat counts are now ``counts`` (the one way ``_hist`` is replaced)."""
+        self._hist: list[int] = counts
+        #: the free-GPU histogram as (flat list, row width): ``counts[t * width + k]`` is
+        #: ``free_hist[t, k]``. The live list, read only: cheaper than the array for a few reads (an
+        #: attribute, kept with ``_hist``: room_for reads it at nearly every start)
+        self.hist_counts: tuple[list[int], int] = (counts, self._hist_width)
 
     # --- queries -----------------------------------------------------------------------------
     @property
@@ -531,7 +533,7 @@ class ClusterState:
                 on_partial += now
             elif now == cap:
                 empty += 1
-        view._hist = hist
+        view._set_hist(hist)
         view.partial_nodes = self.partial_nodes + partial
         view.free_on_partial = self.free_on_partial + on_partial
         view.empty_nodes = self.empty_nodes + empty

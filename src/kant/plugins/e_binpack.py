@@ -64,6 +64,7 @@ from kant.framework.plugin import IntArray, Place, Placer
 from kant.framework.registry import register_plugin
 from kant.framework.status import SUCCESS, Status
 from kant.model.classes import NodeClasses
+from kant.model.fit import FULL_GPU_MILLI
 from kant.model.state import Placement
 from kant.plugins.topology import (
     CLUSTER,
@@ -173,6 +174,10 @@ class EBinpack(Place):
         self._per_leaf_array: Stamped[IntArray] = Stamped(np.zeros(0, dtype=np.int64))  # the same, as an array
         self._leaf_spine: list[int] = []
         self._rows: NodeRows | None = None
+        # share-aware placement of one-worker jobs has its own search; otherwise a one-worker job no
+        # node has room for ends in _no_fit(0) on either path of place (the class index's, the scan's)
+        self._share_aware = self._args.share_aware
+        self.one_worker_by_room = not self._share_aware
 
     @property
     def _args(self) -> EBinpackArgs:
@@ -391,11 +396,10 @@ class EBinpack(Place):
         return cached.keep(state, state.version, keys)
 
     def place(self, ctx: CycleContext, job: int, fw: Placer) -> Placement | Status:
-        if self._args.share_aware and fw.job_workers[job] == 1:
+        if self._share_aware and fw.job_workers[job] == 1:
             return self._place_share_aware(ctx, job, fw)
-        if fw.is_share(job):
+        if fw.job_milli[job] < FULL_GPU_MILLI and fw.is_share(job):
             return fw.place_workers(ctx, job)
-        jobs = ctx.env.jobs
         w, g, c, m = fw.job_workers[job], fw.job_gpus[job], fw.job_cpu[job], fw.job_mem[job]
         # the class index when it gives the same answer as the node scan: no filters, the live state,
         # a GPU job, CPU and memory not asked for (or not modelled), an exact single-node key
@@ -407,7 +411,10 @@ class EBinpack(Place):
             classes = None
         if classes is not None:
             t = fw.job_type[job]
-            best = self._pick(ctx, classes, self._class_plan(ctx.env, classes, w * g, t))
+            plan = self._plans.get((w * g, t))  # (the cached plan without a call: see _class_plan)
+            if plan is None:
+                plan = self._class_plan(ctx.env, classes, w * g, t)
+            best = self._pick(ctx, classes, plan)
             if best >= 0:  # one worker, or the whole gang on one node
                 return Placement((best,) * w, g, c, m)
             if w == 1:
@@ -445,7 +452,7 @@ class EBinpack(Place):
             key = self._group_key(ctx, tier, nodes, g)
             return Placement(fill_in_order(nodes, key, slots[nodes], w), g, c, m)
         return Status.unschedulable(
-            f"needs {jobs.describe_request(job)}; {args.topology} topology: no "
+            f"needs {ctx.env.jobs.describe_request(job)}; {args.topology} topology: no "
             f"{' or '.join(TIERS[t] for t in tiers)} has room for the whole gang now "
             f"({total} worker slot(s) in the cluster)",
             NAME,
