@@ -66,18 +66,18 @@ class LongBlocked:
                 self._clear()
             else:
                 grew = x > bound
-                nodes = np.flatnonzero(grew[0])  # where X's GPUs grew
-                if len(nodes) or (len(grew) > 1 and bool(grew[1:].any())):
-                    self._grown(x[0], bound[0], nodes)
+                if bool(grew.any()):
+                    self._grown(x[0], bound[0], grew[0])
             self._bound = x
 
-    def _grown(self, x0: IntArray, bound0: IntArray, nodes: IntArray) -> None:
-        """X grew somewhere, on the GPUs of ``nodes`` (CPU and memory, which worker slots do not
+    def _grown(self, x0: IntArray, bound0: IntArray, grew0: BoolArray) -> None:
+        """X grew somewhere, on the GPUs where ``grew0`` (CPU and memory, which worker slots do not
         count, may have grown too): keep the requests whose slots still fall short, drop the rest."""
         short = self._short
         if not short:
             self._clear()
             return
+        nodes = np.flatnonzero(grew0)
         grown = [(node, max(now, 0), max(was, 0))
                  for node, now, was in zip(nodes.tolist(), x0[nodes].tolist(), bound0[nodes].tolist(), strict=True)]
         slots = self._slots
