@@ -65,7 +65,7 @@ def _forget_each_pass(self: LongBlocked, res: EasyReservation | None, free_now: 
         self._clear()
 
 
-def _remember_nothing(self: LongBlocked, request: int) -> None:
+def _remember_nothing(self: LongBlocked, request: int, short: Any = None) -> None:
     """The memo-free reference: every long job is tried in what the reservation leaves."""
 
 

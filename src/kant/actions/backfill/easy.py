@@ -24,7 +24,7 @@ from kant.actions.backfill.resume import HEAP_EMPTY, KeptWalk
 from kant.framework.context import CycleContext
 from kant.framework.runner import DynamicKey, Framework
 from kant.framework.status import Status
-from kant.model.fit import FULL_GPU_MILLI
+from kant.model.fit import FULL_GPU_MILLI, is_share
 from kant.model.state import Placement
 
 __all__ = ["BLOCK", "LONG", "SKIP", "STARTED", "EasyCycle", "EasyHost", "LongRun", "QuietWalk"]
@@ -344,11 +344,15 @@ class EasyCycle:
             return None
         if leftover.whole:  # the room for its workers was checked on this capacity
             result = fw.place(ctx, job)
-        elif g > 0 and leftover.slots(g, bf.job_type[job], bf.type_mask(self.env, job),
-                                      bf.job_milli[job]) < bf.job_workers[job]:
-            bf.long_blocked.add(request)
-            return None
         else:
+            if g > 0:
+                t, milli, w = bf.job_type[job], bf.job_milli[job], bf.job_workers[job]
+                mask = bf.type_mask(self.env, job)
+                n = leftover.slots(g, t, mask, milli)
+                if n < w:  # too few worker slots (for whole GPUs, LongBlocked keeps the count)
+                    bf.long_blocked.add(request, None if milli < FULL_GPU_MILLI and is_share(g, milli) else
+                                        (g, t, mask, n, w))
+                    return None
             result = fw.place(leftover.view(ctx), job)
         if not isinstance(result, Placement):
             bf.long_blocked.add(request)

@@ -26,7 +26,13 @@ class LongBlocked:
     reservation is the same and X has grown nowhere since the set was filled: starts and long jobs
     backfilled against the reservation only shrink X, and a capacity return that does not reach X
     (it lands where the reservation needs it) changes nothing. ``bound`` is the last X the walk
-    computed (X only shrinks within a pass); :meth:`renew` compares the next pass's X with it."""
+    computed (X only shrinks within a pass); :meth:`renew` compares the next pass's X with it.
+
+    Where X grew, a request that failed on its worker slots alone (whole GPUs: fewer slots in X's GPU
+    row than workers, :meth:`Leftover.slots`) stays while its slots still fall short: each such
+    request's ``(GPUs per worker, GPU type)`` keeps an upper bound on the slots in ``max(bound, 0)``
+    (exact when a request was added, as X then is ``bound``; a smaller X only lowers it), raised by
+    what the grown nodes add (a return usually lands on one node). Other requests go."""
 
     def __init__(self) -> None:
         self.requests: set[int] = set()  # read directly by the walk (a membership test)
@@ -35,6 +41,11 @@ class LongBlocked:
         self._bound: IntArray | None = None  # X when the last request was added, or later
         #: bumped whenever the set changes
         self.changes = 0
+        #: the requests in the set on their worker slots alone: request -> (slot key, workers)
+        self._short: dict[int, tuple[tuple[int, int], int]] = {}
+        #: per slot key (GPUs per worker, GPU type): an upper bound on the worker slots in
+        #: ``max(bound, 0)`` on the nodes of its type mask, and that mask
+        self._slots: dict[tuple[int, int], tuple[int, BoolArray | None]] = {}
 
     def renew(self, res: EasyReservation | None, free_now: IntArray, state: ClusterState) -> None:
         """A pass planned its head with ``res``: forget everything unless the set still holds (the
@@ -51,22 +62,58 @@ class LongBlocked:
         elif self.requests:
             x = np.minimum(free_now, res.spare)
             bound = self._bound
-            if bound is None or bool((x > bound).any()):
+            if bound is None:
                 self._clear()
+            else:
+                grew = x > bound
+                if bool(grew.any()):
+                    self._grown(x[0], bound[0], grew[0])
             self._bound = x
+
+    def _grown(self, x0: IntArray, bound0: IntArray, grew0: BoolArray) -> None:
+        """X grew somewhere, on the GPUs where ``grew0`` (CPU and memory, which worker slots do not
+        count, may have grown too): keep the requests whose slots still fall short, drop the rest."""
+        short = self._short
+        if not short:
+            self._clear()
+            return
+        nodes = np.flatnonzero(grew0)
+        grown = [(node, max(now, 0), max(was, 0))
+                 for node, now, was in zip(nodes.tolist(), x0[nodes].tolist(), bound0[nodes].tolist(), strict=True)]
+        slots = self._slots
+        for key, (n, mask) in slots.items():
+            g = key[0]
+            slots[key] = (n + sum(now // g - was // g for node, now, was in grown if mask is None or mask[node]), mask)
+        kept = {r: v for r, v in short.items() if slots[v[0]][0] < v[1]}
+        if len(kept) == len(self.requests):
+            return
+        self.requests.intersection_update(kept)
+        self._short = kept
+        used = {v[0] for v in kept.values()}
+        for key in [k for k in slots if k not in used]:
+            del slots[key]
+        self.changes += 1
 
     def note(self, x: IntArray) -> None:
         """The walk computed X (no larger than any X before it in this pass)."""
         self._bound = x.copy()  # X may be a view of the live free capacity
 
     def _clear(self) -> None:
+        self._short.clear()
+        self._slots.clear()
         if self.requests:
             self.requests.clear()
             self.changes += 1
 
-    def add(self, request: int) -> None:
+    def add(self, request: int, short: tuple[int, int, BoolArray | None, int, int] | None = None) -> None:
+        """``request``'s long jobs cannot start in X; ``short``: they fail on worker slots alone,
+        ``(GPUs per worker, GPU type, its node mask, the slots in X, the workers)`` (whole GPUs)."""
         self.requests.add(request)
         self.changes += 1
+        if short is not None:
+            g, type_code, mask, n, w = short
+            self._short[request] = ((g, type_code), w)
+            self._slots[(g, type_code)] = (n, mask)  # exact: X is the bound now (Leftover.get noted it)
 
 
 class Leftover:
