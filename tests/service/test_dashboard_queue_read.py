@@ -54,10 +54,13 @@ def test_a_submit_acknowledged_before_the_loop_takes_it_is_in_the_next_read(tmp_
                 read = pool.submit(_read, app)
                 with pytest.raises(FutureTimeout):
                     read.result(0.5)
+                # a copy read now on the loop's thread would lack the job: its stamp says so
+                assert loop.queue_stamp(read=True) != loop.queue_stamp()
             finally:
                 release.set()
             held.result(30)
             got, timing = read.result(30)
         assert timing.startswith("loop"), timing
+        assert loop.queue_stamp(read=True) == loop.queue_stamp()  # every posted arrival taken
         assert got["queue_len"] == before["queue_len"] + 1
         assert job_id in [r["id"] for r in got["rows"]]

@@ -89,6 +89,7 @@ class Command:
 @dataclass
 class Arrivals(Command):
     arrivals: Sequence[Arrival]
+    posted: bool = False  # by submit_arrivals (counted: ServiceLoop.queue_stamp)
 
 
 @dataclass
@@ -157,8 +158,10 @@ class ServiceLoop:
         self.history = history  # the dashboard's time series (kant.service.dashboard.History): views and waits
         self.compact_min = compact_min
         self.inbox: queue.SimpleQueue[Command] = queue.SimpleQueue()
-        #: arrivals put in the inbox (by the submit writer, before it acknowledges them): see queue_stamp
+        #: Arrivals commands put in the inbox by the submit writer (before it acknowledges them), and those
+        #: of them the loop has taken (on its thread): see queue_stamp
         self.arrivals_posted = 0
+        self.arrivals_taken = 0
         self._thread: threading.Thread | None = None
         self._running = False
         self.failed: BaseException | None = None
@@ -211,12 +214,14 @@ class ServiceLoop:
         """Bumped by every change of state: the twin's staleness test."""
         return self.live.state_version
 
-    def queue_stamp(self) -> tuple[int, int, int, int]:
-        """What a copy of the queue was read at: :meth:`Reads.queue_stamp
+    def queue_stamp(self, *, read: bool = False) -> tuple[int, int, int, int]:
+        """A copy of the queue is fresh while its stamp equals this one: :meth:`Reads.queue_stamp
         <kant.service.live.reads.Reads.queue_stamp>` and the arrivals posted to the inbox, so that a
         submit acknowledged but not yet taken by the loop already makes a copy stale (a read after it
-        goes to the loop's thread, behind the arrivals in the inbox). Plain reads of counters."""
-        return (*self.reads.queue_stamp(), self.arrivals_posted)
+        goes to the loop's thread, behind the arrivals in the inbox). ``read``: the stamp of a copy
+        read now, on the loop's thread: with the arrivals it has taken (one posted but still in the
+        inbox is not in the copy, so the copy is stale until it is). Plain reads of counters."""
+        return (*self.reads.queue_stamp(), self.arrivals_taken if read else self.arrivals_posted)
 
     # --- loading ------------------------------------------------------------------------------
     def load(self, cluster_if_empty: Cluster | None = None) -> None:
@@ -438,6 +443,8 @@ class ServiceLoop:
     def _apply(self, cmd: Command) -> Any:
         now = self.clock.now()
         if isinstance(cmd, Arrivals):
+            if cmd.posted:
+                self.arrivals_taken += 1
             return self.live.arrive(cmd.arrivals, now)
         if isinstance(cmd, Cancel):
             return self.live.cancel(cmd.job_id, cmd.tenant, cmd.by, now)
@@ -592,7 +599,7 @@ class ServiceLoop:
     def submit_arrivals(self, arrivals: Sequence[Arrival]) -> None:
         """From the submit writer's thread (its one caller), before the submits are acknowledged."""
         self.arrivals_posted += 1
-        self.inbox.put(Arrivals(arrivals))
+        self.inbox.put(Arrivals(arrivals, posted=True))
 
     def _ask(self, cmd: Command, timeout: float) -> Any:
         fut: Future[Any] = Future()

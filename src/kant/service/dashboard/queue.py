@@ -40,7 +40,7 @@ def _capture(lp: ServiceLoop) -> _Queue:
     """On the loop's thread: every pending job in scheduler order with its reason, the head, the clock."""
     t0 = time.thread_time()
     sched = lp.sched
-    stamp = lp.queue_stamp()
+    stamp = lp.queue_stamp(read=True)
     now = lp.clock.now()
     dynamic = sched.framework.dynamic_key(now)
     key: Callable[[int], Any] = dynamic if dynamic is not None else sched.queue.key_of
@@ -70,7 +70,7 @@ class _Queue:
     """The queue as the loop's thread read it, for every caller (scoped per request)."""
 
     sched: object  # the scheduler it was read from (a rebuild makes a new one)
-    stamp: tuple[int, int, int, int]  # ServiceLoop.queue_stamp() when read
+    stamp: tuple[int, int, int, int]  # ServiceLoop.queue_stamp(read=True) when read
     now: float
     queue_len: int
     rows: list[dict[str, Any]]  # every pending job, in order, with its reason
