@@ -122,7 +122,7 @@ class WhatIfGate:
     """Admission of what-if requests: at most one per ``key`` (a tenant, an admin token) running or
     waiting, at most ``queue`` in all; one at a time in the worker, in arrival order as far as a
     lock gives it. ``shown`` (the service's ``kant_whatif_requests`` gauge, by state) is kept equal
-    to :meth:`counts`."""
+    to the requests running in the worker (0 or 1) and those admitted that wait for it."""
 
     def __init__(self, budget_s: float, queue: int, shown: Gauge | None = None) -> None:
         self.budget_s = budget_s
@@ -138,11 +138,6 @@ class WhatIfGate:
         """The longest one request holds the worker: twice the budget (the first round always
         runs; a later one may overrun its estimate)."""
         return 2.0 * self.budget_s
-
-    def counts(self) -> tuple[int, int]:
-        """(running, waiting): the requests in the worker now, and those admitted that wait for it."""
-        with self._lock:
-            return self._running, len(self._in) - self._running
 
     def _show(self) -> None:
         if self._shown is not None:
