@@ -16,7 +16,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kant.actions.backfill.leftover import LongBlocked
+from kant.actions.backfill.leftover import LongBlocked, ShortOfSlots
 
 N_NODES = 6
 
@@ -61,5 +61,5 @@ def test_requests_kept_on_their_slots_still_fall_short(
                 g, t, w = defs[request]
                 n = _slots(x[0], g, type_masks[t])
                 if request not in lb.requests and n < w:
-                    lb.add(request, (g, t, type_masks[t], n, w))
+                    lb.add(request, ShortOfSlots(g, t, type_masks[t], n, w))
             x = np.maximum(x - np.clip(data.draw(rows), 0, 2), 0)  # a start takes a little (X only shrinks)

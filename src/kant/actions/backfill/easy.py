@@ -18,7 +18,7 @@ from itertools import islice
 from typing import Protocol
 
 from kant.actions.backfill.host import Host
-from kant.actions.backfill.leftover import Leftover, LongBlocked
+from kant.actions.backfill.leftover import Leftover, LongBlocked, ShortOfSlots
 from kant.actions.backfill.reservation import EasyReservation, ReservationKeeper
 from kant.actions.backfill.resume import HEAP_EMPTY, KeptWalk
 from kant.framework.context import CycleContext
@@ -350,8 +350,7 @@ class EasyCycle:
                 mask = bf.type_mask(self.env, job)
                 n = leftover.slots(g, t, mask, milli)
                 if n < w:  # too few worker slots (for whole GPUs, LongBlocked keeps the count)
-                    bf.long_blocked.add(request, None if milli < FULL_GPU_MILLI and is_share(g, milli) else
-                                        (g, t, mask, n, w))
+                    bf.long_blocked.add(request, None if is_share(g, milli) else ShortOfSlots(g, t, mask, n, w))
                     return None
             result = fw.place(leftover.view(ctx), job)
         if not isinstance(result, Placement):

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from kant.actions.backfill.fit import BoolArray, Capacity, IntArray
@@ -14,7 +16,7 @@ from kant.framework.context import CycleContext
 from kant.model.fit import FULL_GPU_MILLI, is_share
 from kant.model.state import ClusterState
 
-__all__ = ["Leftover", "LongBlocked"]
+__all__ = ["Leftover", "LongBlocked", "ShortOfSlots"]
 
 
 class LongBlocked:
@@ -105,15 +107,25 @@ class LongBlocked:
             self.requests.clear()
             self.changes += 1
 
-    def add(self, request: int, short: tuple[int, int, BoolArray | None, int, int] | None = None) -> None:
-        """``request``'s long jobs cannot start in X; ``short``: they fail on worker slots alone,
-        ``(GPUs per worker, GPU type, its node mask, the slots in X, the workers)`` (whole GPUs)."""
+    def add(self, request: int, short: ShortOfSlots | None = None) -> None:
+        """``request``'s long jobs cannot start in X; ``short``: they fail on worker slots alone (whole
+        GPUs), kept while X grows too little to give them the slots."""
         self.requests.add(request)
         self.changes += 1
         if short is not None:
             g, type_code, mask, n, w = short
             self._short[request] = ((g, type_code), w)
             self._slots[(g, type_code)] = (n, mask)  # exact: X is the bound now (Leftover.get noted it)
+
+
+class ShortOfSlots(NamedTuple):
+    """A request whose long jobs fail in X on worker slots alone (:meth:`LongBlocked.add`)."""
+
+    gpus: int  # per worker (whole GPUs)
+    type_code: int  # the GPU type asked
+    mask: BoolArray | None  # the nodes of that type (None: every node)
+    slots: int  # the worker slots in X on those nodes
+    workers: int  # the workers asked (more than ``slots``)
 
 
 class Leftover:
