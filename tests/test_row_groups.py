@@ -1,4 +1,4 @@
-"""The shape index's row groups without a sort (:func:`kant.framework.queue._dense_groups`, issue 32):
+"""The shape index's row groups without a sort (:func:`kant.framework.row_groups.dense_groups`, issue 32):
 the same groups, numbered alike, and the same first rows as the sorting path (``np.unique`` of the
 mixed-radix keys) on random integer columns, small ranges and large, negative values included."""
 
@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kant.framework import queue as q
+from kant.framework import row_groups as q
 
 
 def _sorted_groups(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -33,10 +33,10 @@ def _columns(draw: st.DrawFn) -> list[np.ndarray]:
 @given(_columns())
 def test_row_groups_match_the_sorted_rule(cols: list[np.ndarray]) -> None:
     want_group, want_first = _sorted_groups(cols)
-    group, first = q._row_groups(cols)
+    group, first = q.row_groups(cols)
     assert np.array_equal(group, want_group)
     assert np.array_equal(first, want_first)
-    dense = q._dense_groups(cols)
+    dense = q.dense_groups(cols)
     if dense is not None:  # (None: a range too wide for the table; the sorting path answered above)
         assert np.array_equal(dense[0], want_group)
         assert np.array_equal(dense[1], want_first)
@@ -44,12 +44,12 @@ def test_row_groups_match_the_sorted_rule(cols: list[np.ndarray]) -> None:
 
 def test_dense_groups_take_small_ranges_and_leave_wide_ones() -> None:
     small = [np.array([3, 1, 3, 2, 1], dtype=np.int64), np.array([0, 0, 0, 1, 0], dtype=np.int64)]
-    dense = q._dense_groups(small)
+    dense = q.dense_groups(small)
     assert dense is not None
     assert dense[0].tolist() == [2, 0, 2, 1, 0]  # keys (3,0) (1,0) (3,0) (2,1) (1,0): in key order
     assert dense[1].tolist() == [1, 3, 0]
     wide = [np.array([0, 10**12], dtype=np.int64)]
-    assert q._dense_groups(wide) is None
-    assert q._dense_groups([np.array([0.5, 1.5])]) is None  # not integers
-    assert q._dense_groups([np.array([2**63, 2**63 + 1], dtype=np.uint64)]) is None  # beyond int64
-    assert q._dense_groups([np.array([True, False, True])]) is not None  # booleans are integers here
+    assert q.dense_groups(wide) is None
+    assert q.dense_groups([np.array([0.5, 1.5])]) is None  # not integers
+    assert q.dense_groups([np.array([2**63, 2**63 + 1], dtype=np.uint64)]) is None  # beyond int64
+    assert q.dense_groups([np.array([True, False, True])]) is not None  # booleans are integers here
