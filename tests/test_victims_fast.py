@@ -2,7 +2,7 @@
 counts the job's worker slots per node instead of over all nodes and skips, without a trial, the
 reprieve of a victim whose return would leave the job fewer slots than workers, against counting
 over all nodes and trying every reprieve; the one-victim plan's one-step case against its whole
-rule (:func:`kant.actions.victims._single_worker_plan_general`); the one-worker trial on the node-class
+rule (:func:`kant.actions.one_victim_plan.single_worker_plan_general`); the one-worker trial on the node-class
 index (:func:`kant.actions.victims._simulate_one`) against a trial on the state; the walk's one-victim scan
 (:func:`kant.actions.victims.one_victim`) against :func:`~kant.actions.victims.choose_victims` on the
 candidates' arrays. Whole preemptive runs on random
@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kant.actions import evicting, victims
+from kant.actions import evicting, one_victim_plan, victims
 from kant.config import parse_policy
 from kant.model import Cluster, JobTable, JobTableBuilder, NodeSpec
 from kant.sim import ExecutionModel, Simulator
@@ -65,7 +65,7 @@ def _reference() -> Iterator[None]:
     """The victim search without its fast paths."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(victims._SlotBound, "of", classmethod(lambda cls, ctx, job, ok: None))
-        mp.setattr(victims, "_single_worker_plan", victims._single_worker_plan_general)
+        mp.setattr(victims, "_single_worker_plan", one_victim_plan.single_worker_plan_general)
         mp.setattr(victims, "_simulate_one", victims._simulate)
         mp.setattr(evicting, "one_victim", lambda *args: None)
         yield
