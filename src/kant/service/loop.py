@@ -39,7 +39,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from typing import Any
 
 from kant.config.policy import Policy
@@ -49,6 +48,7 @@ from kant.model.deps import Outcome
 from kant.model.store import JobStore
 from kant.scheduler import RunningRecord, Scheduler, SchedulerSnapshot
 from kant.service.clock import Clock, ManualClock, WallClock
+from kant.service.commands import AddNode, Advance, Arrivals, Call, Cancel, Command, NodeOp, Reload, Scale, Stop
 from kant.service.db.database import Database
 from kant.service.db.jobs import JobRow
 from kant.service.db.nodes import NodeRow
@@ -78,65 +78,6 @@ PLUGIN_STATE_KEY = "plugin_state"
 PLUGIN_STATE_EVERY_S = 30.0
 
 log = logging.getLogger("kant.serve")
-
-
-# --- commands (what other threads put in the inbox) -------------------------------------------------
-@dataclass
-class Command:
-    reply: Future[Any] | None = field(default=None, kw_only=True)
-
-
-@dataclass
-class Arrivals(Command):
-    arrivals: Sequence[Arrival]
-    posted: bool = False  # by submit_arrivals (counted: ServiceLoop.queue_stamp)
-
-
-@dataclass
-class Cancel(Command):
-    job_id: int
-    tenant: str | None  # the caller's tenant (None: admin)
-    by: str
-
-
-@dataclass
-class NodeOp(Command):
-    name: str
-    op: str  # cordon, uncordon, drain, fail, repair, remove
-    reason: str | None = None
-    force: bool = False
-
-
-@dataclass
-class AddNode(Command):
-    spec: NodeSpec
-
-
-@dataclass
-class Reload(Command):
-    """Tenants or their quotas changed in the database: rebuild the policy."""
-
-
-@dataclass
-class Scale(Command):
-    service_id: int
-    replicas: int
-
-
-@dataclass
-class Advance(Command):
-    to: float
-    hold: bool = False
-
-
-@dataclass
-class Call(Command):
-    fn: Callable[[ServiceLoop], Any]
-
-
-@dataclass
-class Stop(Command):
-    pass
 
 
 class ServiceLoop:
