@@ -13,12 +13,13 @@ import heapq
 import math
 import sys
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Container
+from collections.abc import Container
 from itertools import islice
 from typing import Protocol
 
 from kant.actions.backfill.host import Host
 from kant.actions.backfill.leftover import Leftover, LongBlocked, ShortOfSlots
+from kant.actions.backfill.long_run import LongRun
 from kant.actions.backfill.reservation import EasyReservation, ReservationKeeper
 from kant.actions.backfill.resume import HEAP_EMPTY, KeptWalk
 from kant.framework.context import CycleContext
@@ -124,31 +125,6 @@ class QuietWalk:
             self.valid = False
             return False
         return True
-
-
-class LongRun:
-    """Jobs of one shape the walk passed over as long, kept between cycles: the jobs at consecutive
-    positions of the shape's list from ``start`` (see :meth:`PendingQueue.position_base`), their keys
-    and their smallest estimate. While the positions hold the same jobs (the queue reports edits,
-    :meth:`PendingQueue.watch_edits`) and ``now + min_est > shadow``, every one of them is still long,
-    so the walk passes over those ahead of the next shape's key in one step instead of one by one.
-
-    Only for static estimates (no runtime estimator): a job's estimate and key never change."""
-
-    __slots__ = ("jobs", "keys", "min_est", "start")
-
-    def __init__(self, start: int) -> None:
-        self.start = start
-        self.jobs: list[int] = []
-        self.keys: list[tuple[float, ...]] = []
-        self.min_est = math.inf
-
-    def cut(self, low: int, estimate: Callable[[int], float]) -> None:
-        """Positions from ``low`` on may hold other jobs now: forget them."""
-        keep = max(0, low - self.start)
-        if keep < len(self.jobs):
-            del self.jobs[keep:], self.keys[keep:]
-            self.min_est = min(map(estimate, self.jobs), default=math.inf)
 
 
 # --- the walk ----------------------------------------------------------------------------------
