@@ -22,9 +22,10 @@ _DURATION = re.compile(r"^\s*([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?
 DurationStyle = Literal["unit", "fine", "compact"]
 
 
-def plural(count: int, word: str) -> str:
-    """``1 spine``, ``2 spines``: the count and the word, with an ``s`` unless the count is one."""
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 spine``, ``2 spines``: the count and the word, with an ``s`` (or ``many``: ``1 leaf``, ``2
+    leaves``) unless the count is one."""
+    return f"{count} {word}" if count == 1 else f"{count} {many or word + 's'}"
 
 
 def parse_duration(text: str) -> float:

@@ -124,8 +124,8 @@ class Cluster:
         else:
             split = "; ".join(f"{plural(n, 'node')} / {plural(g, 'GPU')} {t}" for n, g, t in parts)
             gpus += f" ({split})"
-        leaves = "1 leaf" if self.n_leaves == 1 else f"{self.n_leaves} leaves"
-        return f"{plural(self.n_nodes, 'node')}, {gpus}, {leaves}, {plural(self.n_spines, 'spine')}"
+        return (f"{plural(self.n_nodes, 'node')}, {gpus}, {plural(self.n_leaves, 'leaf', 'leaves')}, "
+                f"{plural(self.n_spines, 'spine')}")
 
     # --- construction ------------------------------------------------------------------------
     @classmethod
