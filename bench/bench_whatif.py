@@ -219,6 +219,7 @@ def live_replay(policy: str, regime: str, args: argparse.Namespace) -> tuple[Rep
                args.cluster, "--policy", policy, "--port", str(port), "--demo", "philly", "--demo-start",
                f"{args.start_day * 86400:.0f}s", "--demo-limit", str(args.jobs), "--speed", str(args.live_speed),
                "--predict-runs", str(args.runs), "--predict-every", str(args.live_predict_every),
+               "--predict-workers", str(args.live_predict_workers),
                "--token-out", f"{tmp}/token", "--log-level", "warning"]
         if regime == "noisy":
             cmd += ["--estimate-noise", str(args.sigma), "--estimate-noise-seed", str(args.seed)]
@@ -309,6 +310,18 @@ def live_replay(policy: str, regime: str, args: argparse.Namespace) -> tuple[Rep
     out.preds = fixed
     out.wall_s = time.perf_counter() - t_wall
     return out, seen
+
+
+def read_later(r: Replay, age_s: float) -> Replay:
+    """``r``'s predictions made while jobs arrived, as a user would read them ``age_s`` after their
+    snapshot (as the live service answers, its twin's run taking wall time): only jobs still pending
+    then, the naive baselines anchored at the reading (with the position, mean run time and running
+    jobs of the snapshot: the in-process replay has no state in between)."""
+    out = Replay(r.policy, r.regime, actual=r.actual, ticks=r.ticks)
+    out.preds = [(row, t + age_s, *rest) for row, t, *rest in r.preds[:r.arrival_preds]
+                 if (a := r.actual.get(row)) is not None and a >= t + age_s]
+    out.arrival_preds = len(out.preds)
+    return out
 
 
 def _pending_ids(c: Any) -> list[int]:
@@ -477,6 +490,13 @@ def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
                 episodes.append(((policy, regime), r))
                 print(f"  {policy} / {regime}: {r.ticks} ticks, {len(r.preds):,} predictions, "
                       f"{r.wall_s:.1f} s wall ({r.predict_s:.1f} s predicting)", flush=True)
+                for age_h in args.answer_age_h or []:
+                    a = summarise(read_later(r, age_h * HOUR))
+                    s.setdefault("answer_age", {})[str(age_h)] = a
+                    print(f"    read {age_h:g} h after the snapshot: {a['compared']:,} predictions, twin P50 "
+                          f"{a['twin_p50_h']:.3f} h, bias {a['twin_bias_p50_h']:+.3f} h, in band {a['in_band']:.0%}, "
+                          f"naive/R P50 {a['naive_r_p50_h']:.3f} h, twin / naive/R {a['twin_over_naive_r_p50']:.2f}",
+                          flush=True)
             summaries.append(s)
             raw.append({"policy": policy, "regime": regime,
                         "preds": [list(p) for p in r.preds], "ages": seen.ages if args.live else None,
@@ -759,6 +779,9 @@ def main() -> None:
     ap.add_argument("--live-poll", type=float, default=2.0, help="--live: wall seconds between poll rounds")
     ap.add_argument("--live-polled", type=int, default=40, help="--live: pending jobs asked /why per round")
     ap.add_argument("--live-predict-every", type=float, default=1.0, help="--live: kant serve --predict-every")
+    ap.add_argument("--live-predict-workers", type=int, default=2, help="--live: kant serve --predict-workers")
+    ap.add_argument("--answer-age-h", type=float, action="append", metavar="H",
+                    help="accuracy (in-process): also score each prediction as read H hours after its snapshot")
     ap.add_argument("--live-drain-wall", type=float, default=300.0,
                     help="--live: wall seconds to wait after the last arrival for the polled jobs to start")
     ap.add_argument("--work-check", type=float, action="append", metavar="H",

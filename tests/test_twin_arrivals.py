@@ -19,6 +19,7 @@ from kant.sim import Simulator
 from kant.traces import load_cluster
 from kant.twin import SnapshotError, TwinSnapshot, predict
 from kant.twin.arrivals import ARRIVAL_COLUMNS, MIN_ARRIVALS, ArrivalModel
+from kant.twin.predict import join_parts, predict_part
 from kant.twin.whatif import Scenario, compare
 
 HOUR = 3600.0
@@ -234,3 +235,44 @@ def test_jobs_still_waiting_count_as_censored_errors() -> None:
     # the observed errors alone say "30 s early"; the waiting jobs say "at least 1,000 s late" for half
     # (both leads are 100 s: the scaled errors carry over as they are)
     assert job["p10"] == pytest.approx(1170.0) and job["p90"] == pytest.approx(2200.0)
+
+
+def sampled() -> TwinSnapshot:
+    """Two 4-GPU jobs running on one 8-GPU node, five pending, run times drawn from ten past ratios
+    and arrivals from a history: each run differs."""
+    b = JobTableBuilder(source="test")
+    for i in range(7):
+        b.add(f"j{i}", submit=0, duration=HOUR * (0.5 + 0.2 * i), gpus_per_worker=4, estimate=HOUR)
+    sim = Simulator(load_cluster("1x8:V100"), b.build(), load_policy("k8s-default"))
+    sim.run(until=10.0)
+    ratios = [0.3 + 0.15 * i for i in range(10)]
+    hist = history([10.0 - 86400 * 2 + 1800 * i for i in range(96)], gpus=4, estimate=1800.0)
+    return TwinSnapshot.capture(sim.scheduler, 10.0, ratios=ratios, planned=[HOUR] * 10, arrivals=hist)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(0, 2), min_size=6, max_size=6), st.permutations([0, 1, 2]))
+def test_runs_made_in_parts_join_to_the_same_prediction(owner: list[int], order: list[int]) -> None:
+    """The service's prediction workers each make some of the runs (kant serve --predict-workers): put
+    together in any order, they are the prediction of one process, bit for bit."""
+    snap = sampled()
+    whole = predict(snap, runs=6)
+    assert len({tuple(r) for r in np.nan_to_num(whole.starts, nan=-1.0)}) > 1  # (runs differ: the test can tell)
+    parts = [predict_part(snap, [k for k in range(6) if owner[k] == i], runs=6) for i in order]
+    joined = join_parts(snap, parts)
+    assert np.array_equal(joined.starts, whole.starts, equal_nan=True)
+    assert joined.pending() == whole.pending() and joined.covers == whole.covers
+
+
+def test_parts_that_miss_or_repeat_a_run_are_refused() -> None:
+    _, snap = busy("k8s-default")
+    a, b = predict_part(snap, [0, 1], runs=3), predict_part(snap, [1, 2], runs=3)
+    with pytest.raises(ValueError, match="not each of"):
+        join_parts(snap, [a, b])
+    with pytest.raises(ValueError, match="not each of"):
+        join_parts(snap, [predict_part(snap, [1, 2], runs=3)])
+    # nothing uncertain (no arrival history, no finished job): one run, whatever the parts ask
+    exact = TwinSnapshot.from_dict({**snap.to_dict(), "arrivals": {}})
+    parts = [predict_part(exact, [0, 2], runs=3), predict_part(exact, [1], runs=3)]
+    assert [p.ks for p in parts] == [(0,), ()]
+    assert np.array_equal(join_parts(exact, parts).starts, predict(exact, runs=3).starts, equal_nan=True)

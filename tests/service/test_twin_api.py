@@ -22,7 +22,7 @@ from service.serve_proc import Server, running_server
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     work = tmp_path_factory.mktemp("twin")
     with running_server(work, f"sqlite:///{work / 'kant.db'}", cluster="1x8:V100", policy="fifo-strict",
-                        extra=["--predict-every", "0.1", "--clock-start", "0"]) as s:
+                        extra=["--predict-every", "0.1", "--clock-start", "0", "--predict-workers", "2"]) as s:
         yield s
 
 
@@ -188,3 +188,22 @@ def test_a_pending_job_without_a_prediction_says_why() -> None:
     never = Predicted(None, None, None, 0.0, 10, "", "does not start in the twin's run: never started; too big")
     assert describe_prediction(never, 0.0) == "no predicted start: does not start in the twin's run: never started; " \
                                               "too big"
+
+
+def test_predictions_from_several_workers_are_those_of_one() -> None:
+    """kant serve --predict-workers: each worker process makes some of the runs; the answers are the
+    same as one process's, bit for bit (and the band calibrated the same)."""
+    from kant.service.twin import Twin
+    from test_twin_arrivals import sampled
+
+    snap = sampled()
+    got = []
+    for workers in (1, 3):
+        twin = Twin(lambda: snap, version=lambda: 1, runs=7, workers=workers)
+        try:
+            assert twin.refresh(timeout=120.0)
+            got.append({job: twin.predicted(job) for job in snap.sched.pending})
+        finally:
+            twin.close()
+    assert got[0] == got[1] and all(p is not None and p.runs == 7 for p in got[0].values())
+    assert len({p.p50 for p in got[0].values()}) > 1

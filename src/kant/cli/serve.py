@@ -86,6 +86,9 @@ _AFTER: list[Decorator] = [
                  help="Sampled runs behind each prediction's band."),
     click.option("--predict-every", type=FiniteFloat(min=0.1, max=86400), default=5.0, show_default=True,
                  help="At most one prediction per this many wall seconds (bounds the twin's CPU)."),
+    click.option("--predict-workers", type=click.IntRange(1, 64), default=None, show_default="half the CPUs, 1-4",
+                 help="Processes that make a prediction's runs side by side: the answers are the same for any "
+                      "count, and fresher with more."),
     click.option("--whatif-budget", type=FiniteFloat(min=0, min_open=True, max=3600), default=30.0,
                  show_default=True,
                  help="Wall seconds of simulation one what-if request may use: runs stop before passing it (the "
@@ -203,7 +206,8 @@ def _run(db_url: str, cluster: str | None, policy: str, host: str, port: int, ex
          speed: float, clock_start: float | None, demo: str | None, demo_limit: int | None,
          demo_start: float | None, estimate_noise: float, estimate_noise_seed: int,
          admin_token_file: Path | None, token_out: Path, advertise_url: str | None, default_estimate: float,
-         seed: int, predict: bool, predict_runs: int, predict_every: float, whatif_budget: float,
+         seed: int, predict: bool, predict_runs: int, predict_every: float, predict_workers: int | None,
+         whatif_budget: float,
          whatif_queue: int, db_wait: float, log_level: str, services: str | None, route_queue: int,
          route_queue_timeout: float, route_concurrency: int, route_timeout: float, queues: str | None = None) -> None:
     from kant.service.serve import serve as run_service
@@ -270,7 +274,8 @@ def _run(db_url: str, cluster: str | None, policy: str, host: str, port: int, ex
                          demo=demo, demo_limit=demo_limit, demo_start=demo_start or 0.0,
                          estimate_noise=estimate_noise, estimate_noise_seed=estimate_noise_seed,
                          log_level=log_level, predict=predict,
-                         predict_runs=predict_runs, predict_every=predict_every, whatif_budget=whatif_budget,
+                         predict_runs=predict_runs, predict_every=predict_every, predict_workers=predict_workers,
+                         whatif_budget=whatif_budget,
                          whatif_queue=whatif_queue, db_wait=db_wait, services=services, route_queue=route_queue,
                          route_queue_timeout=route_queue_timeout, route_concurrency=route_concurrency,
                          route_timeout=route_timeout, queues=queues)

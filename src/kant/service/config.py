@@ -45,6 +45,7 @@ class ServeConfig:
     predict: bool = True  # keep predicted start times fresh (the digital twin)
     predict_runs: int = 10  # sampled runs per prediction
     predict_every: float = 5.0  # at most one prediction per this many wall seconds
+    predict_workers: int | None = None  # prediction processes (None: half the CPUs, 1 to 4)
     whatif_budget: float = 30.0  # wall seconds of simulation per what-if request (twice that: stopped)
     whatif_queue: int = 4  # what-if requests running or waiting at most (one per tenant or admin token)
     services: str | None = None  # a services file (kant.inference.services): created or updated when leading

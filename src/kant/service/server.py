@@ -47,7 +47,7 @@ from kant.service.serving.measure import Traffic
 from kant.service.serving.signals import LoadSignals
 from kant.service.tenants import Tenants
 from kant.service.tokenfile import TokenFile
-from kant.service.twin import Twin, WhatIfGate
+from kant.service.twin import Twin, WhatIfGate, default_predict_workers
 from kant.service.writer import SubmitWriter
 
 __all__ = ["Service", "is_loopback"]
@@ -113,7 +113,7 @@ class Service:
                                config.estimate_noise_seed) if config.demo is not None else None)
         self.twin = Twin(lambda: queries.twin_snapshot(self.loop), version=lambda: queries.state_version(self.loop),
                          runs=config.predict_runs, min_interval_s=config.predict_every, predict_on=config.predict,
-                         metrics=self.metrics)
+                         metrics=self.metrics, workers=config.predict_workers or default_predict_workers())
         self.whatif_gate = WhatIfGate(config.whatif_budget, config.whatif_queue,
                                       shown=self.metrics.whatif_requests)
         self.endpoints = Endpoints()  # where services' replicas listen (the replicas write, the request route reads)

@@ -7,8 +7,10 @@ the loop's thread: a copy of the active jobs, milliseconds) and hands its JSON f
 *process* that runs the prediction. Its answer replaces the previous predictions. The loop never
 waits for the twin.
 
-CPU is bounded: one prediction process and one what-if process, each at a lowered priority
-(``nice`` 10), each doing one thing at a time. What-if requests are bounded (:class:`WhatIfGate`):
+CPU is bounded: ``workers`` prediction processes (``kant serve --predict-workers``; each makes some of
+a prediction's runs, so an answer is as fresh as the runs' wall time allows, and the same for any
+count) and one what-if process, each at a lowered priority (``nice`` 10), each doing one thing at a
+time. What-if requests are bounded (:class:`WhatIfGate`):
 each has a budget of wall seconds in the worker (rounds of runs stop before it would be passed: a
 partial answer says so; a worker that has not finished one run of every scenario by twice the budget
 is stopped and the request refused), at most one runs or waits per tenant (or admin token), and at
@@ -34,14 +36,14 @@ from kant.errors import KantError
 from kant.service.errors import Busy, NotLeader, TooLong
 from kant.text import format_duration
 from kant.twin.calibrate import Calibration
-from kant.twin.predict import predict
+from kant.twin.predict import PartStarts, join_parts, predict_part
 from kant.twin.snapshot import TwinSnapshot
 from kant.twin.whatif import Scenario, compare_within
 
 if TYPE_CHECKING:
     from prometheus_client import Gauge
 
-__all__ = ["Twin", "Predicted", "predict_job_starts", "run_whatif", "WhatIfGate"]
+__all__ = ["Twin", "Predicted", "predict_runs", "run_whatif", "WhatIfGate", "default_predict_workers"]
 
 log = logging.getLogger("kant.serve")
 
@@ -77,16 +79,18 @@ def _worker_init(parent: int) -> None:
     threading.Thread(target=watch, name="kant-twin-parent", daemon=True).start()
 
 
-def predict_job_starts(snapshot: Mapping[str, Any], runs: int) -> dict[str, Any]:
-    """Predicted starts of a snapshot's pending jobs, by job id (in a worker process)."""
-    t0 = time.perf_counter()
+def predict_runs(snapshot: Mapping[str, Any], runs: int, ks: list[int]) -> PartStarts | dict[str, str]:
+    """Runs ``ks`` of a snapshot's prediction (in a worker process; :func:`~kant.twin.predict.predict_part`)."""
     try:
-        snap = TwinSnapshot.from_dict(snapshot)
-        pred = predict(snap, runs=runs)
+        return predict_part(TwinSnapshot.from_dict(snapshot), ks, runs=runs)
     except KantError as exc:  # (as text: an exception with a custom signature may not unpickle)
         return {"error": str(exc)}
-    return {"as_of": snap.now, "runs": int(pred.starts.shape[0]), "jobs": pred.pending(), "covers": pred.covers,
-            "seconds": time.perf_counter() - t0}
+
+
+def default_predict_workers() -> int:
+    """Prediction processes by default: half the machine's CPUs (the other half for the scheduling
+    loop and the API), 1 to 4."""
+    return min(max((os.cpu_count() or 1) // 2, 1), 4)
 
 
 def run_whatif(snapshot: Mapping[str, Any], scenarios: list[Scenario], horizon_s: float, runs: int,
@@ -178,14 +182,18 @@ class Twin:
     """Predictions kept fresh in the background, and what-if runs on request (module docstring)."""
 
     def __init__(self, snapshot: Callable[[], TwinSnapshot | None], *, version: Callable[[], Any] = lambda: None,
-                 runs: int = 10, min_interval_s: float = 5.0, predict_on: bool = True, metrics: Any = None) -> None:
+                 runs: int = 10, min_interval_s: float = 5.0, predict_on: bool = True, metrics: Any = None,
+                 workers: int = 1) -> None:
+        if workers < 1:
+            raise ValueError("workers must be >= 1")
         self._snapshot = snapshot
         self._state_version = version
         self.runs = runs
+        self.workers = workers  # prediction processes, each making some of the runs
         self.min_interval_s = min_interval_s
         self.predict_on = predict_on
         self._ctx = multiprocessing.get_context("spawn")
-        self._pools: dict[str, ProcessPoolExecutor] = {}  # "predict", "whatif": one worker each
+        self._pools: dict[str, ProcessPoolExecutor] = {}  # "predict" (``workers`` processes), "whatif" (one)
         self._pool_lock = threading.Lock()
         self._latest: dict[int, Predicted] = {}
         self._version: Any = None
@@ -199,23 +207,25 @@ class Twin:
         self._thread: threading.Thread | None = None
         self.metrics = metrics  # ServiceMetrics (twin_seconds), or None
 
-    def _submit(self, which: str, fn: Callable[..., dict[str, Any]], *args: Any,
-                timeout: float) -> dict[str, Any]:
-        """Run ``fn(*args)`` in the ``which`` worker and wait for it. A worker that died (killed, out
-        of memory) is replaced: this call fails, the next one starts a new worker."""
+    def _submit(self, which: str, fn: Callable[..., Any], calls: list[tuple[Any, ...]], *, timeout: float) -> list[Any]:
+        """Run ``fn(*args)`` for each of ``calls`` in the ``which`` pool and wait for all (``timeout``
+        seconds in all). A worker that died (killed, out of memory) is replaced: this call fails, the
+        next one starts a new pool."""
         pool = self._pool(which)
+        deadline = time.monotonic() + timeout
         try:
-            out: dict[str, Any] = pool.submit(fn, *args).result(timeout)
+            futures = [pool.submit(fn, *args) for args in calls]
+            return [f.result(max(deadline - time.monotonic(), 0.0)) for f in futures]
         except BrokenProcessPool:
             self._drop(which, pool)
             raise KantError("the twin's worker process died; a new one starts with the next request") from None
-        return out
 
     def _pool(self, which: str) -> ProcessPoolExecutor:
         with self._pool_lock:
             pool = self._pools.get(which)
             if pool is None:
-                pool = self._pools[which] = ProcessPoolExecutor(max_workers=1, mp_context=self._ctx,
+                size = self.workers if which == "predict" else 1
+                pool = self._pools[which] = ProcessPoolExecutor(max_workers=size, mp_context=self._ctx,
                                                                 initializer=_worker_init, initargs=(os.getpid(),))
             return pool
 
@@ -263,17 +273,23 @@ class Twin:
             self._latest, self._version, self._snap, self.as_of = {}, version, None, snap.now
             return True
         data = snap.to_dict()
-        out = self._submit("predict", predict_job_starts, data, self.runs, timeout=timeout)
-        if "error" in out:
-            raise KantError(str(out["error"]))
-        self.calibration.calibrate(snap, out["jobs"])  # (the band widened to the twin's own past errors)
-        as_of, runs = float(out["as_of"]), int(out["runs"])
-        covers = self.calibration.covers(str(out.get("covers", "")))
+        t0 = time.perf_counter()
+        w = min(self.workers, self.runs)  # (each worker makes every w-th run: the same runs for any count)
+        calls = [(data, self.runs, list(range(i, self.runs, w))) for i in range(w)]
+        parts = self._submit("predict", predict_runs, calls, timeout=timeout)
+        for part in parts:
+            if isinstance(part, dict):
+                raise KantError(str(part["error"]))
+        pred = join_parts(snap, parts)
+        jobs = pred.pending()
+        self.calibration.calibrate(snap, jobs)  # (the band widened to the twin's own past errors)
+        as_of, runs = snap.now, int(pred.starts.shape[0])
+        covers = self.calibration.covers(pred.covers)
         self._latest = {int(j["id"]): Predicted(j["p50"], j["p10"], j["p90"], as_of, runs, covers, j.get("reason"))
-                        for j in out["jobs"]}
+                        for j in jobs}
         self._version, self._snap, self.as_of = version, data, as_of
         if self.metrics is not None:
-            self.metrics.twin_seconds.observe(float(out["seconds"]))
+            self.metrics.twin_seconds.observe(time.perf_counter() - t0)
         return True
 
     def predicted(self, job_id: int) -> Predicted | None:

@@ -28,7 +28,8 @@ P10/P90 the band (nearest rank, so a job that did not start within the horizon i
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -43,8 +44,8 @@ from kant.twin.forward import run_forward
 from kant.twin.ratios import RatioModel, neighbours
 from kant.twin.snapshot import TwinSnapshot
 
-__all__ = ["Prediction", "predict", "sample_durations", "neighbours", "DEFAULT_RUNS", "RatioModel", "covers",
-           "arrival_model", "draw_run", "ARRIVAL_HORIZON_S"]
+__all__ = ["Prediction", "predict", "predict_part", "join_parts", "PartStarts", "sample_durations", "neighbours",
+           "DEFAULT_RUNS", "RatioModel", "covers", "arrival_model", "draw_run", "ARRIVAL_HORIZON_S"]
 
 FloatArray = npt.NDArray[np.float64]
 #: one run's sampled arrivals: the model they come from, the draw, their run times
@@ -67,6 +68,8 @@ class Prediction:
     runs: tuple[SimResult, ...]
     horizon_s: float | None
     covers: str = ""  # what the band covers, in words (kant.twin.predict.covers)
+    #: why a job did not start in the first run (row -> reason), as the first run's result has it
+    reasons: Mapping[int, str] = field(default_factory=dict)
 
     def quantile(self, q: float) -> FloatArray:
         """Each job's nearest-rank ``q`` quantile of its starts over the runs (NaN: not started by
@@ -94,7 +97,7 @@ class Prediction:
         p50 = self.p50
         res = float(snap.info.get("resolution_s", 0.0) or 0.0)
         tenants = snap.jobs["tenant"]
-        reasons = self.runs[0].reasons if self.runs else {}
+        reasons = self.reasons
         out = []
         for row in snap.sched.pending:
             mid, hi = _opt(p50[row]), _opt(p90[row])
@@ -171,6 +174,17 @@ def draw_run(snap: TwinSnapshot, base: int, k: int, ratio_model: RatioModel | No
     return duration, (model, arr, extra)
 
 
+@dataclass(frozen=True)
+class PartStarts:
+    """Some of a prediction's runs (:func:`predict_part`): ``starts[i]`` is run ``ks[i]``'s first start
+    of every snapshot job (NaN: not started), ``reasons`` the first run's (when ``0 in ks``)."""
+
+    ks: tuple[int, ...]
+    starts: FloatArray
+    reasons: Mapping[int, str]
+    covers: str
+
+
 def predict(snap: TwinSnapshot, *, runs: int = DEFAULT_RUNS, seed: int | None = None,
             horizon_s: float | None = None, policy: Policy | None = None, cluster: Cluster | None = None,
             sched: SchedulerSnapshot | None = None, arrivals: bool | ArrivalModel | None = True,
@@ -181,19 +195,58 @@ def predict(snap: TwinSnapshot, *, runs: int = DEFAULT_RUNS, seed: int | None = 
     this model, or not (False); they arrive over ``arrival_horizon_s`` (default: ``horizon_s``, else
     :data:`ARRIVAL_HORIZON_S`). ``until_started``: each run stops once every pending job has started
     (the runs' results then end there: what-if metrics run :func:`~kant.twin.whatif.compare`)."""
+    model = arrival_model(snap, arrivals)
+    done = [r for _, r in _runs(snap, range(runs), runs=runs, seed=seed, horizon_s=horizon_s, policy=policy,
+                                cluster=cluster, sched=sched, model=model, arrival_horizon_s=arrival_horizon_s,
+                                until_started=until_started)]
+    n = len(snap)
+    starts = np.vstack([r.first_start[:n] for r in done]) if done else np.zeros((0, n))
+    return Prediction(snap, starts, tuple(done), horizon_s, covers(snap, model), done[0].reasons if done else {})
+
+
+def predict_part(snap: TwinSnapshot, ks: Iterable[int], *, runs: int = DEFAULT_RUNS) -> PartStarts:
+    """Runs ``ks`` of ``predict(snap, runs=runs)`` alone (those below the runs it makes): their starts,
+    the same as that prediction's rows ``ks``, bit for bit, since run ``k`` draws from its own seed.
+    Several processes can each make some of a prediction's runs; :func:`join_parts` puts them together."""
+    model = arrival_model(snap, True)
+    done = _runs(snap, ks, runs=runs, model=model)
+    n = len(snap)
+    starts = np.vstack([r.first_start[:n] for _, r in done]) if done else np.zeros((0, n))
+    reasons = next((dict(r.reasons) for k, r in done if k == 0), {})
+    return PartStarts(tuple(k for k, _ in done), starts, reasons, covers(snap, model))
+
+
+def join_parts(snap: TwinSnapshot, parts: Sequence[PartStarts]) -> Prediction:
+    """The prediction :func:`predict` (its defaults) gives, from parts that together make each of its runs
+    once (:func:`predict_part`); the runs' own results are not kept (``runs`` is empty)."""
+    ks = [k for p in parts for k in p.ks]
+    if sorted(ks) != list(range(len(ks))):
+        raise ValueError(f"the parts make runs {sorted(ks)}, not each of 0..{len(ks) - 1} once")
+    rows = {k: p.starts[i] for p in parts for i, k in enumerate(p.ks)}
+    n = len(snap)
+    starts = np.vstack([rows[k] for k in range(len(ks))]) if ks else np.zeros((0, n))
+    reasons = next((p.reasons for p in parts if 0 in p.ks), {})
+    return Prediction(snap, starts, (), None, parts[0].covers if parts else "", reasons)
+
+
+def _runs(snap: TwinSnapshot, ks: Iterable[int], *, runs: int, seed: int | None = None,
+          horizon_s: float | None = None, policy: Policy | None = None, cluster: Cluster | None = None,
+          sched: SchedulerSnapshot | None = None, model: ArrivalModel | None = None,
+          arrival_horizon_s: float | None = None, until_started: bool = True) -> list[tuple[int, SimResult]]:
+    """Runs ``ks`` of :func:`predict`'s (those below the count it makes; ``model``: the arrival model
+    they sample from, if any), each with its result."""
     if runs < 1:
         raise ValueError("runs must be >= 1")
-    model = arrival_model(snap, arrivals)
     if not snap.ratios and model is None:
         runs = 1
     base = snap.seed if seed is None else seed
     ahead = arrival_horizon_s or horizon_s or ARRIVAL_HORIZON_S
     ratio_model = RatioModel.fit(snap) if snap.ratios else None
-    done: list[SimResult] = []
-    n = len(snap)
-    for k in range(runs):
+    done: list[tuple[int, SimResult]] = []
+    for k in ks:
+        if k >= runs:
+            continue
         duration, drawn = draw_run(snap, base, k, ratio_model, model, ahead)
-        done.append(run_forward(snap, duration, policy=policy, cluster=cluster, sched=sched, horizon_s=horizon_s,
-                                arrivals=drawn, until_started=until_started))
-    starts = np.vstack([r.first_start[:n] for r in done]) if done else np.zeros((0, n))
-    return Prediction(snap, starts, tuple(done), horizon_s, covers(snap, model))
+        done.append((k, run_forward(snap, duration, policy=policy, cluster=cluster, sched=sched, horizon_s=horizon_s,
+                                    arrivals=drawn, until_started=until_started)))
+    return done

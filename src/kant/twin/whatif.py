@@ -307,7 +307,7 @@ def compare_within(snap: TwinSnapshot, scenarios: Sequence[Scenario] = (), *, ho
     n = len(snap)
     for (sc, policy, _, _, tpl), res in zip(applied, done, strict=True):
         starts = np.vstack([r.first_start[:n] for r in res])
-        pred = Prediction(snap, starts, tuple(res), horizon_s, covers(snap, model))
+        pred = Prediction(snap, starts, tuple(res), horizon_s, covers(snap, model), res[0].reasons)
         gar, gfr = _horizon_means(pred, lo, hi)
         cap = _capacity(snap, res, lo, hi, model is not None)
         if model is not None:
