@@ -230,6 +230,11 @@ class PendingQueue:
         """Jobs of one shape in static-key order (read only; indexing near either end is O(1))."""
         return self._by_shape.get(shape, _EMPTY)
 
+    def shape_lists(self) -> Mapping[int, Sequence[int]]:
+        """Per shape with pending jobs, its jobs in static-key order (read only): :meth:`shape_jobs`
+        as the queue's own dict, for hot loops (``.get(shape, ())`` without a Python-level call)."""
+        return self._by_shape
+
     def mark(self) -> None:
         """Start noting what changes (for :meth:`since_mark`); a new mark replaces the last."""
         self._removed_since_mark = 0

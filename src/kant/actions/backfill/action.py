@@ -161,7 +161,7 @@ class Backfill(Action):
                 cycle = self._easy_cycle = EasyCycle(self, ctx, fw)
             else:
                 cycle.reset(self, ctx, fw)
-            dynamic = fw.dynamic_key(ctx.now)
+            dynamic = fw.dynamic_key(ctx.now) if fw.dynamic else None  # (dynamic_key's own first test)
             if dynamic is None:
                 cycle.run_static()
             else:

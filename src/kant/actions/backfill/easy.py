@@ -134,14 +134,14 @@ class QueueViews(NamedTuple):
 
     queue: PendingQueue
     key: Callable[[int], tuple[float, ...]]  # PendingQueue.key_of
-    shape_jobs: Callable[[int], Sequence[int]]
+    lists: Mapping[int, Sequence[int]]  # PendingQueue.shape_lists(): ``lists.get(shape, ())`` is shape_jobs
     bases: Mapping[int, int]  # PendingQueue.position_bases()
     heads: Mapping[int, tuple[tuple[float, ...], int]]  # PendingQueue.head_entries()
     shape_requests: Mapping[int, int]
 
     @classmethod
     def of(cls, queue: PendingQueue) -> QueueViews:
-        return cls(queue, queue.key_of, queue.shape_jobs, queue.position_bases(), queue.head_entries(),
+        return cls(queue, queue.key_of, queue.shape_lists(), queue.position_bases(), queue.head_entries(),
                    queue.shape_requests())
 
 
@@ -405,7 +405,7 @@ class EasyCycle:
             return [], []
         left_out: list[tuple[float, ...]] = []
         heap: list[tuple[tuple[float, ...], int]]
-        first = views.shape_jobs(least[1])[0]  # the queue's first job
+        first = views.lists[least[1]][0]  # the queue's first job
         if requests[first] in failed and (not self.check_admit or self.fw.admit(self.ctx, first).ok):
             self.head = first
             shape_request = views.shape_requests  # a shape's jobs all have its request
@@ -445,7 +445,8 @@ class EasyCycle:
         before = (bf.backfilled, bf.failed.changes, bf.long_blocked.changes)
         max_jobs = bf.max_jobs
         heap, left_out = self._merge_start()  # (sets self._queue_views to this queue's)
-        _, key, shape_jobs, bases = self._queue_views[:4]
+        _, key, lists, bases = self._queue_views[:4]
+        shape_jobs = lists.get  # (shape, ()): the shape's jobs
         consider, is_long = self.consider, self.is_long
         now, estimate, requests, failed = self.now, self.estimate, self.requests, self.failed_keys
         # passing over a long job of a LongBlocked request without consider() skips admission
@@ -503,7 +504,7 @@ class EasyCycle:
                     looked += 1
                 if looked >= max_jobs:
                     break
-            lst = shape_jobs(shape)
+            lst = shape_jobs(shape, ())
             i = pos.get(shape, 0)
             if i >= len(lst):
                 continue
@@ -533,7 +534,7 @@ class EasyCycle:
                     if bf.exhausted(state):
                         kept.long_walk = looked >= kept.min_looks
                         return
-                    lst = shape_jobs(shape)  # the started job left the list
+                    lst = shape_jobs(shape, ())  # the started job left the list
                     if ahead:
                         self._rewind(ahead, pos, heap, top_key)
                 else:
