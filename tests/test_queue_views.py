@@ -1,4 +1,4 @@
-"""The queue's views that the EASY walk takes once per queue (``QueueViews.of``: the key table's
+"""The queue's views that the EASY walk takes once per queue (``kant.framework.queue.QueueViews.of``: the key table's
 lookup, the shapes' lists, their position bases, their first entries and requests) against fresh
 reads and the fresh computation, after any sequence of pushes and removals (at a list's front or
 inside it): the queue keeps updating the same objects, never replaces them."""
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cycle_helpers import make_ctx
-from kant.actions.backfill.easy import QueueViews
+from kant.framework.queue import QueueViews
 from kant.model import Cluster
 from kant.plugins.fifo import Fifo
 from kant.plugins.priority import Priority

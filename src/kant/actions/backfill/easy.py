@@ -13,9 +13,9 @@ import heapq
 import math
 import sys
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container
 from itertools import islice
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from kant.actions.backfill.host import Host
 from kant.actions.backfill.leftover import Leftover, LongBlocked, ShortOfSlots
@@ -23,7 +23,7 @@ from kant.actions.backfill.long_run import LongRun
 from kant.actions.backfill.reservation import EasyReservation, ReservationKeeper
 from kant.actions.backfill.resume import HEAP_EMPTY, KeptWalk
 from kant.framework.context import CycleContext
-from kant.framework.queue import PendingQueue
+from kant.framework.queue import QueueViews
 from kant.framework.runner import DynamicKey, Framework
 from kant.framework.status import Status
 from kant.model.fit import FULL_GPU_MILLI, is_share
@@ -126,23 +126,6 @@ class QuietWalk:
             self.valid = False
             return False
         return True
-
-
-class QueueViews(NamedTuple):
-    """The queue's read-only views the walk reads at every walk, got once per queue (each is the
-    queue's own live object: it never replaces them)."""
-
-    queue: PendingQueue
-    key: Callable[[int], tuple[float, ...]]  # PendingQueue.key_of
-    lists: Mapping[int, Sequence[int]]  # PendingQueue.shape_lists(): ``lists.get(shape, ())`` is shape_jobs
-    bases: Mapping[int, int]  # PendingQueue.position_bases()
-    heads: Mapping[int, tuple[tuple[float, ...], int]]  # PendingQueue.head_entries()
-    shape_requests: Mapping[int, int]
-
-    @classmethod
-    def of(cls, queue: PendingQueue) -> QueueViews:
-        return cls(queue, queue.key_of, queue.shape_lists(), queue.position_bases(), queue.head_entries(),
-                   queue.shape_requests())
 
 
 # --- the walk ----------------------------------------------------------------------------------
