@@ -18,7 +18,7 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from itertools import chain
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -26,7 +26,7 @@ import numpy.typing as npt
 from kant.framework.row_groups import intern_rows
 from kant.model.store import JobStore, grow
 
-__all__ = ["PendingQueue", "QueueObserver", "QueueOrder", "ShapeIndex"]
+__all__ = ["PendingQueue", "QueueObserver", "QueueOrder", "QueueViews", "ShapeIndex"]
 
 IntArray = npt.NDArray[np.int64]
 SortKey = tuple[float, ...]
@@ -229,6 +229,11 @@ class PendingQueue:
     def shape_jobs(self, shape: int) -> Sequence[int]:
         """Jobs of one shape in static-key order (read only; indexing near either end is O(1))."""
         return self._by_shape.get(shape, _EMPTY)
+
+    def shape_lists(self) -> Mapping[int, Sequence[int]]:
+        """Per shape with pending jobs, its jobs in static-key order (read only): :meth:`shape_jobs`
+        as the queue's own dict, for hot loops (``.get(shape, ())`` without a Python-level call)."""
+        return self._by_shape
 
     def mark(self) -> None:
         """Start noting what changes (for :meth:`since_mark`); a new mark replaces the last."""
@@ -541,3 +546,20 @@ class PendingQueue:
             i += 1
             if i < len(lst):
                 heapq.heappush(heap, (lst[i], shape, i, lst))
+
+
+class QueueViews(NamedTuple):
+    """The queue's read-only views that a walk reads at every walk (the EASY walk's), got once per
+    queue: each is the queue's own live object, which it never replaces (``tests/test_queue_views.py``)."""
+
+    queue: PendingQueue
+    key: Callable[[int], SortKey]  # PendingQueue.key_of
+    lists: Mapping[int, Sequence[int]]  # PendingQueue.shape_lists(): ``lists.get(shape, ())`` is shape_jobs
+    bases: Mapping[int, int]  # PendingQueue.position_bases()
+    heads: Mapping[int, tuple[SortKey, int]]  # PendingQueue.head_entries()
+    shape_requests: Mapping[int, int]
+
+    @classmethod
+    def of(cls, queue: PendingQueue) -> QueueViews:
+        return cls(queue, queue.key_of, queue.shape_lists(), queue.position_bases(), queue.head_entries(),
+                   queue.shape_requests())

@@ -13,7 +13,7 @@ import heapq
 import math
 import sys
 from bisect import bisect_left, bisect_right
-from collections.abc import Container
+from collections.abc import Callable, Container
 from itertools import islice
 from typing import Protocol
 
@@ -23,6 +23,7 @@ from kant.actions.backfill.long_run import LongRun
 from kant.actions.backfill.reservation import EasyReservation, ReservationKeeper
 from kant.actions.backfill.resume import HEAP_EMPTY, KeptWalk
 from kant.framework.context import CycleContext
+from kant.framework.queue import QueueViews
 from kant.framework.runner import DynamicKey, Framework
 from kant.framework.status import Status
 from kant.model.fit import FULL_GPU_MILLI, is_share
@@ -157,13 +158,23 @@ class EasyCycle:
         self.kept_walk = KeptWalk(_MIN_RESUME)
         self._edits: dict[int, int] = {}
         self._watched: object = None  # the queue the edits are watched on
+        self._queue_views = QueueViews.of(ctx.queue)
+        self.env = ctx.env
+        self.estimate: Callable[[int], float] = (
+            self.env.estimate if self.env.estimator is not None else self.env.default_estimates().__getitem__)
+        self.failed = bf.failed
+        self.failed_keys = bf.failed.request_keys()
         self.reset(bf, ctx, fw)
 
     def reset(self, bf: EasyHost, ctx: CycleContext, fw: Framework) -> None:
         """Start a new pass (the object is reused from cycle to cycle)."""
         self.bf, self.ctx, self.fw = bf, ctx, fw
         self.check_admit = bool(fw.admitters)
-        self.env = ctx.env
+        env = ctx.env
+        if env is not self.env or env.estimator is not None:
+            # the store's estimate list grows in place: got once per environment without an estimator
+            self.env = env
+            self.estimate = env.estimate if env.estimator is not None else env.default_estimates().__getitem__
         self.now = ctx.now
         self.head = -1
         self.planned = False
@@ -171,14 +182,17 @@ class EasyCycle:
         self.shadow = math.inf  # jobs ending after it are "long"
         self.max_short = -math.inf  # longest estimate of a job found short once planned (see QuietWalk)
         self._prefetched: tuple[int, EasyReservation | None] | None = None  # (head, its reservation)
-        bf.failed.refresh(ctx.state)
-        self.failed = bf.failed
-        # the failed request ids as a live view of the memo (a membership test without a Python call)
-        self.failed_keys = bf.failed.request_keys()
+        failed = bf.failed
+        if failed.seen != ctx.state.release_count:  # else refresh has nothing to replay (its first test)
+            failed.refresh(ctx.state)
+        if failed is not self.failed:
+            self.failed = failed
+            # the failed request ids as a live view of the memo (a membership test without a Python call)
+            self.failed_keys = failed.request_keys()
         self.room_ok.clear()  # requests with room now (until the next start)
-        self.leftover.reset()
+        if self.leftover.free is not None:  # else it holds nothing (Leftover fills only after get)
+            self.leftover.reset()
         self.requests: list[int] = ctx.queue.request_of
-        self.estimate = ctx.env.estimate if ctx.env.estimator is not None else ctx.env.default_estimates().__getitem__
 
     def _run_of(self, shape: int) -> LongRun | None:
         """``shape``'s long run, cut to the positions that still hold the same jobs."""
@@ -241,7 +255,8 @@ class EasyCycle:
 
     def _started(self, job: int, placement: Placement) -> None:
         self.bf.start(self.ctx, self.fw, job, placement)
-        self.leftover.reset()
+        if self.leftover.free is not None:
+            self.leftover.reset()
         self.room_ok.clear()
 
     def consider(self, job: int, shape: int) -> int:
@@ -364,16 +379,19 @@ class EasyCycle:
         fit it is the head, and a shape whose first job is known not to fit would only be looked at
         once and dropped: such shapes are left out."""
         queue, requests, failed = self.ctx.queue, self.requests, self.failed_keys
-        heads = queue.head_entries()  # (each shape's first key, the shape)
+        views = self._queue_views
+        if views.queue is not queue:
+            views = self._queue_views = QueueViews.of(queue)
+        heads = views.heads  # (each shape's first key, the shape)
         least = queue.head_entry()  # the least of them: the queue's first job's (kept by the queue)
         if least is None:
             return [], []
         left_out: list[tuple[float, ...]] = []
         heap: list[tuple[tuple[float, ...], int]]
-        first = queue.shape_jobs(least[1])[0]  # the queue's first job
+        first = views.lists[least[1]][0]  # the queue's first job
         if requests[first] in failed and (not self.check_admit or self.fw.admit(self.ctx, first).ok):
             self.head = first
-            shape_request = queue.shape_requests()  # a shape's jobs all have its request
+            shape_request = views.shape_requests  # a shape's jobs all have its request
             heap = []
             for entry in heads.values():
                 if shape_request[entry[1]] in failed:
@@ -398,32 +416,33 @@ class EasyCycle:
         bf, queue, state = self.bf, self.ctx.queue, self.ctx.state
         quiet = self.quiet
         quiet_ok = not self.check_admit and self.env.estimator is None
-        if quiet_ok and quiet.repeats(self):
+        if quiet_ok and quiet.valid and quiet.repeats(self):
             return
         quiet.valid = False
         keep_runs = self.keep_runs and self.env.estimator is None
         runs, min_run, edits = self.runs, self.min_run, self._edits
-        bases = queue.position_bases()
         if keep_runs and self._watched is not queue:
             self._watched = queue
             self._edits = queue.watch_edits()
             self.runs.clear()
         before = (bf.backfilled, bf.failed.changes, bf.long_blocked.changes)
         max_jobs = bf.max_jobs
-        key, shape_jobs, consider, is_long = queue.key_of, queue.shape_jobs, self.consider, self.is_long
+        heap, left_out = self._merge_start()  # (sets self._queue_views to this queue's)
+        _, key, lists, bases = self._queue_views[:4]
+        shape_jobs = lists.get  # (shape, ()): the shape's jobs
+        consider, is_long = self.consider, self.is_long
         now, estimate, requests, failed = self.now, self.estimate, self.requests, self.failed_keys
         # passing over a long job of a LongBlocked request without consider() skips admission
         long_blocked: Container[int] = self.long_blocked if not self.check_admit else ()
         room_ok = self.room_ok
         heappop, heappush = heapq.heappop, heapq.heappush
-        heap, left_out = self._merge_start()
         n_left = len(left_out)
         # Each job the walk looks at counts once, so with fewer queued jobs than the limit the limit
         # cannot bind and which long jobs are passed first does not matter, only which jobs consider()
         # sees and in what order: a shape's long jobs are then passed up to its next short job, past
         # the merge's next key (``ahead``), and a start sends such shapes back (``_rewind``). Not with
         # admission (consider() would admit the long jobs the merge reaches after a start).
-        jump = self.jump_ok and not self.check_admit and len(queue) < max_jobs - n_left
+        jump = self.jump_ok and not self.check_admit and len(queue.queued) < max_jobs - n_left
         ahead: dict[int, int] = {}
         pos: dict[int, int] = {}
         short_only: set[int] = set()
@@ -468,7 +487,7 @@ class EasyCycle:
                     looked += 1
                 if looked >= max_jobs:
                     break
-            lst = shape_jobs(shape)
+            lst = shape_jobs(shape, ())
             i = pos.get(shape, 0)
             if i >= len(lst):
                 continue
@@ -498,7 +517,7 @@ class EasyCycle:
                     if bf.exhausted(state):
                         kept.long_walk = looked >= kept.min_looks
                         return
-                    lst = shape_jobs(shape)  # the started job left the list
+                    lst = shape_jobs(shape, ())  # the started job left the list
                     if ahead:
                         self._rewind(ahead, pos, heap, top_key)
                 else:

@@ -211,18 +211,24 @@ class Releases:
             self._sorted = (t[order], nodes[order], amt[order], owner[order])
         elif self._gone or self._new:
             t, nodes, amt, owner = self._sorted
-            if self._gone:
-                keep = ~np.isin(owner, np.fromiter(self._gone, dtype=np.int64, count=len(self._gone)))
+            if self._gone and len(owner):
+                # the rows of the jobs in _gone out: a table over job ids (np.isin's own "table" kind
+                # without its Python-level checks)
+                gone = np.fromiter(self._gone, dtype=np.int64, count=len(self._gone))
+                keep = np.ones(max(int(owner.max()), int(gone.max())) + 1, dtype=np.bool_)
+                keep[gone] = False
+                keep = keep[owner]
                 t, nodes, amt, owner = t[keep], nodes[keep], amt[keep], owner[keep]
             # each job's last entry is its place in by_job; jobs that left since are not there
             fresh = [job for job in dict.fromkeys(reversed(self._new)) if job in by_job][::-1]
             if fresh:
+                # merged after the rows already there at equal times: a stable sort of the rows there
+                # (sorted) followed by the new ones in entry order
                 nt, nn, na, no = self._rows_of(fresh)
-                order = np.argsort(nt, kind="stable")
-                nt, nn, na, no = nt[order], nn[order], na[order], no[order]
-                at = np.searchsorted(t, nt, side="right")  # after the rows already there at equal times
-                t, nodes = np.insert(t, at, nt), np.insert(nodes, at, nn)
-                amt, owner = np.insert(amt, at, na, axis=0), np.insert(owner, at, no)
+                t = np.concatenate((t, nt))
+                order = np.argsort(t, kind="stable")
+                t, nodes = t[order], np.concatenate((nodes, nn))[order]
+                amt, owner = np.concatenate((amt, na))[order], np.concatenate((owner, no))[order]
             self._sorted = (t, nodes, amt, owner)
         self._gone.clear()
         self._new.clear()
