@@ -241,21 +241,26 @@ def one_victim(ctx: CycleContext, fw: Framework, job: int, pool: PoolOrder,
     first entry on a node that could hold the worker and lacks GPUs has a rank r <= r0 (its node may not be useful);
     the first entry that frees enough alone is useful, so if its rank is r, r0 = r and it is the plan; an entry of a
     rank above r ends the scan. The plan's placement is the same trial as :func:`choose_victims`'s; a failed trial
-    is left to it too."""
+    is left to it too. Once r is known, a victim holding fewer GPUs in all than the worker lacks on the fullest
+    node that could hold it and lacks GPUs frees enough alone nowhere: it is passed over without reading its
+    nodes."""
     jobs = ctx.env.jobs
     g = int(jobs.gpus_per_worker[job])
     if not _simple(jobs, job, g) or is_share(g, int(jobs.gpu_milli[job])):
         return None
     state = ctx.state
-    free, allocations, per_worker = state.free, state.allocations, jobs.gpus_per_worker
+    free, allocations, per_worker, held = state.free, state.allocations, jobs.gpus_per_worker, jobs.total_gpus
     ok = static_ok(ctx, fw, job)
-    rank, first = pool.rank, None
+    rank, first, need = pool.rank, None, 0
     for i in pool.order:
         if not sel[i]:
             continue
-        if first is not None and rank[i] != first:
-            return None
         victim = pool.jobs[i]
+        if first is not None:
+            if rank[i] != first:
+                return None
+            if held.item(victim) < need:
+                continue  # it frees enough alone on no node
         for node, count in allocations[victim].per_node.items():
             have = free.item(node)
             if have >= g or not ok[node]:
@@ -263,7 +268,11 @@ def one_victim(ctx: CycleContext, fw: Framework, job: int, pool: PoolOrder,
             if count * per_worker.item(victim) >= g - have:
                 trial = _simulate_one if fw.places_by_room(ctx, job) else _simulate
                 return trial(ctx, fw, job, [victim])
-            first = rank[i]
+            if first is None:
+                first = rank[i]
+                # the fewest GPUs an entry must free from now on: what the worker lacks on the fullest
+                # node that could hold it and lacks GPUs
+                need = g - int(free[ok & (free < g)].max())
     return None
 
 
