@@ -213,12 +213,23 @@ class PoolOrder:
     their ranks and the indices of those not evicted since (:meth:`drop`) by rank, then work lost,
     then job row."""
 
-    __slots__ = ("jobs", "order", "rank")
+    __slots__ = ("_usable", "jobs", "order", "rank")
 
     def __init__(self, jobs: IntArray, rank: FloatArray, lost: FloatArray) -> None:
         self.jobs: list[int] = jobs.tolist()
         self.rank: list[float] = rank.tolist()
         self.order: list[int] = np.lexsort((jobs, lost, rank)).tolist()
+        self._usable: dict[tuple[int, int], BoolArray] = {}
+
+    def usable(self, ctx: CycleContext, fw: Framework, job: int) -> BoolArray:
+        """:func:`static_ok` of ``job``, a job asking no CPU or memory (:func:`one_victim`'s case), kept
+        per (GPUs per worker, GPU type) for the walk's cycle (no node goes down or comes up within it)."""
+        jobs = ctx.env.jobs
+        key = (int(jobs.gpus_per_worker[job]), int(jobs.gpu_type[job]))
+        ok = self._usable.get(key)
+        if ok is None:
+            ok = self._usable[key] = static_ok(ctx, fw, job)
+        return ok
 
     def drop(self, index: int) -> None:
         """The pool job at ``index`` was evicted: no later scan passes over it (the scans' victims
@@ -250,7 +261,7 @@ def one_victim(ctx: CycleContext, fw: Framework, job: int, pool: PoolOrder,
         return None
     state = ctx.state
     free, allocations, per_worker, held = state.free, state.allocations, jobs.gpus_per_worker, jobs.total_gpus
-    ok = static_ok(ctx, fw, job)
+    ok = pool.usable(ctx, fw, job)
     rank, first, need = pool.rank, None, 0
     for i in pool.order:
         if not sel[i]:
