@@ -192,3 +192,23 @@ def test_one_victim_scan_settles_only_the_one_step_case() -> None:
     rank too (and the least work lost), the scan settles it."""
     assert _scan_checked(_four_gpu_case(1), False) == 0
     assert _scan_checked(_four_gpu_case(0), False) == 1
+
+
+def _typed_case() -> tuple[Cluster, JobTable]:
+    """Node n0 (type A, 8 GPUs) runs two 4-GPU jobs of type A, node n1 (type B, 4 GPUs) one of type B
+    that has lost the least work; a 4-GPU job of type A and an untyped one of a higher priority arrive
+    together (one walk, the typed job first)."""
+    b = JobTableBuilder(source="test")
+    for name, submit, gpu_type in (("a2", 2.0, "A"), ("a", 3.0, "A"), ("b", 4.0, "B")):
+        b.add(name, submit=submit, duration=100.0, workers=1, gpus_per_worker=4, gpu_type=gpu_type, priority=0)
+    b.add("p1", submit=5.0, duration=10.0, workers=1, gpus_per_worker=4, gpu_type="A", priority=3)
+    b.add("p2", submit=5.0, duration=10.0, workers=1, gpus_per_worker=4, priority=3)
+    return Cluster.from_nodes([NodeSpec("n0", "A", 8), NodeSpec("n1", "B", 4)], nodes_per_leaf=2,
+                              leaves_per_spine=2), b.build()
+
+
+def test_one_victim_scan_reads_each_jobs_own_nodes() -> None:
+    """The typed job evicts ``a`` (the least work lost on its type's node); the untyped one after it
+    in the same walk may use node n1 and evicts ``b``, not ``a2``: the scan's kept node masks
+    (:meth:`kant.actions.victims.PoolOrder.usable`) are per GPU type, not per GPU count alone."""
+    assert _scan_checked(_typed_case(), False) == 2

@@ -213,12 +213,23 @@ class PoolOrder:
     their ranks and the indices of those not evicted since (:meth:`drop`) by rank, then work lost,
     then job row."""
 
-    __slots__ = ("jobs", "order", "rank")
+    __slots__ = ("_usable", "jobs", "order", "rank")
 
     def __init__(self, jobs: IntArray, rank: FloatArray, lost: FloatArray) -> None:
         self.jobs: list[int] = jobs.tolist()
         self.rank: list[float] = rank.tolist()
         self.order: list[int] = np.lexsort((jobs, lost, rank)).tolist()
+        self._usable: dict[tuple[int, int], BoolArray] = {}
+
+    def usable(self, ctx: CycleContext, fw: Framework, job: int) -> BoolArray:
+        """:func:`static_ok` of ``job``, a job asking no CPU or memory (:func:`one_victim`'s case), kept
+        per (GPUs per worker, GPU type) for the walk's cycle (no node goes down or comes up within it)."""
+        jobs = ctx.env.jobs
+        key = (int(jobs.gpus_per_worker[job]), int(jobs.gpu_type[job]))
+        ok = self._usable.get(key)
+        if ok is None:
+            ok = self._usable[key] = static_ok(ctx, fw, job)
+        return ok
 
     def drop(self, index: int) -> None:
         """The pool job at ``index`` was evicted: no later scan passes over it (the scans' victims
@@ -241,21 +252,26 @@ def one_victim(ctx: CycleContext, fw: Framework, job: int, pool: PoolOrder,
     first entry on a node that could hold the worker and lacks GPUs has a rank r <= r0 (its node may not be useful);
     the first entry that frees enough alone is useful, so if its rank is r, r0 = r and it is the plan; an entry of a
     rank above r ends the scan. The plan's placement is the same trial as :func:`choose_victims`'s; a failed trial
-    is left to it too."""
+    is left to it too. Once r is known, a victim holding fewer GPUs in all than the worker lacks on the fullest
+    node that could hold it and lacks GPUs frees enough alone nowhere: it is passed over without reading its
+    nodes."""
     jobs = ctx.env.jobs
     g = int(jobs.gpus_per_worker[job])
     if not _simple(jobs, job, g) or is_share(g, int(jobs.gpu_milli[job])):
         return None
     state = ctx.state
-    free, allocations, per_worker = state.free, state.allocations, jobs.gpus_per_worker
-    ok = static_ok(ctx, fw, job)
-    rank, first = pool.rank, None
+    free, allocations, per_worker, held = state.free, state.allocations, jobs.gpus_per_worker, jobs.total_gpus
+    ok = pool.usable(ctx, fw, job)
+    rank, first, need = pool.rank, None, 0
     for i in pool.order:
         if not sel[i]:
             continue
-        if first is not None and rank[i] != first:
-            return None
         victim = pool.jobs[i]
+        if first is not None:
+            if rank[i] != first:
+                return None
+            if held.item(victim) < need:
+                continue  # it frees enough alone on no node
         for node, count in allocations[victim].per_node.items():
             have = free.item(node)
             if have >= g or not ok[node]:
@@ -263,7 +279,11 @@ def one_victim(ctx: CycleContext, fw: Framework, job: int, pool: PoolOrder,
             if count * per_worker.item(victim) >= g - have:
                 trial = _simulate_one if fw.places_by_room(ctx, job) else _simulate
                 return trial(ctx, fw, job, [victim])
-            first = rank[i]
+            if first is None:
+                first = rank[i]
+                # the fewest GPUs an entry must free from now on: what the worker lacks on the fullest
+                # node that could hold it and lacks GPUs
+                need = g - int(free[ok & (free < g)].max())
     return None
 
 
@@ -333,13 +353,18 @@ class _SlotBound:
     fewer slots than workers cannot be placed, so the reprieve of such a victim fails without a
     trial. Only for a job of whole GPUs or no GPU (not a share) and victims of whole GPUs."""
 
-    __slots__ = ("cpu", "cpu_off", "ctx", "d_cpu", "d_free", "d_mem", "g", "mem", "mem_off", "ok", "w")
+    __slots__ = ("cpu", "cpu_off", "ctx", "d_cpu", "d_free", "d_mem", "g", "gpus_only", "mem", "mem_off", "ok",
+                 "w")
 
     def __init__(self, ctx: CycleContext, g: int, cpu: int, mem: int, w: int, ok: list[bool]) -> None:
+        """``ok``: the nodes that could hold a worker (:func:`static_ok`, so only nodes that are up)."""
         self.ctx, self.g, self.cpu, self.mem, self.w, self.ok = ctx, g, cpu, mem, w, ok
         self.cpu_off: list[bool] = ctx.env.cpu_unmodelled.tolist() if cpu > 0 else []
         self.mem_off: list[bool] = ctx.env.mem_unmodelled.tolist() if mem > 0 else []
-        # per node, what a plan on a delta (_greedy_on_delta) has freed (+) or taken (-) so far
+        #: GPUs and nothing else asked: a node's slots are its free GPUs // g (what _at gives then)
+        self.gpus_only = g > 0 and cpu <= 0 and mem <= 0
+        # per node, what a plan on a delta (_greedy_on_delta) has freed (+) or taken (-) so far (CPU
+        # and memory not booked for a job that asks GPUs only: never read)
         self.d_free: dict[int, int] = {}
         self.d_cpu: dict[int, int] = {}
         self.d_mem: dict[int, int] = {}
@@ -350,7 +375,9 @@ class _SlotBound:
         g, milli = int(jobs.gpus_per_worker[job]), int(jobs.gpu_milli[job])
         if is_share(g, milli):
             return None
-        return cls(ctx, g, int(jobs.cpu_milli[job]), int(jobs.memory_mib[job]), int(jobs.workers[job]), ok.tolist())
+        # (a node that is down has no slot before or after: it keeps its free GPUs)
+        return cls(ctx, g, int(jobs.cpu_milli[job]), int(jobs.memory_mib[job]), int(jobs.workers[job]),
+                   (ok & ctx.state.up).tolist())
 
     def _at(self, node: int, free: int, free_cpu: int, free_mem: int) -> int:
         if not self.ok[node]:
@@ -368,12 +395,20 @@ class _SlotBound:
         shares beside it)."""
         if is_share(placement.gpus, placement.gpu_milli):
             return None
+        ok, free, d_free = self.ok, self.ctx.state.free, self.d_free
+        if self.gpus_only:  # _at without CPU and memory: free // g on the nodes that could hold a worker
+            g, step = self.g, placement.gpus * sign
+            for node, count in placement.per_node.items():
+                if ok[node]:
+                    f = free.item(node) + d_free.get(node, 0)
+                    total += (f + step * count) // g - f // g
+            return total
         state = self.ctx.state
-        free, free_cpu, free_mem, up = state.free, state.free_cpu, state.free_mem, state.up
-        d_free, d_cpu, d_mem = self.d_free, self.d_cpu, self.d_mem
+        free_cpu, free_mem = state.free_cpu, state.free_mem
+        d_cpu, d_mem = self.d_cpu, self.d_mem
         for node, count in placement.per_node.items():
-            if not self.ok[node] or not up[node]:
-                continue  # no slot there before or after (a node that is down keeps its free GPUs)
+            if not ok[node]:
+                continue  # no slot there before or after
             f, c, m = free.item(node), free_cpu.item(node), free_mem.item(node)
             if d_free:  # a plan on a delta: the state as the plan has it
                 f += d_free.get(node, 0)
@@ -392,8 +427,14 @@ class _SlotBound:
 
     def shift(self, placement: Placement, sign: int) -> None:
         """Book ``placement`` released (``sign`` +1) or allocated (-1) in the plan's delta."""
-        d_free, d_cpu, d_mem = self.d_free, self.d_cpu, self.d_mem
-        g, c, m = placement.gpus * sign, placement.cpu_milli * sign, placement.memory_mib * sign
+        d_free = self.d_free
+        g = placement.gpus * sign
+        if self.gpus_only:
+            for node, count in placement.per_node.items():
+                d_free[node] = d_free.get(node, 0) + g * count
+            return
+        d_cpu, d_mem = self.d_cpu, self.d_mem
+        c, m = placement.cpu_milli * sign, placement.memory_mib * sign
         for node, count in placement.per_node.items():
             d_free[node] = d_free.get(node, 0) + g * count
             d_cpu[node] = d_cpu.get(node, 0) + c * count

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from kant.framework.context import SchedulerEnv
 from kant.framework.plugin import JobListener, QueueSort, Rank
 from kant.framework.registry import register_plugin
+from kant.model.scalars import scalar_view
 from kant.model.state import Placement
 from kant.model.store import grow
 
@@ -89,6 +90,18 @@ class TiresiasLas(QueueSort, JobListener, Rank):
         # is fixed from its last stop (or arrival) to its next start, so it is counted there
         self.waiting_level = np.zeros(n, dtype=np.int64)
         self.promotions = 0
+        self._take_views()
+
+    def _take_views(self) -> None:
+        """Memoryviews of the per-job arrays (:mod:`kant.model.scalars`) for the one-job reads and
+        writes of each start, stop and key; taken again whenever the arrays are replaced."""
+        self._attained = scalar_view(self.attained, float)
+        self._executed = scalar_view(self.executed, float)
+        self._offset = scalar_view(self.offset, float)
+        self._run_start = scalar_view(self.run_start, float)
+        self._run_gpus = scalar_view(self.run_gpus, float)
+        self._last_stop = scalar_view(self.last_stop, float)
+        self._waiting_level = scalar_view(self.waiting_level, int)
 
     def jobs_added(self, env: SchedulerEnv, start: int) -> None:
         n = len(env.jobs)
@@ -97,26 +110,28 @@ class TiresiasLas(QueueSort, JobListener, Rank):
             setattr(self, name, grow(getattr(self, name), n, fill))
         self.waiting_level = grow(self.waiting_level, n, 0)
         self.last_stop[start:n] = env.jobs.submit[start:]
+        self._take_views()
 
     # --- listening -----------------------------------------------------------------------------
     def job_started(self, env: SchedulerEnv, job: int, now: float, placement: Placement) -> None:
-        ex = float(self.executed[job])  # _starving for one job, in Python floats (the same IEEE operations)
-        if self.factor is not None and ex > 0 and now - float(self.last_stop[job]) >= self.factor * ex:
-            self.offset[job] = self.attained[job]
+        ex = self._executed[job]  # _starving for one job, in Python floats (the same IEEE operations)
+        if self.factor is not None and ex > 0 and now - self._last_stop[job] >= self.factor * ex:
+            self._offset[job] = self._attained[job]
             self.promotions += 1
-        self.run_start[job] = now
-        self.run_gpus[job] = placement.total_gpus
+        self._run_start[job] = now
+        self._run_gpus[job] = float(placement.total_gpus)
 
     def job_stopped(self, env: SchedulerEnv, job: int, now: float, placement: Placement, finished: bool) -> None:
-        ran = now - float(self.run_start[job])  # in Python floats: the same IEEE operations
-        attained = float(self.attained[job]) + ran * placement.total_gpus
-        self.attained[job] = attained
-        self.executed[job] = float(self.executed[job]) + ran
-        self.last_stop[job] = now
-        self.run_start[job] = np.nan
-        self.run_gpus[job] = 0.0
+        ran = now - self._run_start[job]  # in Python floats: the same IEEE operations
+        attained = self._attained[job] + ran * placement.total_gpus
+        self._attained[job] = attained
+        executed = self._executed
+        executed[job] = executed[job] + ran
+        self._last_stop[job] = now
+        self._run_start[job] = math.nan
+        self._run_gpus[job] = 0.0
         # service() of a job not running: attained + 0.0 - offset, the same value
-        self.waiting_level[job] = bisect_right(self._thresholds, attained - float(self.offset[job]))
+        self._waiting_level[job] = bisect_right(self._thresholds, attained - self._offset[job])
 
     # --- levels --------------------------------------------------------------------------------
     def _starving(self, jobs: IntArray, now: float) -> npt.NDArray[np.bool_]:
@@ -143,29 +158,29 @@ class TiresiasLas(QueueSort, JobListener, Rank):
         return np.where(pending & self._starving(jobs, now), 0, level)
 
     def key(self, env: SchedulerEnv, job: int, now: float) -> float:
-        start = float(self.run_start[job])
+        start = self._run_start[job]
         running = start == start  # not NaN
-        executed = float(self.executed[job])
+        executed = self._executed[job]
         if (not running and self.factor is not None and executed > 0
-                and now - float(self.last_stop[job]) >= self.factor * executed):
+                and now - self._last_stop[job] >= self.factor * executed):
             return 0.0
-        service = float(self.attained[job]) - float(self.offset[job])
+        service = self._attained[job] - self._offset[job]
         if running:
-            service += (now - start) * float(self.run_gpus[job])
+            service += (now - start) * self._run_gpus[job]
         return float(bisect_right(self._thresholds, service))
 
     def waiting_key(self, env: SchedulerEnv, job: int, now: float) -> tuple[float, float]:
         """A waiting job's level (:meth:`key`) is its ``waiting_level`` until it starves, then 0 for
         as long as it waits (the starvation test only turns true as time goes on). The time given is
         a little before the one the test turns true at (the key is asked again then)."""
-        executed = float(self.executed[job])
+        executed = self._executed[job]
         if self.factor is None or executed <= 0:
-            return float(self.waiting_level[job]), math.inf
-        last, limit = float(self.last_stop[job]), self.factor * executed
+            return float(self._waiting_level[job]), math.inf
+        last, limit = self._last_stop[job], self.factor * executed
         if now - last >= limit:
             return 0.0, math.inf
         at = last + limit
-        return float(self.waiting_level[job]), at - 1e-9 * max(1.0, abs(at))
+        return float(self._waiting_level[job]), at - 1e-9 * max(1.0, abs(at))
 
     def keys(self, env: SchedulerEnv, jobs: IntArray, now: float) -> FloatArray:
         return self.levels(jobs, now).astype(np.float64)
