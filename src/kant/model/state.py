@@ -9,7 +9,7 @@ of scanning the cluster.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,6 +115,12 @@ class ClusterState:
         #: how many capacity returns ever happened: ``release_log_start + len(release_log)``, kept as
         #: the log grows (read every cycle by the failure memos)
         self.release_count = 0
+        #: nodes whose free capacity (any resource) or ``up`` changed, oldest first (a node once per
+        #: change, repeats kept); entry k of the whole history is ``change_log[k - change_log_start]``,
+        #: trimmed as it grows like ``release_log``. A reader keeping something per node follows it
+        #: (:class:`kant.actions.backfill.leftover.KeptX`); one that fell behind starts afresh.
+        self.change_log: list[int] = []
+        self.change_log_start = 0
         # aggregates, maintained incrementally
         self.allocated_gpus = 0
         self.down_gpus = 0
@@ -311,6 +317,7 @@ class ClusterState:
         self.version += 1
 
     def _share_cpu_mem(self, placement: Placement, sign: int) -> None:
+        self._log_changes(placement.per_node)
         for node, count in placement.per_node.items():
             if self._has_cpu[node]:
                 self.free_cpu[node] += sign * placement.cpu_milli * count
@@ -339,6 +346,13 @@ class ClusterState:
         self._share_cpu_mem(placement, +1)
         self.version += 1
 
+    def _log_changes(self, nodes: Iterable[int]) -> None:
+        changes = self.change_log
+        changes.extend(nodes)
+        if len(changes) > 8192:
+            del changes[:4096]
+            self.change_log_start += 4096
+
     def _log_release(self, node: int, before: int, after: int) -> None:
         log = self.release_log
         log.append((node, before, after))
@@ -352,6 +366,7 @@ class ClusterState:
         every aggregate in step (:meth:`_unclassify` then :meth:`_classify` per node, inlined without
         reading the arrays again: this runs twice per job)."""
         self.version += 1
+        self._log_changes(placement.per_node)
         g = placement.gpus
         free, leaf_free, spine_free = self._free_mv, self._leaf_mv, self._spine_mv
         leaf_list, spine_list = self._leaf_free, self._spine_free
@@ -424,6 +439,7 @@ class ClusterState:
             return
         free = self.free.item(node)
         self._unclassify(node)
+        self._log_changes((node,))
         self.up[node] = self._up[node] = False
         self.free[node] = 0
         self._idle_off[node] = free
@@ -436,6 +452,7 @@ class ClusterState:
             return
         free = self._idle_off[node]
         self._idle_off[node] = 0
+        self._log_changes((node,))
         self.up[node] = self._up[node] = True
         self.free[node] = free
         self._add_group_free(node, free)
@@ -463,24 +480,31 @@ class ClusterState:
         return [j for j, p in self.allocations.items() if node in p.per_node]
 
     def what_if(self, free: npt.ArrayLike, free_cpu: npt.ArrayLike | None = None,
-                free_mem: npt.ArrayLike | None = None, shares: bool = True) -> ClusterState:
+                free_mem: npt.ArrayLike | None = None, shares: bool = True,
+                changed: Collection[int] | None = None) -> ClusterState:
         """A planning copy with other free capacity per node (as the cluster will be when some jobs
         end, or less what a reservation holds), for trying a placement without changing anything.
         Per-node arrays are copied and every aggregate is recomputed from them, or, where few nodes'
         free GPUs differ from this state's, from this state's aggregates and those nodes alone (the
         same values: :meth:`_what_if_delta`); ``allocations`` is shared and must not be changed
         through the copy. O(nodes). Without ``shares`` the copy has no open GPU slots (``free`` is
-        then all the GPU capacity: backfill's future capacity)."""
+        then all the GPU capacity: backfill's future capacity). ``changed``: nodes that hold every
+        node where ``free`` may differ from this state's free GPUs (the caller knows them; None:
+        found by comparing)."""
         cluster = self.cluster
         view = copy.copy(self)
         view.classes = None  # the index belongs to the live state; a planning copy uses vectorised paths
         view.free = np.array(free, dtype=np.int64)
         view.free_cpu = np.array(self.free_cpu if free_cpu is None else free_cpu, dtype=np.int64)
         view.free_mem = np.array(self.free_mem if free_mem is None else free_mem, dtype=np.int64)
+        view.change_log, view.change_log_start = [], 0  # the copy's own (the live log is the live state's)
         f = view.free
-        changed = np.flatnonzero(f != self.free)
-        if len(changed) * _DELTA_SHARE <= cluster.n_nodes:
-            self._what_if_delta(view, changed)
+        if changed is not None and len(changed) * _DELTA_SHARE <= cluster.n_nodes:
+            nodes = np.fromiter(changed, dtype=np.int64, count=len(changed))
+        else:
+            nodes = np.flatnonzero(f != self.free)
+        if len(nodes) * _DELTA_SHARE <= cluster.n_nodes:
+            self._what_if_delta(view, nodes)
             view.shares = self.shares.copy(keep=shares)
             view._mirror()
             return view
