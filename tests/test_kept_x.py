@@ -27,30 +27,36 @@ from strategies import clusters
 GPUS = (1, 2, 4, 8)
 
 
-def _spare(data: st.DataObject, n: int) -> np.ndarray:
-    return np.array([data.draw(st.lists(st.integers(0, 8), min_size=n, max_size=n))], dtype=np.int64)
+def _spare(data: st.DataObject, n: int, rows: int) -> np.ndarray:
+    return np.array([data.draw(st.lists(st.integers(0, 8 * (1 + 2 * r)), min_size=n, max_size=n))
+                     for r in range(rows)], dtype=np.int64)
+
+
+def _free_now(state: ClusterState, rows: int) -> np.ndarray:
+    """GPUs, and with two rows a second resource: three units per free GPU (it changes where they do)."""
+    return state.free[None, :] if rows == 1 else np.stack([state.free, 3 * state.free])
 
 
 @settings(max_examples=300, deadline=None)
-@given(data=st.data(), cluster=clusters(max_nodes=8),
-       ops=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 99), st.sampled_from(GPUS), st.booleans()),
-                    max_size=40))
-def test_kept_x_equals_the_fresh_computation(data: st.DataObject, cluster: Cluster,
-                                             ops: list[tuple[int, int, int, bool]]) -> None:
+@given(data=st.data(), rows=st.sampled_from([1, 2]), cluster=clusters(max_nodes=8),
+       ops=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 99), st.sampled_from(GPUS), st.booleans(),
+                              st.booleans()), max_size=40))
+def test_kept_x_equals_the_fresh_computation(data: st.DataObject, rows: int, cluster: Cluster,
+                                             ops: list[tuple[int, int, int, bool, bool]]) -> None:
     state = ClusterState(cluster)
     n = cluster.n_nodes
-    res = SimpleNamespace(serial=1, pinned=False, spare=_spare(data, n))
+    res = SimpleNamespace(serial=1, pinned=False, spare=_spare(data, n, rows))
     kept = KeptX()
     masks = [None] + [cluster.gpu_type == t for t in range(len(cluster.gpu_type_names))]
     held: dict[int, int] = {}
     last: np.ndarray | None = None  # X at the last look
-    for k, (op, pick, g, take) in enumerate([*ops, (7, 0, 1, False)]):
+    for k, (op, pick, g, take, look) in enumerate([*ops, (-1, 0, 1, False, True)]):
         node = pick % n
-        if op <= 1 and state.fits(node, g):  # a start; a long one takes spare where it started
+        if 0 <= op <= 1 and state.fits(node, g):  # a start; a long one takes spare where it started
             state.allocate(k, Placement((node,), g))
             held[k] = node
             if take:
-                res.spare[0, node] -= g
+                res.spare[:, node] -= [g, 3 * g][:rows]
         elif op == 2 and held:
             state.release(min(held))
             del held[min(held)]
@@ -59,14 +65,14 @@ def test_kept_x_equals_the_fresh_computation(data: st.DataObject, cluster: Clust
         elif op == 4:
             state.set_schedulable(node)
         elif op == 5:  # a new reservation
-            res = SimpleNamespace(serial=res.serial + 1, pinned=False, spare=_spare(data, n))
+            res = SimpleNamespace(serial=res.serial + 1, pinned=False, spare=_spare(data, n, rows))
         elif op == 6 and state.fits(node, 1):  # a short share pinned: spare may go below 0 there
             state.allocate(k, Placement((node,), 1))
             held[k] = node
-            res.spare[0, node] -= 1 + int(take)
+            res.spare[:, node] -= [1 + int(take), 3][:rows]
             res.pinned = True
-        elif op == 7:  # a look
-            free_now = state.free[None, :]
+        if look:  # a walk looks at X (after any number of changes)
+            free_now = _free_now(state, rows)
             x = kept.update(state, free_now, res)  # type: ignore[arg-type]
             fresh = np.minimum(free_now, res.spare)
             if res.pinned:

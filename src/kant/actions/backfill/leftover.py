@@ -244,10 +244,16 @@ class KeptX:
 
     def _patch(self, nodes: set[int], x: IntArray, free_now: IntArray, res: EasyReservation) -> None:
         spare, pinned, over, moved, slots = res.spare, res.pinned, self.over, self._moved, self._slots
+        one = len(x) == 1  # GPUs only: plain ints (the common case), else a column per node
         for node in nodes:
-            free = free_now[:, node].tolist()
-            room = spare[:, node].tolist()
-            if any(f > s for f, s in zip(free, room, strict=True)):  # X is less than is free here
+            if one:
+                f, s = free_now.item(node), spare.item(node)
+                free, room = [f], [s]
+                less = f > s
+            else:
+                free, room = free_now[:, node].tolist(), spare[:, node].tolist()
+                less = any(f > s for f, s in zip(free, room, strict=True))
+            if less:  # X is less than is free here
                 over.add(node)
                 now = [min(f, s) for f, s in zip(free, room, strict=True)]
                 if pinned:
@@ -255,7 +261,7 @@ class KeptX:
             else:  # X is what is free (never below 0)
                 over.discard(node)
                 now = free
-            was = x[:, node].tolist()
+            was = [x.item(node)] if one else x[:, node].tolist()
             if now == was:
                 continue
             if moved is not None and node not in moved:
