@@ -8,7 +8,6 @@ of scanning the cluster.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -492,7 +491,9 @@ class ClusterState:
         node where ``free`` may differ from this state's free GPUs (the caller knows them; None:
         found by comparing)."""
         cluster = self.cluster
-        view = copy.copy(self)
+        cls = type(self)
+        view = cls.__new__(cls)  # copy.copy's own steps for a plain object, without its generic dispatch
+        view.__dict__.update(self.__dict__)
         view.classes = None  # the index belongs to the live state; a planning copy uses vectorised paths
         view.free = np.array(free, dtype=np.int64)
         view.free_cpu = np.array(self.free_cpu if free_cpu is None else free_cpu, dtype=np.int64)
