@@ -305,7 +305,11 @@ class ClusterState:
         every aggregate in step (:meth:`_unclassify` then :meth:`_classify` per node, inlined without
         reading the arrays again: this runs twice per job)."""
         self.version += 1
-        self._log_changes(placement.per_node)
+        changes = self.change_log  # _log_changes, inlined: this runs twice per job
+        changes.extend(placement.per_node)
+        if len(changes) > 8192:
+            del changes[:4096]
+            self.change_log_start += 4096
         g = placement.gpus
         free, leaf_free, spine_free = self._free_mv, self._leaf_mv, self._spine_mv
         leaf_list, spine_list = self._leaf_free, self._spine_free

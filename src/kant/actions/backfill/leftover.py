@@ -243,36 +243,48 @@ class KeptX:
         self._moved = None
 
     def _patch(self, nodes: set[int], x: IntArray, free_now: IntArray, res: EasyReservation) -> None:
-        spare, pinned, over, moved, slots = res.spare, res.pinned, self.over, self._moved, self._slots
+        spare, pinned, over, moved = res.spare, res.pinned, self.over, self._moved
         one = len(x) == 1  # GPUs only: plain ints (the common case), else a column per node
         for node in nodes:
             if one:
                 f, s = free_now.item(node), spare.item(node)
-                free, room = [f], [s]
-                less = f > s
-            else:
-                free, room = free_now[:, node].tolist(), spare[:, node].tolist()
-                less = any(f > s for f, s in zip(free, room, strict=True))
-            if less:  # X is less than is free here
+                if f > s:  # X is less than is free here
+                    over.add(node)
+                    v = max(s, 0) if pinned else s
+                else:  # X is what is free (never below 0)
+                    over.discard(node)
+                    v = f
+                w = x.item(node)
+                if v != w:
+                    if moved is not None and node not in moved:
+                        moved[node] = [w]
+                    x[0, node] = v
+                    self._moved_gpus(node, v, w)
+                continue
+            free, room = free_now[:, node].tolist(), spare[:, node].tolist()
+            if any(f > s for f, s in zip(free, room, strict=True)):
                 over.add(node)
                 now = [min(f, s) for f, s in zip(free, room, strict=True)]
                 if pinned:
                     now = [max(v, 0) for v in now]
-            else:  # X is what is free (never below 0)
+            else:
                 over.discard(node)
                 now = free
-            was = [x.item(node)] if one else x[:, node].tolist()
-            if now == was:
-                continue
-            if moved is not None and node not in moved:
-                moved[node] = was
-            x[:, node] = now
-            n0, w0 = now[0], was[0]
-            for key, (n, mask) in slots.items():
-                if mask is None or mask[node]:
-                    g = key[0]
-                    slots[key] = (n + n0 // g - w0 // g, mask)
+            was = x[:, node].tolist()
+            if now != was:
+                if moved is not None and node not in moved:
+                    moved[node] = was
+                x[:, node] = now
+                self._moved_gpus(node, now[0], was[0])
         self.whole = not over
+
+    def _moved_gpus(self, node: int, now: int, was: int) -> None:
+        """X's GPUs on ``node`` went from ``was`` to ``now``: the slot counts follow."""
+        slots = self._slots
+        for key, (n, mask) in slots.items():
+            if mask is None or mask[node]:
+                g = key[0]
+                slots[key] = (n + now // g - was // g, mask)
 
     def slots(self, g: int, type_code: int, tmask: BoolArray | None) -> int:
         """Workers of ``g`` whole GPUs that X holds on the nodes of ``tmask`` (those of GPU type
