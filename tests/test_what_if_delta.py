@@ -5,7 +5,8 @@ Random clusters (GPU types, nodes without GPUs, leaves in any order) and random 
 (allocations, releases, failures, repairs, cordons with jobs still running), then random free-GPU
 arrays that differ from the state's on a few nodes or on many: the planning copy built from the
 state's aggregates and the changed nodes (:meth:`ClusterState._what_if_delta`) must hold the same
-values as the one recounted over every node.
+values as the one recounted over every node, also when it is told the changed nodes (and some that
+did not change) instead of finding them.
 """
 
 from __future__ import annotations
@@ -24,11 +25,14 @@ from test_fast_paths import labelled_clusters
 AGGREGATES = ("allocated_gpus", "partial_nodes", "free_on_partial", "empty_nodes", "down_gpus")
 
 
-def views(state: ClusterState, free: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> tuple[ClusterState, ClusterState]:
-    """(delta copy, recounted copy) of ``state`` with ``free``."""
+def views(state: ClusterState, free: np.ndarray, monkeypatch: pytest.MonkeyPatch,
+          extra: set[int] | None = None) -> tuple[ClusterState, ClusterState]:
+    """(delta copy, recounted copy) of ``state`` with ``free``; with ``extra``, the delta copy is
+    told the changed nodes (those where ``free`` differs, and ``extra``) instead of finding them."""
     with monkeypatch.context() as m:
         m.setattr(state_module, "_DELTA_SHARE", 1)  # every change set is few enough
-        delta = state.what_if(free)
+        changed = None if extra is None else set(np.flatnonzero(free != state.free).tolist()) | extra
+        delta = state.what_if(free, changed=changed)
         m.setattr(state_module, "_DELTA_SHARE", 10**9)  # any change recounts
         full = state.what_if(free)
     return delta, full
@@ -37,9 +41,10 @@ def views(state: ClusterState, free: np.ndarray, monkeypatch: pytest.MonkeyPatch
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(clusters(max_nodes=12), labelled_clusters()),
        st.lists(st.tuples(st.integers(0, 99), st.integers(0, 5), st.integers(1, 8)), max_size=40),
-       st.lists(st.tuples(st.integers(0, 99), st.integers(-8, 8)), min_size=1, max_size=30))
+       st.lists(st.tuples(st.integers(0, 99), st.integers(-8, 8)), min_size=1, max_size=30),
+       st.one_of(st.none(), st.sets(st.integers(0, 11), max_size=4)))
 def test_delta_copy_equals_the_recount(cluster: Cluster, ops: list[tuple[int, int, int]],
-                                       edits: list[tuple[int, int]]) -> None:
+                                       edits: list[tuple[int, int]], extra: set[int] | None) -> None:
     monkeypatch = pytest.MonkeyPatch()
     state = ClusterState(cluster)
     held: dict[int, int] = {}
@@ -63,7 +68,8 @@ def test_delta_copy_equals_the_recount(cluster: Cluster, ops: list[tuple[int, in
     for pick, change in edits:
         node = pick % cluster.n_nodes
         free[node] = min(max(int(free[node]) + change, 0), int(caps[node]))
-        delta, full = views(state, free, monkeypatch)
+        delta, full = views(state, free, monkeypatch,
+                            None if extra is None else {v % cluster.n_nodes for v in extra})
         for name in AGGREGATES:
             assert getattr(delta, name) == getattr(full, name), name
         for name in ("free", "leaf_free", "spine_free", "free_hist"):

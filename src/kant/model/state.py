@@ -8,10 +8,7 @@ of scanning the cluster.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Collection, Iterable, Iterator
 
 import numpy as np
 import numpy.typing as npt
@@ -20,70 +17,12 @@ from kant.errors import SchedulingError
 from kant.model.classes import NodeClasses
 from kant.model.cluster import Cluster
 from kant.model.fit import FULL_GPU_MILLI
+from kant.model.placement import Placement, slot_setters
 from kant.model.scalars import scalar_view
 from kant.model.shares import ShareBooks
 
-__all__ = ["ClusterState", "Placement"]
+__all__ = ["ClusterState", "Placement", "slot_setters"]
 
-
-@dataclass(frozen=True, slots=True, init=False)
-class Placement:
-    """Where a job's workers run: ``nodes[k]`` is worker k's node; each worker holds the same
-    ``gpus``/``cpu_milli``/``memory_mib`` on its node. A GPU share (``gpus`` 1, ``gpu_milli`` below
-    1000) holds ``gpu_milli`` of one GPU; ``gpu_pick[k]``, if given, is the free milli of the GPU
-    worker k is to use (1000: a completely free one), else the state picks the best-fitting GPU."""
-
-    nodes: tuple[int, ...]
-    gpus: int
-    cpu_milli: int = 0
-    memory_mib: int = 0
-    gpu_milli: int = FULL_GPU_MILLI
-    gpu_pick: tuple[int, ...] = ()
-    per_node: dict[int, int] = field(init=False, repr=False, compare=False)
-
-    # The generated __init__ of a frozen dataclass sets each field through a lookup of
-    # object.__setattr__; this one (the same arguments, a placement is made at every start) calls
-    # the slots' own setters, bound once below the class: half the cost.
-    def __init__(self, nodes: tuple[int, ...], gpus: int, cpu_milli: int = 0, memory_mib: int = 0,
-                 gpu_milli: int = FULL_GPU_MILLI, gpu_pick: tuple[int, ...] = ()) -> None:
-        _set_nodes(self, nodes)
-        _set_gpus(self, gpus)
-        _set_cpu(self, cpu_milli)
-        _set_mem(self, memory_mib)
-        _set_milli(self, gpu_milli)
-        _set_pick(self, gpu_pick)
-        if len(nodes) == 1:
-            _set_per_node(self, {nodes[0]: 1})
-        else:
-            counts: dict[int, int] = {}
-            for n in nodes:
-                counts[n] = counts.get(n, 0) + 1
-            _set_per_node(self, counts)
-
-    @property
-    def total_gpus(self) -> int:
-        return self.gpus * len(self.nodes)
-
-    def distinct_nodes(self) -> list[int]:
-        return list(self.per_node)
-
-    def span(self, cluster: Cluster) -> tuple[int, int, int]:
-        """(distinct nodes, distinct leaves, distinct spines) this placement touches."""
-        nodes = self.per_node
-        if len(nodes) == 1:
-            return (1, 1, 1)
-        leaf, spine = cluster.leaf, cluster.spine
-        return (len(nodes), len({int(leaf[n]) for n in nodes}), len({int(spine[n]) for n in nodes}))
-
-
-def slot_setters(cls: type, *names: str) -> list[Callable[[Any, Any], None]]:
-    """The ``__set__`` of each named slot of ``cls``: what the fast ``__init__`` of a frozen slotted
-    dataclass calls (its fields are set once, there; ``object.__setattr__`` per field costs twice)."""
-    return [vars(cls)[name].__set__ for name in names]
-
-
-_set_nodes, _set_gpus, _set_cpu, _set_mem, _set_milli, _set_pick, _set_per_node = slot_setters(
-    Placement, "nodes", "gpus", "cpu_milli", "memory_mib", "gpu_milli", "gpu_pick", "per_node")
 
 #: :meth:`ClusterState.what_if` recounts from the changed nodes alone while they are at most one in
 #: this many nodes (beyond, the full recount over every node is about as cheap)
@@ -115,6 +54,12 @@ class ClusterState:
         #: how many capacity returns ever happened: ``release_log_start + len(release_log)``, kept as
         #: the log grows (read every cycle by the failure memos)
         self.release_count = 0
+        #: nodes whose free capacity (any resource) or ``up`` changed, oldest first (a node once per
+        #: change, repeats kept); entry k of the whole history is ``change_log[k - change_log_start]``,
+        #: trimmed as it grows like ``release_log``. A reader keeping something per node follows it
+        #: (:class:`kant.actions.backfill.leftover.KeptX`); one that fell behind starts afresh.
+        self.change_log: list[int] = []
+        self.change_log_start = 0
         # aggregates, maintained incrementally
         self.allocated_gpus = 0
         self.down_gpus = 0
@@ -311,6 +256,7 @@ class ClusterState:
         self.version += 1
 
     def _share_cpu_mem(self, placement: Placement, sign: int) -> None:
+        self._log_changes(placement.per_node)
         for node, count in placement.per_node.items():
             if self._has_cpu[node]:
                 self.free_cpu[node] += sign * placement.cpu_milli * count
@@ -339,6 +285,13 @@ class ClusterState:
         self._share_cpu_mem(placement, +1)
         self.version += 1
 
+    def _log_changes(self, nodes: Iterable[int]) -> None:
+        changes = self.change_log
+        changes.extend(nodes)
+        if len(changes) > 8192:
+            del changes[:4096]
+            self.change_log_start += 4096
+
     def _log_release(self, node: int, before: int, after: int) -> None:
         log = self.release_log
         log.append((node, before, after))
@@ -352,6 +305,11 @@ class ClusterState:
         every aggregate in step (:meth:`_unclassify` then :meth:`_classify` per node, inlined without
         reading the arrays again: this runs twice per job)."""
         self.version += 1
+        changes = self.change_log  # _log_changes, inlined: this runs twice per job
+        changes.extend(placement.per_node)
+        if len(changes) > 8192:
+            del changes[:4096]
+            self.change_log_start += 4096
         g = placement.gpus
         free, leaf_free, spine_free = self._free_mv, self._leaf_mv, self._spine_mv
         leaf_list, spine_list = self._leaf_free, self._spine_free
@@ -424,6 +382,7 @@ class ClusterState:
             return
         free = self.free.item(node)
         self._unclassify(node)
+        self._log_changes((node,))
         self.up[node] = self._up[node] = False
         self.free[node] = 0
         self._idle_off[node] = free
@@ -436,6 +395,7 @@ class ClusterState:
             return
         free = self._idle_off[node]
         self._idle_off[node] = 0
+        self._log_changes((node,))
         self.up[node] = self._up[node] = True
         self.free[node] = free
         self._add_group_free(node, free)
@@ -463,24 +423,33 @@ class ClusterState:
         return [j for j, p in self.allocations.items() if node in p.per_node]
 
     def what_if(self, free: npt.ArrayLike, free_cpu: npt.ArrayLike | None = None,
-                free_mem: npt.ArrayLike | None = None, shares: bool = True) -> ClusterState:
+                free_mem: npt.ArrayLike | None = None, shares: bool = True,
+                changed: Collection[int] | None = None) -> ClusterState:
         """A planning copy with other free capacity per node (as the cluster will be when some jobs
         end, or less what a reservation holds), for trying a placement without changing anything.
         Per-node arrays are copied and every aggregate is recomputed from them, or, where few nodes'
         free GPUs differ from this state's, from this state's aggregates and those nodes alone (the
         same values: :meth:`_what_if_delta`); ``allocations`` is shared and must not be changed
         through the copy. O(nodes). Without ``shares`` the copy has no open GPU slots (``free`` is
-        then all the GPU capacity: backfill's future capacity)."""
+        then all the GPU capacity: backfill's future capacity). ``changed``: nodes that hold every
+        node where ``free`` may differ from this state's free GPUs (the caller knows them; None:
+        found by comparing)."""
         cluster = self.cluster
-        view = copy.copy(self)
+        cls = type(self)
+        view = cls.__new__(cls)  # copy.copy's own steps for a plain object, without its generic dispatch
+        view.__dict__.update(self.__dict__)
         view.classes = None  # the index belongs to the live state; a planning copy uses vectorised paths
         view.free = np.array(free, dtype=np.int64)
         view.free_cpu = np.array(self.free_cpu if free_cpu is None else free_cpu, dtype=np.int64)
         view.free_mem = np.array(self.free_mem if free_mem is None else free_mem, dtype=np.int64)
+        view.change_log, view.change_log_start = [], 0  # the copy's own (the live log is the live state's)
         f = view.free
-        changed = np.flatnonzero(f != self.free)
-        if len(changed) * _DELTA_SHARE <= cluster.n_nodes:
-            self._what_if_delta(view, changed)
+        if changed is not None and len(changed) * _DELTA_SHARE <= cluster.n_nodes:
+            nodes = np.fromiter(changed, dtype=np.int64, count=len(changed))
+        else:
+            nodes = np.flatnonzero(f != self.free)
+        if len(nodes) * _DELTA_SHARE <= cluster.n_nodes:
+            self._what_if_delta(view, nodes)
             view.shares = self.shares.copy(keep=shares)
             view._mirror()
             return view

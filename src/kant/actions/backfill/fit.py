@@ -18,6 +18,7 @@ start still goes through ``ClusterState.allocate``.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 
 import numpy as np
 import numpy.typing as npt
@@ -71,12 +72,14 @@ class Capacity:
             return state.free[None, :]
         return np.stack([getattr(state, a) for a in self.attrs])
 
-    def view(self, ctx: CycleContext, free: IntArray, shares: bool = True) -> CycleContext:
+    def view(self, ctx: CycleContext, free: IntArray, shares: bool = True,
+             changed: Collection[int] | None = None) -> CycleContext:
         """The cycle as if the free capacity were ``free`` (resources x nodes): for placing a job at
         a future time or in the capacity a reservation leaves. Any Place plugin works on it. Without
-        ``shares`` the open GPU slots are left out (capacity in the future: whole GPUs only)."""
+        ``shares`` the open GPU slots are left out (capacity in the future: whole GPUs only).
+        ``changed``: the nodes where ``free`` may differ from the free capacity now, where known."""
         kw = {attr: free[r] for r, attr in enumerate(self.attrs)}
-        return dataclasses.replace(ctx, state=ctx.state.what_if(**kw, shares=shares))
+        return dataclasses.replace(ctx, state=ctx.state.what_if(**kw, shares=shares, changed=changed))
 
     # --- what a job holds ----------------------------------------------------------------------
     def usage_on(self, placement: Placement, node: int, count: int) -> list[int]:
