@@ -81,7 +81,7 @@ _AFTER: list[Decorator] = [
                  help="Run time the scheduler plans with for a job submitted without estimate_s."),
     click.option("--seed", default=0, show_default=True, type=SEED),
     click.option("--predict/--no-predict", default=True, show_default=True,
-                 help="Keep predicted start times of pending jobs fresh (the digital twin, in a worker process)."),
+                 help="Keep predicted start times of pending jobs fresh (the digital twin, in worker processes)."),
     click.option("--predict-runs", type=click.IntRange(1, 100), default=10, show_default=True,
                  help="Sampled runs behind each prediction's band."),
     click.option("--predict-every", type=FiniteFloat(min=0.1, max=86400), default=5.0, show_default=True,
