@@ -24,9 +24,10 @@ SCRIPT = textwrap.dedent("""
     import os, signal, sys
     from kant.service.twin import Twin
 
-    twin = Twin(lambda: None, predict_on=False)
-    pid = twin._submit("predict", os.getpid, timeout=60)       # a worker is up
-    print("sigint", twin._submit("predict", signal.getsignal, signal.SIGINT, timeout=60), flush=True)
+    twin = Twin(lambda: None, predict_on=False, workers=2)
+    pids = twin._submit("predict", os.getpid, [(), ()], timeout=60)  # the workers are up
+    got = twin._submit("predict", signal.getsignal, [(signal.SIGINT,)], timeout=60)
+    print("sigint", got[0], flush=True)
     twin.close()
     print("closed", flush=True)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
