@@ -68,7 +68,8 @@ class ServiceMetrics:
         self.whatif_requests = Gauge("kant_whatif_requests", "What-if requests admitted, by state: running (in the "
                                      "twin's worker) or waiting for it", ["state"], registry=r)
         self.twin_seconds = Histogram("kant_twin_prediction_seconds",
-                                      "Time the digital twin's worker took to predict the pending jobs' starts",
+                                      "Wall time of one prediction of the pending jobs' starts "
+                                      "(the twin's workers' runs, joined)",
                                       buckets=(0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800), registry=r)
         self.cycle_seconds = Histogram("kant_cycle_seconds", "Wall time of one scheduling cycle",
                                        buckets=_CYCLE_BUCKETS, registry=r)

@@ -3,9 +3,9 @@ scheduling loop.
 
 A thread watches the loop's ``state_version``. When it has changed (and ``min_interval_s`` has passed
 since the last refresh), the thread asks the loop for a :class:`~kant.twin.TwinSnapshot` (a read on
-the loop's thread: a copy of the active jobs, milliseconds) and hands its JSON form to a worker
-*process* that runs the prediction. Its answer replaces the previous predictions. The loop never
-waits for the twin.
+the loop's thread: a copy of the active jobs, milliseconds) and hands its JSON form to worker
+*processes* that make the prediction's runs; the runs put together (:func:`~kant.twin.predict.join_parts`)
+replace the previous predictions. The loop never waits for the twin.
 
 CPU is bounded: ``workers`` prediction processes (``kant serve --predict-workers``; each makes some of
 a prediction's runs, so an answer is as fresh as the runs' wall time allows, and the same for any
