@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+from hypothesis import strategies as st
 
 from kant.config.policy import parse_policy
 from kant.framework.context import CycleContext, SchedulerEnv
@@ -75,3 +78,34 @@ def record_cycles(sched: Any) -> list[Any]:
 
     sched.cycle = recorded
     return cycles
+
+
+def random_queue(data: st.DataObject, n: int) -> PendingQueue:
+    """The pending queue of ``n`` drawn jobs (1/2/4 GPUs, priority 0-2) under Priority then Fifo,
+    nothing queued yet."""
+    from kant.plugins.fifo import Fifo
+    from kant.plugins.priority import Priority
+
+    specs: list[dict[str, Any]] = [
+        {"gpus_per_worker": data.draw(st.sampled_from([1, 2, 4])), "priority": data.draw(st.integers(0, 2))}
+        for _ in range(n)]
+    ctx, _fw = make_ctx(Cluster.uniform(2, 8), specs, {}, [Priority(), Fifo()])
+    return ctx.queue
+
+
+def drive_queue(data: st.DataObject, queue: PendingQueue, n: int, check: Callable[[], None]) -> None:
+    """Drawn pushes and removals on ``queue`` (of jobs ``0..n-1``; a removal picks a queued job by its
+    index in the queue's order, often the first: the head starts), ``check()`` after those the draw
+    asks after."""
+    ops = data.draw(st.lists(st.tuples(st.booleans(), st.integers(0, n - 1), st.booleans()), max_size=60))
+    for push, pick, ask in ops:
+        queued = sorted(queue.queued, key=queue.key)
+        if push:
+            waiting = [j for j in range(n) if j not in queue.queued]
+            if not waiting:
+                continue
+            queue.push(waiting[pick % len(waiting)])
+        elif queued:
+            queue.remove(queued[pick % len(queued)])
+        if ask:
+            check()
