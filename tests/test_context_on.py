@@ -1,4 +1,4 @@
-"""``CycleContext.on`` (a planning view's context, docs/performance.md step 17) is
+"""``CycleContext.on`` (a planning view's context, docs/performance.md step 18) is
 ``dataclasses.replace(ctx, state=...)``: every field but the state the very same object."""
 
 from __future__ import annotations

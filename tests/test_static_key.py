@@ -1,4 +1,4 @@
-"""``Framework.static_key_function`` (the queue's key per push, docs/performance.md step 17) gives
+"""``Framework.static_key_function`` (the queue's key per push, docs/performance.md step 18) gives
 exactly :meth:`Framework.static_key`: the same tuples, element by element and of the same types, for
 every bundled policy (none, one, two and more sorters, shape-keyed ones) and for sorter lists of
 each length up to three, on random workloads."""

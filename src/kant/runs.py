@@ -99,7 +99,7 @@ def simulating() -> Iterator[None]:
     collection off, is kept). A run's deaths of older objects (finished jobs' placements, popped
     events) offset its births in that count, so by the time it reaches 700 the young generation holds
     thousands of live objects (queue keys, event tuples, placements) and each collection walks them
-    all (docs/performance.md, step 17: on the README default 146 collections took about 0.16 s of the
+    all (docs/performance.md, step 18: on the README default 146 collections took about 0.16 s of the
     run's 4.1, with 5,000 three took 0.003 s). Cyclic garbage waits at most 5,000 objects longer."""
     old = gc.get_threshold()
     if 0 < old[0] < RUN_GEN0:
