@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from kant.cli.main import cli
@@ -129,6 +131,51 @@ def test_a_run_loads_with_the_collector_off_and_leaves_it_as_it_was() -> None:
     finally:
         gc.unfreeze()
         gc.enable()
+
+
+def test_a_run_simulates_with_a_larger_first_threshold_and_leaves_it_as_it_was() -> None:
+    import gc
+
+    from kant.runs import RUN_GEN0, simulating
+
+    old = gc.get_threshold()
+    try:
+        for first in (700, RUN_GEN0 * 2, 0):  # raised only from below: a larger one, or 0 (off), is kept
+            gc.set_threshold(first, 11, 12)
+            with pytest.raises(RuntimeError), simulating():
+                assert gc.get_threshold() == (RUN_GEN0 if 0 < first < RUN_GEN0 else first, 11, 12)
+                raise RuntimeError("a failed run restores it too")
+            assert gc.get_threshold() == (first, 11, 12)
+    finally:
+        gc.set_threshold(*old)
+
+
+def test_run_simulates_inside_simulating(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """kant.runs.run's simulation runs with RUN_GEN0 as the collector's first threshold."""
+    import gc
+
+    import kant.runs as runs
+    from kant.sim import Simulator
+
+    seen: list[int] = []
+    real = Simulator.run
+
+    def run(self: Simulator, *args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.get_threshold()[0])
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Simulator, "run", run)
+    spec = runs.RunSpec(trace="philly", cluster="philly-80", policy="fifo", seed=0, skip_invalid=False, limit=50,
+                        cross_leaf_penalty=0.0, cross_spine_penalty=0.0, restart_cost_s=0.0,
+                        checkpoint_interval_s=None, check_every=0)
+    old = gc.get_threshold()
+    try:
+        gc.set_threshold(700, *old[1:])
+        runs.run(spec)
+        assert seen == [runs.RUN_GEN0] and gc.get_threshold()[0] == 700
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*old)
 
 
 def test_version_is_the_projects() -> None:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from kant.sim import Simulator
 
 __all__ = ["Labelled", "Run", "RunSpec", "check_inputs", "labelled", "loading", "per_policy", "run", "run_all",
-           "write_comparison", "write_run"]
+           "simulating", "write_comparison", "write_run"]
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,9 @@ def loading() -> Iterator[None]:
     """Loading a run's modules and inputs with the cyclic garbage collector off, then freezing
     everything loaded (:func:`gc.freeze`): it lives as long as the run, so collecting it finds
     nothing. Collections during imports, and the full collections the simulation triggers walking
-    every module object, took about 0.05 s of a 1,000-job run's 0.5."""
+    every module object, took about 0.05 s of a 1,000-job run's 0.5. The simulator is built in such
+    a block too: its job store's per-job lists (82,247 entries each on the whole Philly trace) were
+    walked by every full collection of the run."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -84,6 +86,28 @@ def loading() -> Iterator[None]:
         gc.freeze()
         if enabled:
             gc.enable()
+
+
+#: the cyclic collector's first threshold while a run simulates (CPython's default is 700), see :func:`simulating`
+RUN_GEN0 = 5_000
+
+
+@contextmanager
+def simulating() -> Iterator[None]:
+    """The simulation with the collector's youngest generation collected after ``RUN_GEN0`` net new
+    container objects instead of 700 (restored after; a threshold already above it, or 0, automatic
+    collection off, is kept). A run's deaths of older objects (finished jobs' placements, popped
+    events) offset its births in that count, so by the time it reaches 700 the young generation holds
+    thousands of live objects (queue keys, event tuples, placements) and each collection walks them
+    all (docs/performance.md, step 18: on the README default 146 collections took about 0.16 s of the
+    run's 4.1, with 5,000 three took 0.003 s). Cyclic garbage waits at most 5,000 objects longer."""
+    old = gc.get_threshold()
+    if 0 < old[0] < RUN_GEN0:
+        gc.set_threshold(RUN_GEN0, *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
 
 
 def run(spec: RunSpec, progress: Callable[[int, int], None] | None = None) -> Run:
@@ -124,13 +148,16 @@ def run(spec: RunSpec, progress: Callable[[int, int], None] | None = None) -> Ru
         from kant.inference.services import load_services
         from kant.inference.unified import simulate_with_services
 
-        result, _, sim = simulate_with_services(cluster, jobs, policy, load_services(spec.services), seed=spec.seed,
-                                                execution=execution, check_every=spec.check_every, progress=progress)
+        with simulating():
+            result, _, sim = simulate_with_services(cluster, jobs, policy, load_services(spec.services),
+                                                    seed=spec.seed, execution=execution,
+                                                    check_every=spec.check_every, progress=progress)
     else:
-        sim = Simulator(
-            cluster, jobs, policy, seed=spec.seed, execution=execution, check_every=spec.check_every, progress=progress
-        )
-        result = sim.run()
+        with loading():  # the simulator's store, queue and recorder live as long as the run too
+            sim = Simulator(cluster, jobs, policy, seed=spec.seed, execution=execution, check_every=spec.check_every,
+                            progress=progress)
+        with simulating():
+            result = sim.run()
     result.info["policy_file"] = policy.source
     result.info["trace"] = spec.trace
     result.info["cluster"] = spec.cluster

@@ -139,7 +139,7 @@ class Scheduler:
         # a filter or placer that looks beyond the request: failures are remembered per shape
         self.index = ShapeIndex(by_tenant=bool(fw.admitters) or not fw.request_only, per_shape=not fw.request_only)
         self.index.extend(self.jobs)
-        self.queue = PendingQueue(self.jobs, self.index, self.framework.static_key)
+        self.queue = PendingQueue(self.jobs, self.index, self.framework.static_key_function())
         self.running: dict[int, RunningJob] = {}
         self.cycles = 0
         #: told of every committed start and eviction (a live executor); None in a simulation

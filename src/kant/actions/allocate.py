@@ -59,7 +59,8 @@ class Allocate(Action):
         assert isinstance(args, AllocateArgs)
         queue = ctx.queue
         failed = self._failed
-        failed.refresh(ctx.state)
+        if failed.seen != ctx.state.release_count:  # else refresh has nothing to replay (its first test)
+            failed.refresh(ctx.state)
         self._filled = None
         if args.blocking:  # must still stop at the first job known to fail
             if self._static and self.head_first and not fw.admitters:

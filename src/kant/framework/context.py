@@ -123,6 +123,13 @@ class CycleContext:
     reasons: dict[int, Status] = field(default_factory=dict)  # shape id -> last failure
     wakeups: list[float] = field(default_factory=list)
 
+    def on(self, state: ClusterState) -> CycleContext:
+        """This cycle as if its cluster state were ``state`` (a planning copy): every other field the
+        same object (``dataclasses.replace(self, state=state)``, through the constructor: a fifth of
+        its cost)."""
+        return CycleContext(self.env, state, self.queue, self.now, self.running, self.statement, self.started,
+                            self.evicted, self.resized, self.reasons, self.wakeups)
+
     def wake_at(self, time: float) -> None:
         """Ask the driver for another cycle at ``time`` even if nothing else happens by then
         (round-based policies, a reservation that needs re-checking)."""

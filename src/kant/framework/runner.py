@@ -10,7 +10,7 @@ held capacity and gets all of them or none.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from operator import mul
 from typing import TypeVar
 
@@ -124,6 +124,32 @@ class Framework:
             return (*[0.0 if i in slots else p.key(env, job, now) for i, p in enumerate(self.sorters)], now,
                     float(job))
         return self._key(job, self.job_submit[job])
+
+    def static_key_function(self) -> Callable[[int], SortKey]:
+        """:meth:`static_key` as the cheapest equal function, for the queue (one call per push): with
+        one or two sorters and no shape-keyed slots, a closure over their bound ``key`` methods (the
+        method's extra call and list comprehension cost about as much again as the keys); otherwise
+        the method itself."""
+        if self.shape_slots is not None or len(self.sorters) > 2:
+            return self.static_key
+        env, submit = self.env, self.job_submit  # (the store's list: it grows in place)
+        if not self.sorters:
+            return lambda job: (submit[job], float(job))
+        if len(self.sorters) == 1:
+            k0 = self.sorters[0].key
+
+            def one(job: int) -> SortKey:
+                now = submit[job]
+                return (k0(env, job, now), now, float(job))
+
+            return one
+        k0, k1 = (p.key for p in self.sorters)
+
+        def two(job: int) -> SortKey:
+            now = submit[job]
+            return (k0(env, job, now), k1(env, job, now), now, float(job))
+
+        return two
 
     def dynamic_key(self, now: float) -> DynamicKey | None:
         if not self.dynamic:

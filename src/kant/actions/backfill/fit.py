@@ -17,7 +17,6 @@ start still goes through ``ClusterState.allocate``.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Collection
 
 import numpy as np
@@ -79,7 +78,7 @@ class Capacity:
         ``shares`` the open GPU slots are left out (capacity in the future: whole GPUs only).
         ``changed``: the nodes where ``free`` may differ from the free capacity now, where known."""
         kw = {attr: free[r] for r, attr in enumerate(self.attrs)}
-        return dataclasses.replace(ctx, state=ctx.state.what_if(**kw, shares=shares, changed=changed))
+        return ctx.on(ctx.state.what_if(**kw, shares=shares, changed=changed))
 
     # --- what a job holds ----------------------------------------------------------------------
     def usage_on(self, placement: Placement, node: int, count: int) -> list[int]:
