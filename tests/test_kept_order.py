@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kant.config import parse_policy
+from kant.framework import kept_order
 from kant.framework.queue import PendingQueue, SortKey
 from kant.framework.runner import DynamicKey, Framework
 from kant.model import Cluster, JobTable, JobTableBuilder, NodeSpec
@@ -92,6 +93,21 @@ def _unkept() -> Iterator[None]:
 def test_kept_order_is_the_fresh_sort_at_every_read(case: Case, factor: float, round_s: float | None) -> None:
     with _checked():
         kept = _outcome(case, factor, round_s)
+    with _unkept():
+        fresh = _outcome(case, factor, round_s)
+    assert kept == fresh
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=_cases(), factor=st.sampled_from([0.5, 1.0, 2.0]), round_s=st.sampled_from([None, 7.0]))
+def test_the_change_heap_rebuilt_at_every_read_keeps_the_order(case: Case, factor: float,
+                                                               round_s: float | None) -> None:
+    """The heap of key changes rebuilt from its live items whenever it holds more than twice the queue
+    (no slack): every read still equals a fresh sort, and the run's outcome is unchanged."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kept_order, "_SLACK", 0)
+        with _checked():
+            kept = _outcome(case, factor, round_s)
     with _unkept():
         fresh = _outcome(case, factor, round_s)
     assert kept == fresh

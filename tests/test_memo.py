@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from kant.framework.memo import FailedRequests
 from kant.framework.replay import ReleaseReplay
 from kant.framework.status import Status
+from kant.model.store import JobStore
 
 N_NODES = 6
 NODE_TYPES = [0, 0, 1, 1, 2, 0]
@@ -24,6 +25,7 @@ def _env(jobs: list[tuple[int, int, int, bool]]) -> SimpleNamespace:
         gpu_type=np.array([j[2] for j in jobs]), cpu_milli=np.array([1000 if j[3] else 0 for j in jobs]),
         memory_mib=np.zeros(len(jobs), dtype=np.int64), gpu_milli=np.full(len(jobs), 1000, dtype=np.int64),
     )
+    cols.list_of = lambda column: getattr(cols, column).tolist()  # (as JobStore.list_of: the column as a list)
     return SimpleNamespace(jobs=cols, cluster_types_of=lambda t: [1, 2] if t == 3 else [t])
 
 
@@ -169,3 +171,23 @@ def test_a_failure_already_paid_for_by_returns_the_other_memo_replayed_is_forgot
     memo0.add(env, 1, 1, ok, 0)  # type: ignore[arg-type]  # lacks one slot, which the return gave
     memo0.refresh(state)  # type: ignore[arg-type]
     assert 1 not in memo0 and 0 in memo0 and 0 in memo1
+
+
+def test_memo_reads_jobs_added_to_the_store_after_its_first_failure() -> None:
+    """``add`` reads the store's own column lists (:meth:`JobStore.list_of`), which grow with it: a job
+    appended after the memo's first failure is read as it is (fails if the memo copied the columns)."""
+    store = JobStore()
+    store.add("a", submit=0.0, workers=1, gpus_per_worker=1)
+    env = SimpleNamespace(jobs=store, cluster_types_of=lambda t: [t])
+    state = _State()
+    memo = FailedRequests()
+    no = Status.unschedulable("no room", "test")
+    memo.add(env, 0, 0, no, 0)  # type: ignore[arg-type]
+    store.add("b", submit=1.0, workers=2, gpus_per_worker=8)
+    memo.add(env, 1, 1, no, 1)  # type: ignore[arg-type]  (2 x 8 GPUs, room for 1: lacks one 8-GPU slot)
+    state.release_log.append((0, 0, 4))  # 4 GPUs back: a slot for job 0, none for job 1
+    memo.refresh(state)  # type: ignore[arg-type]
+    assert set(memo) == {1}
+    state.release_log.append((1, 0, 8))  # 8 GPUs back on one node: job 1's missing slot
+    memo.refresh(state)  # type: ignore[arg-type]
+    assert set(memo) == set()

@@ -41,7 +41,7 @@ from kant.framework.context import CycleContext
 from kant.framework.runner import Framework
 from kant.model.state import Placement
 
-__all__ = ["EvictingAction", "Skip", "Walk", "execute_plan", "in_queue_order"]
+__all__ = ["EvictingAction", "Skip", "Walk", "execute_plan", "in_queue_order", "pool_of"]
 
 
 def execute_plan(ctx: CycleContext, fw: Framework, job: int, victims: list[int], placement: Placement) -> None:
@@ -79,6 +79,9 @@ class Walk:
     index: dict[int, int] | None = None  # pool job -> its index in ``running``; made on first need
     #: the pool in (rank, work lost, job row) order, for one_victim; made on first need
     by_rank: PoolOrder | None = None
+    #: the start of each pool job's current run, as read with the pool (:func:`pool_of`), or None
+    #: (read from ``ctx.running`` when the work lost is computed)
+    starts: FloatArray | None = None
 
     def __post_init__(self) -> None:
         self.alive = np.ones(len(self.running), dtype=bool)
@@ -100,7 +103,7 @@ class Walk:
 
     def _lost(self, ctx: CycleContext) -> FloatArray:
         if self.lost is None:
-            self.lost = work_lost(ctx, self.running, self.checkpoint_interval_s)
+            self.lost = work_lost(ctx, self.running, self.checkpoint_interval_s, self.starts)
         return self.lost
 
     def lost_of(self, ctx: CycleContext, jobs: list[int]) -> list[float]:
@@ -110,7 +113,7 @@ class Walk:
 
     def placements_changed(self) -> None:
         """Pool jobs' placements changed (elastic lenders shrank): forget what was read from them."""
-        self.entries = self.lost = self.by_rank = None
+        self.entries = self.lost = self.by_rank = self.starts = None
 
     def candidates(self, ctx: CycleContext, sel: BoolArray) -> Candidates:
         """The pool jobs selected by ``sel``, with rank, work lost and placements."""
@@ -125,6 +128,14 @@ class Walk:
         if self.by_rank is None:
             self.by_rank = PoolOrder(self.running, self.rank, self._lost(ctx))
         return one_victim(ctx, fw, job, self.by_rank, sel)
+
+
+def pool_of(ctx: CycleContext) -> tuple[IntArray, FloatArray]:
+    """:func:`~kant.actions.victims.running_jobs` and the start of each one's current run, in one
+    pass over ``ctx.running`` (a :attr:`Walk.starts`, for the walk's work lost)."""
+    running = ctx.running
+    jobs = np.fromiter(running, dtype=np.int64, count=len(running))
+    return jobs, np.array([r.start for r in running.values()], dtype=np.float64)
 
 
 W = TypeVar("W", bound=Walk)

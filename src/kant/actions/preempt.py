@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from kant.actions.evicting import EvictingAction, Skip, Walk, in_queue_order
-from kant.actions.victims import BoolArray, FloatArray, IntArray, running_jobs
+from kant.actions.evicting import EvictingAction, Skip, Walk, in_queue_order, pool_of
+from kant.actions.victims import BoolArray, FloatArray, IntArray
 from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import Plugin, QueueSort, Rank
 from kant.framework.registry import register_action
@@ -177,7 +177,7 @@ class Preempt(EvictingAction[_PreemptWalk]):
             top = float(pend_rank.max())
         if top <= self._lowest:  # no running job can rank under every pending job
             return None
-        running = running_jobs(ctx)
+        running, starts = pool_of(ctx)
         run_rank = rank_fn(env, running, now)
         low = float(run_rank.min())
         if top <= low:
@@ -195,8 +195,8 @@ class Preempt(EvictingAction[_PreemptWalk]):
             keys = [(s, rank_of[j]) for s, j in zip(shapes, order, strict=True)]
         walk = _PreemptWalk(order, keys, running, run_rank, set(), args.checkpoint_interval_s)
         walk.rank_of = rank_of
+        walk.starts = starts
         if args.min_run_s > 0:
-            starts = np.fromiter((ctx.running[int(j)].start for j in running), dtype=np.float64, count=len(running))
             walk.alive &= now - starts >= args.min_run_s
         return walk
 

@@ -104,13 +104,16 @@ def select(jobs: IntArray, rank: FloatArray, lost: FloatArray, entries: tuple[In
     return Candidates(jobs[sel], rank[sel], lost[sel], (new_index[e_idx[keep]], e_node[keep], e_cnt[keep]))
 
 
-def work_lost(ctx: CycleContext, jobs: IntArray, checkpoint_interval_s: float | None) -> FloatArray:
+def work_lost(ctx: CycleContext, jobs: IntArray, checkpoint_interval_s: float | None,
+              start: FloatArray | None = None) -> FloatArray:
     """GPU-seconds each running job would lose if evicted now: total GPUs x time since its last
-    checkpoint (estimated from the current run's length; the whole run without checkpoints)."""
+    checkpoint (estimated from the current run's length; the whole run without checkpoints).
+    ``start``: the start of each job's current run where the caller has it (else read here)."""
     if len(jobs) == 0:
         return np.zeros(0, dtype=np.float64)
-    running = ctx.running
-    start = np.array([running[j].start for j in jobs.tolist()], dtype=np.float64)
+    if start is None:
+        running = ctx.running
+        start = np.array([running[j].start for j in jobs.tolist()], dtype=np.float64)
     run_s = np.maximum(ctx.now - start, 0.0)
     if checkpoint_interval_s is not None:
         run_s = np.mod(run_s, checkpoint_interval_s)

@@ -30,6 +30,8 @@ WaitingKey = Callable[[int, float], tuple[SortKey, float]]
 
 #: fewer jobs than this pushed since the last read are inserted one by one; more: one sort
 _INSORT = 8
+#: the change heap is rebuilt from its live items once it holds more than twice the queue plus this
+_SLACK = 64
 
 
 class _Queue(Protocol):
@@ -125,6 +127,11 @@ class KeptOrder:
             fresh.clear()
             for shape in touched:
                 self._by_shape[shape].sort()
+        if len(changes) > 2 * len(entry_of) + _SLACK:
+            # mostly items of jobs that started (or came back with a new entry) before their time:
+            # keep the live ones (each job's item for its present entry), so pushes and pops stay short
+            changes[:] = [item for item in changes if entry_of.get(item[1]) is item[2]]
+            heapq.heapify(changes)
         while changes and changes[0][0] <= now:
             _, job, old = heapq.heappop(changes)
             if entry_of.get(job) is not old:

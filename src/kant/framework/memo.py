@@ -17,12 +17,14 @@ from __future__ import annotations
 from collections.abc import KeysView, Mapping
 from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
+from typing import NamedTuple
 
 from kant.framework.context import SchedulerEnv
 from kant.framework.replay import Kind, ReleaseReplay
 from kant.framework.status import Status
 from kant.model.fit import is_share
 from kant.model.state import ClusterState
+from kant.model.store import JobStore
 
 __all__ = ["FailedRequests"]
 
@@ -31,6 +33,23 @@ __all__ = ["FailedRequests"]
 class _Entry:
     status: Status
     serial: int  # tells this entry's heap item from those of an earlier failure of the request
+
+
+class _Columns(NamedTuple):
+    """The job columns :meth:`FailedRequests.add` reads, as the store's own Python lists (one item
+    read is a list index, not a NumPy scalar; the lists grow and change with the store)."""
+
+    store: JobStore
+    gpus_per_worker: list[int]
+    workers: list[int]
+    gpu_type: list[int]
+    cpu_milli: list[int]
+    memory_mib: list[int]
+    gpu_milli: list[int]
+
+    @classmethod
+    def of(cls, jobs: JobStore) -> _Columns:
+        return cls(jobs, *(jobs.list_of(c) for c in cls._fields[1:]))
 
 
 class FailedRequests:
@@ -57,6 +76,7 @@ class FailedRequests:
         self._grown = -1  # the replay's ``grown`` when the heaps were last checked (-1: check them)
         self._due: dict[Kind, list[tuple[int, int, int]]] = {}  # per watched kind: (total due, serial, request)
         self._kinds: dict[tuple[int, int, bool], Kind] = {}  # (GPUs, job GPU-type code, other) -> kind
+        self._columns: _Columns | None = None  # the job store's columns add reads, as Python lists
 
     def __contains__(self, request: object) -> bool:
         return request in self._entries
@@ -84,10 +104,13 @@ class FailedRequests:
 
     def add(self, env: SchedulerEnv, request: int, job: int, status: Status, room: int) -> None:
         """``request`` (that of ``job``) failed with an upper bound of ``room`` worker slots."""
-        jobs = env.jobs
-        g, w, t = int(jobs.gpus_per_worker[job]), int(jobs.workers[job]), int(jobs.gpu_type[job])
+        cols = self._columns
+        if cols is None or cols[0] is not env.jobs:
+            cols = self._columns = _Columns.of(env.jobs)
+        _, gpus, workers, types, cpu, mem, milli = cols
+        g, w, t = gpus[job], workers[job], types[job]
         # a GPU share gains from returns that free no whole GPU too: any return on an allowed node may help
-        other = bool(jobs.cpu_milli[job] or jobs.memory_mib[job]) or (g == 1 and is_share(g, int(jobs.gpu_milli[job])))
+        other = bool(cpu[job] or mem[job]) or (g == 1 and is_share(g, milli[job]))
         kind = self._kinds.get((g, t, other))
         if kind is None:
             kind = self._kinds[(g, t, other)] = (g, None if t < 0 else frozenset(env.cluster_types_of(t)), other)

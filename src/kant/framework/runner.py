@@ -496,14 +496,12 @@ class Framework:
         return int(nodes[int(np.argmax(total))])
 
     def _no_fit(self, ctx: CycleContext, job: int, slots: int) -> Status:
-        jobs = self.env.jobs
         # the message depends only on what describe_request reads, and slots: built once per value
-        key = (int(jobs.workers[job]), int(jobs.gpus_per_worker[job]), int(jobs.gpu_milli[job]),
-               int(jobs.gpu_type[job]), slots)
+        key = (self.job_workers[job], self.job_gpus[job], self.job_milli[job], self.job_type[job], slots)
         status = self._no_fit_cache.get(key)
         if status is None:
-            status = Status.unschedulable(f"needs {jobs.describe_request(job)}; room now for {slots} worker(s)",
-                                          "node-resources-fit")
+            request = self.env.jobs.describe_request(job)
+            status = Status.unschedulable(f"needs {request}; room now for {slots} worker(s)", "node-resources-fit")
             if len(self._no_fit_cache) < 65536:
                 self._no_fit_cache[key] = status
         return status
