@@ -498,6 +498,11 @@ class EasyCycle:
                             i += t
                             looked += t
                             last = run.jobs[off + t - 1]
+                        if t == end - off < len(run.jobs) - off:
+                            # stopped by the next key inside the run: the job there is long and above
+                            # it, so the pass below would stop at once (its limit test, if due, is
+                            # the merge's next one: the same, with the same top_key)
+                            n = i
                 while i < n:
                     if looked >= limit:
                         if not exact:
