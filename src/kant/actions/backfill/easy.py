@@ -135,15 +135,30 @@ class EasyCycle:
             run.cut(low, self.estimate)
         return run
 
-    def _keep_run(self, shape: int, start: int, jobs: list[int]) -> None:
-        """The walk passed over ``jobs`` (all long) at positions from ``start``: extend or replace
-        ``shape``'s long run."""
+    def _keep_run(self, shape: int, lo: int, hi: int) -> None:
+        """The walk is at index ``hi`` of ``shape``'s list, and every job it passed there from index
+        ``lo`` was long: ``shape``'s long run is extended up to there (from its end: the jobs between
+        were passed too, earlier in the walk), or a new one starts at ``lo`` (not for fewer than
+        ``min_run`` jobs). What the run holds is checked where it is used (its jobs' estimates and
+        keys, the queue's edits), not assumed from here."""
+        queue = self.ctx.queue
+        base = queue.position_base(shape)
         run = self._run_of(shape)
-        if run is None or run.start + len(run.jobs) != start:
-            run = self.runs[shape] = LongRun(start)
+        if run is not None and run.start <= base + lo:
+            end = run.start + len(run.jobs) - base  # the index its end stands at
+            if end < 0:  # all its jobs left the list's front
+                run = self.runs[shape] = LongRun(base)
+                end = 0
+            lo = end
+        elif hi - lo >= self.min_run:
+            run = self.runs[shape] = LongRun(base + lo)
+        else:
+            return
+        if lo >= hi:
+            return
+        jobs = list(islice(queue.shape_jobs(shape), lo, hi))  # deque: one skip
         run.jobs += jobs
-        key = self.ctx.queue.key_of
-        run.keys += map(key, jobs)
+        run.keys += map(queue.key_of, jobs)
         mn = min(map(self.estimate, jobs))
         if mn < run.min_est:
             run.min_est = mn
@@ -438,6 +453,7 @@ class EasyCycle:
                 shadow = self.shadow
                 i += 1
                 short_only.add(shape)
+                verdict = SKIP
             else:
                 verdict = consider(job, shape)
                 if verdict == BLOCK:
@@ -462,6 +478,7 @@ class EasyCycle:
                 if jump and request in room_ok:  # not right after a start (see _rewind)
                     top = None
                 i_entry = i
+                lo = i if verdict == STARTED else i - 1  # the first long job of this look
                 n = len(lst)
                 run = runs.get(shape) if keep_runs else None
                 if run is not None and i < n and looked < limit:
@@ -469,18 +486,23 @@ class EasyCycle:
                     at = bases.get(shape, 0) + i
                     if shape in edits:  # cut to the positions that still hold the same jobs
                         run.cut(edits.pop(shape), estimate)
-                    if now + run.min_est > shadow:
-                        off = at - run.start
-                        end = len(run.jobs)
-                        if 0 <= off < end:
-                            if top is not None:
-                                end = bisect_right(run.keys, top, off)
-                            t = min(end - off, limit - looked)
-                            if t > 0:
-                                i += t
-                                looked += t
-                                last = run.jobs[off + t - 1]
-                i0 = i
+                    if now + run.min_est <= shadow:  # some are short now: keep those before the first
+                        run.cut_short(now, shadow, estimate)
+                    off = at - run.start
+                    end = len(run.jobs)
+                    if 0 <= off < end:
+                        if top is not None:
+                            end = bisect_right(run.keys, top, off)
+                        t = min(end - off, limit - looked)
+                        if t > 0:
+                            i += t
+                            looked += t
+                            last = run.jobs[off + t - 1]
+                        if t == end - off < len(run.jobs) - off:
+                            # stopped by the next key inside the run: the job there is long and above
+                            # it, so the pass below would stop at once (its limit test, if due, is
+                            # the merge's next one: the same, with the same top_key)
+                            n = i
                 while i < n:
                     if looked >= limit:
                         if not exact:
@@ -500,8 +522,9 @@ class EasyCycle:
                     i += 1
                     looked += 1
                     last = j
-                if keep_runs and i - i0 >= min_run:
-                    self._keep_run(shape, queue.position_base(shape) + i0, list(islice(lst, i0, i)))  # deque: one skip
+                if keep_runs and (i - lo >= min_run if run is None else
+                                  run.start + len(run.jobs) < bases.get(shape, 0) + i):
+                    self._keep_run(shape, lo, i)
                 if jump and bound is not None and i > i_entry and key(lst[i - 1]) > bound:
                     ahead[shape] = i_entry
             pos[shape] = i

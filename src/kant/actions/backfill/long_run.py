@@ -32,3 +32,13 @@ class LongRun:
         if keep < len(self.jobs):
             del self.jobs[keep:], self.keys[keep:]
             self.min_est = min(map(estimate, self.jobs), default=math.inf)
+
+    def cut_short(self, now: float, shadow: float, estimate: Callable[[int], float]) -> None:
+        """Keep only the jobs before the first that is not long at ``now`` (``now + estimate <=
+        shadow``)."""
+        jobs = self.jobs
+        for k, job in enumerate(jobs):
+            if now + estimate(job) <= shadow:
+                del jobs[k:], self.keys[k:]
+                self.min_est = min(map(estimate, jobs), default=math.inf)
+                return
