@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol, TypeVar, cast
 
-import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ScalarView", "read_only", "scalar_view"]
+__all__ = ["ScalarView", "scalar_view"]
 
 T = TypeVar("T")
 
@@ -35,12 +34,3 @@ def scalar_view(array: npt.NDArray[Any], kind: type[T]) -> ScalarView[T]:
     if array.ndim != 1 or not array.flags.c_contiguous:
         raise ValueError("a scalar view needs a 1-D C-contiguous array")
     return cast(ScalarView[T], memoryview(array))  # type: ignore[arg-type]
-
-
-def read_only(array: npt.ArrayLike) -> npt.NDArray[np.int64]:
-    """``array`` as a read-only int64 array that shares its buffer where it can (a C-contiguous int64
-    array: no copy; else a copy): for a planning copy that only reads what it is given while its
-    owner keeps it unchanged. A write through it raises instead of changing the owner's array."""
-    view = np.ascontiguousarray(array, dtype=np.int64).view()
-    view.flags.writeable = False
-    return view

@@ -17,7 +17,6 @@ import numpy.typing as npt
 
 from kant.errors import SchedulingError
 from kant.model.fit import FULL_GPU_MILLI
-from kant.model.scalars import read_only
 
 __all__ = ["SLOT_CLOSED", "ShareBooks"]
 
@@ -100,8 +99,8 @@ class ShareBooks:
         else:
             slots[best] -= m
         self.used_milli += m
-        self.version[node] += 1  # first: read-only on a planning copy (see copy)
         self.best[node] = max(max(slots), 0)
+        self.version[node] += 1
         return best, opened
 
     def give(self, node: int, slot: int, m: int) -> bool:
@@ -114,21 +113,19 @@ class ShareBooks:
         if closed:
             slots[slot] = SLOT_CLOSED
             self.open -= 1
-        self.version[node] += 1  # first: read-only on a planning copy (see copy)
         self.best[node] = max(max(slots), 0)
+        self.version[node] += 1
         return closed
 
     def copy(self, keep: bool = True) -> ShareBooks:
         """Books for a planning copy of the state: the same open slots (``keep``), else none (each
-        node's version kept), sharing this one's arrays: the versions read-only (booking on the copy
-        raises), the best open slots as they are (a placer's trial writes are undone); the copy
-        holds while these books do not change (a planning copy is placed on at once)."""
+        node's version kept). Booking on the copy leaves these books as they are."""
         books = ShareBooks.__new__(ShareBooks)
         books._names, books._up = self._names, self._up
-        books.version = read_only(self.version)
+        books.version = self.version.copy()
         if keep:
             books.slots = {n: list(v) for n, v in self.slots.items()}
-            books.best = self.best
+            books.best = self.best.copy()
             books.of_job = dict(self.of_job)
             books.open, books.used_milli = self.open, self.used_milli
         else:

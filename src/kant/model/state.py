@@ -430,12 +430,7 @@ class ClusterState:
         Per-node arrays are copied and every aggregate is recomputed from them, or, where few nodes'
         free GPUs differ from this state's, from this state's aggregates and those nodes alone (the
         same values: :meth:`_what_if_delta`); ``allocations`` is shared and must not be changed
-        through the copy. The per-node arrays (``free``, CPU, memory, the share books') are the
-        caller's or this state's, shared, not copied: the copy holds only while they do not change,
-        so it is for placing on at once; the placers' trial writes through it
-        (:meth:`Framework.place_workers`) are undone before they return, and booking a share on it
-        raises (its books' versions are read-only). O(nodes) at most.
-        Without ``shares`` the copy has no open GPU slots (``free`` is
+        through the copy. O(nodes). Without ``shares`` the copy has no open GPU slots (``free`` is
         then all the GPU capacity: backfill's future capacity). ``changed``: nodes that hold every
         node where ``free`` may differ from this state's free GPUs (the caller knows them; None:
         found by comparing)."""
@@ -444,10 +439,9 @@ class ClusterState:
         view = cls.__new__(cls)  # copy.copy's own steps for a plain object, without its generic dispatch
         view.__dict__.update(self.__dict__)
         view.classes = None  # the index belongs to the live state; a planning copy uses vectorised paths
-        # the per-node arrays are shared, not copied (80 KB each at 10,000 nodes): see the docstring
-        view.free = np.ascontiguousarray(free, dtype=np.int64)
-        view.free_cpu = np.ascontiguousarray(self.free_cpu if free_cpu is None else free_cpu, dtype=np.int64)
-        view.free_mem = np.ascontiguousarray(self.free_mem if free_mem is None else free_mem, dtype=np.int64)
+        view.free = np.array(free, dtype=np.int64)
+        view.free_cpu = np.array(self.free_cpu if free_cpu is None else free_cpu, dtype=np.int64)
+        view.free_mem = np.array(self.free_mem if free_mem is None else free_mem, dtype=np.int64)
         view.change_log, view.change_log_start = [], 0  # the copy's own (the live log is the live state's)
         f = view.free
         if changed is not None and len(changed) * _DELTA_SHARE <= cluster.n_nodes:
