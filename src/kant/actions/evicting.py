@@ -41,7 +41,7 @@ from kant.framework.context import CycleContext
 from kant.framework.runner import Framework
 from kant.model.state import Placement
 
-__all__ = ["EvictingAction", "Skip", "Walk", "execute_plan", "in_queue_order", "pool_of"]
+__all__ = ["EvictingAction", "Skip", "Walk", "execute_plan", "in_queue_order"]
 
 
 def execute_plan(ctx: CycleContext, fw: Framework, job: int, victims: list[int], placement: Placement) -> None:
@@ -128,14 +128,6 @@ class Walk:
         if self.by_rank is None:
             self.by_rank = PoolOrder(self.running, self.rank, self._lost(ctx))
         return one_victim(ctx, fw, job, self.by_rank, sel)
-
-
-def pool_of(ctx: CycleContext) -> tuple[IntArray, FloatArray]:
-    """:func:`~kant.actions.victims.running_jobs` and the start of each one's current run, in one
-    pass over ``ctx.running`` (a :attr:`Walk.starts`, for the walk's work lost)."""
-    running = ctx.running
-    jobs = np.fromiter(running, dtype=np.int64, count=len(running))
-    return jobs, np.array([r.start for r in running.values()], dtype=np.float64)
 
 
 W = TypeVar("W", bound=Walk)
