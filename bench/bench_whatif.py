@@ -580,7 +580,9 @@ def capacity(args: argparse.Namespace) -> dict[str, Any]:
           f"({sum(h[2] for h in history):,} jobs in {span / HOUR / 24:.2f} days); "
           f"what came {came[0]:,.0f} / {came[1]:,.0f} ({came[2]:,} jobs)")
     real_cols = _arrival_cols(jobs, later, est)
-    real = ArrivalModel(real_cols, np.zeros(24), at, at)
+    # (only its history is read: the real arrivals are given as the draw, so it has no rates or bursts)
+    real = ArrivalModel(real_cols, np.zeros(24), at, at, np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64),
+                        np.zeros(0))
     drawn = Drawn(np.asarray(real_cols["submit"]), np.arange(later.size, dtype=np.int64))
     true_active = np.asarray([float(jobs.duration[row_of[i]]) for i in snap.ids])
     true_later = np.asarray([float(jobs.duration[r]) for r in later])

@@ -51,12 +51,14 @@ def test_the_rate_follows_the_hour_of_the_day_and_jobs_come_from_the_whole_histo
     # the first arrival)
     assert model.rate[3] * HOUR == pytest.approx((60 + 2 * 62 / 45) / 4)
     assert model.rate[12] * HOUR == pytest.approx((2 + 2 * 62 / 45) / 4)
-    # the rare 8-GPU job is drawn at its share of the whole history (2 of 62), in any hour
+    # four bursts (each day's 30 jobs a minute apart, and each noon job alone): the rare 8-GPU job is
+    # drawn as often as the 30-job burst, so at its share of the whole history (2 of 62), in any hour
+    assert model.burst_bounds.tolist() == [0, 30, 31, 61, 62]
     arr = model.sample(np.random.default_rng(1), 60 * 86400.0)
     picked = np.asarray(hist["gpus_per_worker"])[arr.rows]
     hours = ((arr.submit % 86400) // HOUR).astype(int)
     assert (picked[hours == 3] == 8).any()
-    assert (picked == 8).mean() == pytest.approx(2 / 62, abs=0.01)  # (of about 1,900 draws)
+    assert (picked == 8).mean() == pytest.approx(2 / 62, rel=0.3)  # (about 120 bursts drawn)
     assert model.describe()["largest_gang"] == 8
     assert np.all(np.diff(arr.submit) >= 0) and arr.submit.min() >= 2 * 86400.0
 
@@ -71,6 +73,67 @@ def test_one_busy_day_among_quiet_ones_is_averaged_out() -> None:
     per_hour = model.rate * HOUR
     assert np.all(per_hour > 1.0) and np.all(per_hour < 3.5)
     assert model.expected(86400.0) == pytest.approx((6 * 24 + 240) / 7, rel=0.05)
+
+
+def test_a_users_burst_arrives_together_at_its_offsets_and_interleaved_users_are_apart() -> None:
+    # two users submit sweeps at the same minutes (interleaved in submit order): a's 6 jobs 2 min apart,
+    # b's 4 jobs 4 min apart, every 6 hours for two days; each sweep is one burst of its own user
+    sub: list[float] = []
+    users: list[str] = []
+    gpus: list[int] = []
+    for start in range(0, 2 * 86400, 6 * 3600):
+        for i in range(6):
+            sub.append(start + 120.0 * i)
+            users.append("a")
+            gpus.append(1)
+        for i in range(4):
+            sub.append(start + 30.0 + 240.0 * i)
+            users.append("b")
+            gpus.append(8)
+    order = np.argsort(sub, kind="stable")
+    hist = history([sub[i] for i in order])
+    hist["user"] = tuple(users[i] for i in order)
+    hist["gpus_per_worker"] = tuple(gpus[i] for i in order)
+    model = ArrivalModel.learn(hist, now=2 * 86400.0)
+    assert model is not None
+    bounds = model.burst_bounds
+    assert bounds.size - 1 == 16 and set(np.diff(bounds).tolist()) == {6, 4}
+    for b in range(16):  # each burst: one user's jobs, at offsets 0, 120, ... (a) or 0, 240, ... (b)
+        rows = model.burst_rows[bounds[b]:bounds[b + 1]]
+        who = {hist["user"][r] for r in rows.tolist()}
+        assert len(who) == 1
+        step = 120.0 if who == {"a"} else 240.0
+        assert model.burst_offset[bounds[b]:bounds[b + 1]].tolist() == [step * i for i in range(rows.size)]
+    # sampled: each copied burst arrives whole, at its offsets (grouped by burst and start time)
+    horizon = 30 * 86400.0
+    arr = model.sample(np.random.default_rng(7), horizon)
+    burst_of = np.empty(len(model), dtype=np.int64)
+    offset_of = np.empty(len(model))
+    for b in range(16):
+        rows = model.burst_rows[bounds[b]:bounds[b + 1]]
+        burst_of[rows] = b
+        offset_of[rows] = model.burst_offset[bounds[b]:bounds[b + 1]]
+    groups: dict[tuple[int, float], list[int]] = {}
+    for r, t in zip(arr.rows.tolist(), arr.submit.tolist(), strict=True):
+        groups.setdefault((int(burst_of[r]), round(t - offset_of[r], 3)), []).append(r)
+    assert len(groups) >= 100
+    for (b, start), rows in groups.items():
+        whole = model.burst_rows[bounds[b]:bounds[b + 1]].tolist()
+        if start + 720.0 < model.now + horizon:  # (a burst begun near the end is cut there)
+            assert sorted(rows) == sorted(whole)
+    # the expected count is the hours' rates: bursts are drawn at the rate over the mean burst size
+    assert arr.submit.size == pytest.approx(model.expected(30 * 86400.0), rel=0.15)
+
+
+def test_bursty_history_gives_bursty_draws() -> None:
+    # a sweep of 20 jobs a minute apart every 2 hours, across a week: 10-minute counts vary far more
+    # than a Poisson process with the same rate would (whose variance equals its mean)
+    sub = [start + 60.0 * i for start in range(0, 7 * 86400, 2 * 3600) for i in range(20)]
+    model = ArrivalModel.learn(history([float(t) for t in sub]), now=7 * 86400.0)
+    assert model is not None
+    arr = model.sample(np.random.default_rng(3), 7 * 86400.0)
+    counts = np.bincount(((arr.submit - model.now) // 600).astype(np.int64), minlength=7 * 144)
+    assert counts.var() > 5 * counts.mean()
 
 
 @settings(max_examples=25, deadline=None)

@@ -14,11 +14,19 @@ arrivals for the forward runs:
   every day the history holds.
 - **Which jobs.** Each sampled arrival is a copy of a past arrival (tenant, user, shape, GPU type,
   priority and planned run time together: the bootstrap keeps who asks for what, and how long
-  they say it runs), drawn uniformly among every past arrival of the window, whatever its hour: a
-  rare shape (a 32-GPU gang seen twice in a week) is sampled at its rate in the whole history, not
-  only when the same hour of the day happened to have one.
-- **When.** Arrivals in each hour segment of ``[now, now + horizon)`` are Poisson with the hour's
-  rate, placed uniformly in it.
+  they say it runs), taken from the whole window, whatever its hour: a rare shape (a 32-GPU gang seen
+  twice in a week) is sampled at its rate in the whole history, not only when the same hour of the
+  day happened to have one.
+- **In bursts, as users submit.** Users submit in batches (a sweep of a dozen jobs within minutes),
+  so arrivals come in bursts with lulls between them (on the Philly slice of docs/whatif.md, the counts
+  in 10-minute windows vary 27 times as much as Poisson arrivals' would). The history is cut into
+  *bursts*: one user's arrivals (same tenant and user) each within :data:`BURST_GAP_S` of that user's
+  previous one. A sampled burst is a copy of a past burst, chosen uniformly among the window's bursts:
+  its jobs together, at the same offsets from its first arrival. Which jobs arrive follows from the
+  bursts: a rare shape is sampled at its rate in the whole history, with the jobs it came with.
+- **When.** Bursts start in each hour segment of ``[now, now + horizon)`` as a Poisson process with
+  the hour's rate divided by the mean burst size (so the expected arrivals per hour are the hour's
+  rate), placed uniformly in it; a burst's later jobs may fall in the next hour.
 
 With fewer than :data:`MIN_ARRIVALS` arrivals, or less than an hour of history, there is no model:
 the forward runs are "if nothing else arrives" and the answer says so.
@@ -46,6 +54,8 @@ MIN_ARRIVALS = 20
 DEFAULT_WINDOW_S = 7 * DAY
 #: the shrinkage of an hour of the day's rate towards the overall rate: this much exposure at that rate
 SHRINK_S = 2 * HOUR
+#: one user's arrivals at most this far apart belong to one burst (see the module docstring)
+BURST_GAP_S = 300.0
 #: one past arrival: its columns (as a snapshot's job columns, without ``name`` and ``estimate``'s
 #: user meaning: ``estimate`` is the run time the scheduler planned it with)
 ARRIVAL_COLUMNS = ("submit", "tenant", "user", "workers", "gpus_per_worker", "gpu_milli", "cpu_milli",
@@ -75,6 +85,12 @@ class ArrivalModel:
     rate: FloatArray  # arrivals per second, by hour of the day (24)
     first: float
     now: float
+    #: the history's rows burst by burst (each burst's in submit order), where burst ``b`` is
+    #: ``burst_rows[burst_bounds[b]:burst_bounds[b + 1]]``, and each row's offset from its burst's first
+    #: arrival (aligned with ``burst_rows``)
+    burst_rows: IntArray
+    burst_bounds: IntArray
+    burst_offset: FloatArray
 
     @classmethod
     def learn(cls, history: Mapping[str, tuple[Any, ...]], now: float,
@@ -95,7 +111,8 @@ class ArrivalModel:
         exposure = _exposure(first, now)
         overall = keep.size / span
         rate = (counts + SHRINK_S * overall) / (exposure + SHRINK_S)
-        return cls(hist, rate, first, now)
+        rows, bounds, offset = _bursts(hist["tenant"], hist["user"], sub)
+        return cls(hist, rate, first, now, rows, bounds, offset)
 
     def __len__(self) -> int:
         return len(self.history["submit"])
@@ -105,20 +122,30 @@ class ArrivalModel:
         return float(sum(self.rate[h] * (b - a) for a, b, h in _segments(self.now, self.now + horizon_s)))
 
     def sample(self, rng: np.random.Generator, horizon_s: float) -> Arrivals:
-        """One draw of the arrivals in ``(now, now + horizon_s)``, in submit order."""
-        times: list[FloatArray] = []
-        rows: list[IntArray] = []
-        n_all = len(self)
+        """One draw of the arrivals in ``(now, now + horizon_s)``, in submit order: bursts copied from the
+        history (module docstring)."""
+        bounds = self.burst_bounds
+        bursts = bounds.size - 1
+        per_burst = len(self) / bursts  # the mean burst size
+        starts: list[FloatArray] = []
+        which: list[IntArray] = []
         for a, b, h in _segments(self.now, self.now + horizon_s):
-            k = int(rng.poisson(self.rate[h] * (b - a)))
+            k = int(rng.poisson(self.rate[h] * (b - a) / per_burst))
             if not k:
                 continue
-            t = np.sort(a + (b - a) * rng.random(k))
-            times.append(t)
-            rows.append(rng.integers(0, n_all, size=k).astype(np.int64))
-        if not times:
+            starts.append(a + (b - a) * rng.random(k))
+            which.append(rng.integers(0, bursts, size=k).astype(np.int64))
+        if not starts:
             return Arrivals(np.zeros(0), np.zeros(0, dtype=np.int64))
-        return Arrivals(np.concatenate(times), np.concatenate(rows))
+        t0, ids = np.concatenate(starts), np.concatenate(which)
+        size = bounds[ids + 1] - bounds[ids]
+        # the positions (in burst order) of every copied burst's rows, burst after burst
+        pos = np.repeat(bounds[ids] - (np.cumsum(size) - size), size) + np.arange(int(size.sum()))
+        submit = np.repeat(t0, size) + self.burst_offset[pos]
+        keep = submit < self.now + horizon_s
+        submit, rows = submit[keep], self.burst_rows[pos][keep]
+        order = np.argsort(submit, kind="stable")
+        return Arrivals(submit[order], rows[order])
 
     def describe(self) -> dict[str, Any]:
         """What the model learned, for answers and docs: arrivals seen, hours of history, the mean
@@ -132,6 +159,28 @@ class ArrivalModel:
                 "per_hour": round(float(self.rate.mean()) * HOUR, 2),
                 "planned_gpu_h_per_hour": round(planned / max((self.now - self.first) / HOUR, 1e-9), 1),
                 "busiest_hour": int(np.argmax(self.rate)), "quietest_hour": int(np.argmin(self.rate))}
+
+
+def _bursts(tenant: tuple[Any, ...], user: tuple[Any, ...],
+            submit: FloatArray) -> tuple[IntArray, IntArray, FloatArray]:
+    """The bursts of arrivals in submit order (module docstring): (rows burst by burst, each burst's
+    bounds in them, each row's offset from its burst's first arrival)."""
+    burst = np.empty(submit.size, dtype=np.int64)
+    first: list[float] = []  # each burst's first arrival
+    last: dict[tuple[Any, Any], tuple[int, float]] = {}  # (tenant, user) -> (its last burst, last arrival)
+    for i, (who, t) in enumerate(zip(zip(tenant, user, strict=True), submit.tolist(), strict=True)):
+        seen = last.get(who)
+        if seen is None or t - seen[1] > BURST_GAP_S:
+            b = len(first)
+            first.append(t)
+        else:
+            b = seen[0]
+        burst[i] = b
+        last[who] = (b, t)
+    rows = np.lexsort((submit, burst)).astype(np.int64)
+    bounds = np.searchsorted(burst[rows], np.arange(len(first) + 1)).astype(np.int64)
+    offset = submit[rows] - np.asarray(first, dtype=np.float64)[burst[rows]]
+    return rows, bounds, offset
 
 
 def _segments(lo: float, hi: float) -> list[tuple[float, float, int]]:
