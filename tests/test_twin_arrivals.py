@@ -125,6 +125,18 @@ def test_a_users_burst_arrives_together_at_its_offsets_and_interleaved_users_are
     assert arr.submit.size == pytest.approx(model.expected(30 * 86400.0), rel=0.15)
 
 
+def test_bursts_do_not_depend_on_the_historys_row_order() -> None:
+    sub = [start + 60.0 * i for start in range(0, 2 * 86400, 3 * 3600) for i in range(5)]
+    hist = history([float(t) for t in sub])
+    model = ArrivalModel.learn(hist, now=2 * 86400.0)
+    perm = np.random.default_rng(5).permutation(len(sub))
+    shuffled = ArrivalModel.learn({c: tuple(v[i] for i in perm.tolist()) for c, v in hist.items()}, now=2 * 86400.0)
+    assert model is not None and shuffled is not None
+    assert np.array_equal(model.burst_bounds, shuffled.burst_bounds)
+    assert np.array_equal(model.burst_offset, shuffled.burst_offset)
+    assert np.array_equal(perm[shuffled.burst_rows], model.burst_rows)  # (the same rows, renumbered)
+
+
 def test_bursty_history_gives_bursty_draws() -> None:
     # a sweep of 20 jobs a minute apart every 2 hours, across a week: 10-minute counts vary far more
     # than a Poisson process with the same rate would (whose variance equals its mean)

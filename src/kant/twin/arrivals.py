@@ -163,12 +163,14 @@ class ArrivalModel:
 
 def _bursts(tenant: tuple[Any, ...], user: tuple[Any, ...],
             submit: FloatArray) -> tuple[IntArray, IntArray, FloatArray]:
-    """The bursts of arrivals in submit order (module docstring): (rows burst by burst, each burst's
-    bounds in them, each row's offset from its burst's first arrival)."""
+    """The bursts of the arrivals (module docstring), met in submit order whatever the rows' order:
+    (rows burst by burst, each burst's bounds in them, each row's offset from its burst's first
+    arrival)."""
     burst = np.empty(submit.size, dtype=np.int64)
     first: list[float] = []  # each burst's first arrival
     last: dict[tuple[Any, Any], tuple[int, float]] = {}  # (tenant, user) -> (its last burst, last arrival)
-    for i, (who, t) in enumerate(zip(zip(tenant, user, strict=True), submit.tolist(), strict=True)):
+    for i in np.argsort(submit, kind="stable").tolist():
+        who, t = (tenant[i], user[i]), float(submit[i])
         seen = last.get(who)
         if seen is None or t - seen[1] > BURST_GAP_S:
             b = len(first)
