@@ -24,18 +24,8 @@ from pydantic import BaseModel
 from kant.actions.allocate import Allocate
 from kant.actions.common import evict_job, in_queue_order, start_job
 from kant.actions.elastic import shrink_to_start
-from kant.actions.victims import (
-    BoolArray,
-    Candidates,
-    FloatArray,
-    IntArray,
-    PoolOrder,
-    choose_victims,
-    one_victim,
-    placement_entries,
-    select,
-    work_lost,
-)
+from kant.actions.pool import BoolArray, Candidates, FloatArray, IntArray, placement_entries, select, work_lost
+from kant.actions.victims import PoolOrder, choose_victims, one_victim
 from kant.framework.action import Action
 from kant.framework.context import CycleContext
 from kant.framework.runner import Framework

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kant.actions.common import start_job
 from kant.actions.evicting import EvictingAction, Skip, Walk
-from kant.actions.victims import BoolArray, running_jobs
+from kant.actions.pool import BoolArray, running_jobs
 from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import CoScheduling
 from kant.framework.registry import register_action

@@ -44,8 +44,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from kant.actions.evicting import EvictingAction, Skip, Walk, in_queue_order
-from kant.actions.pool import pool_of
-from kant.actions.victims import BoolArray, FloatArray, IntArray
+from kant.actions.pool import BoolArray, FloatArray, IntArray, pool_of
 from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import Plugin, QueueSort, Rank
 from kant.framework.registry import register_action

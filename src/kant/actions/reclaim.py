@@ -43,7 +43,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from kant.actions.evicting import EvictingAction, Skip, Walk, in_queue_order
-from kant.actions.victims import BoolArray, Candidates, IntArray, placement_entries, victims_in_order
+from kant.actions.pool import BoolArray, Candidates, IntArray, placement_entries
+from kant.actions.victims import victims_in_order
 from kant.framework.context import CycleContext, SchedulerEnv
 from kant.framework.plugin import Guarantee, Plugin, QueueGuarantee
 from kant.framework.registry import register_action

@@ -22,8 +22,7 @@ arrivals for the forward runs:
   in 10-minute windows vary 27 times as much as Poisson arrivals' would). The history is cut into
   *bursts*: one user's arrivals (same tenant and user) each within :data:`BURST_GAP_S` of that user's
   previous one. A sampled burst is a copy of a past burst, chosen uniformly among the window's bursts:
-  its jobs together, at the same offsets from its first arrival. Which jobs arrive follows from the
-  bursts: a rare shape is sampled at its rate in the whole history, with the jobs it came with.
+  its jobs together, at the same offsets from its first arrival.
 - **When.** Bursts start in each hour segment of ``[now, now + horizon)`` as a Poisson process with
   the hour's rate divided by the mean burst size (so the expected arrivals per hour are the hour's
   rate), placed uniformly in it; a burst's later jobs may fall in the next hour.
